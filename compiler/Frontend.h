@@ -1,0 +1,26 @@
+// Frontends turn an input file into the ParamTable (PlanModel::params) in
+// model order. They run after --mesh is parsed: placements are resolved
+// against the mesh's dims.
+#ifndef DMUON_COMPILER_FRONTEND_H
+#define DMUON_COMPILER_FRONTEND_H
+
+#include "Diagnostics.h"
+#include "Model.h"
+
+#include <string>
+
+namespace dmuon {
+
+enum class InputFormat { Auto, Toml, Onnx };
+
+// TOML manifest, docs/manifest-format.md.
+bool loadTomlManifest(const std::string &path, PlanModel &model, Diagnostics &diags);
+// ONNX model: initializers' names, dims and types only.
+bool loadOnnxModel(const std::string &path, PlanModel &model, Diagnostics &diags);
+// Picks the frontend from `format` or the file extension.
+bool loadModel(const std::string &path, InputFormat format, PlanModel &model,
+               Diagnostics &diags);
+
+} // namespace dmuon
+
+#endif

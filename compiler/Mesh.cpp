@@ -1,0 +1,169 @@
+#include "Mesh.h"
+
+#include "Diagnostics.h"
+
+#include <cctype>
+#include <limits>
+
+namespace dmuon {
+
+int64_t Mesh::worldSize() const {
+  int64_t n = 1;
+  for (const MeshDim &d : dims)
+    n *= d.size;
+  return n;
+}
+
+int64_t Mesh::numShards() const { return shardDim < 0 ? 1 : dims[shardDim].size; }
+int64_t Mesh::numReplicas() const {
+  return replicateDim < 0 ? 1 : dims[replicateDim].size;
+}
+
+int Mesh::findDim(std::string_view name) const {
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<int64_t> Mesh::coordOf(int64_t rank) const {
+  std::vector<int64_t> c(dims.size());
+  for (size_t i = dims.size(); i-- > 0;) {
+    c[i] = rank % dims[i].size;
+    rank /= dims[i].size;
+  }
+  return c;
+}
+
+int64_t Mesh::rankOf(const std::vector<int64_t> &coord) const {
+  int64_t r = 0;
+  for (size_t i = 0; i < dims.size(); ++i)
+    r = r * dims[i].size + coord[i];
+  return r;
+}
+
+int64_t Mesh::slotRank(int64_t shard, int64_t replicate) const {
+  std::vector<int64_t> c(dims.size(), 0);
+  if (shardDim >= 0)
+    c[shardDim] = shard;
+  if (replicateDim >= 0)
+    c[replicateDim] = replicate;
+  return rankOf(c);
+}
+
+std::string Mesh::str() const {
+  std::string s;
+  for (const MeshDim &d : dims) {
+    if (!s.empty())
+      s += ',';
+    s += d.name + "=" + std::to_string(d.size);
+  }
+  return s;
+}
+
+namespace {
+
+// Largest world we plan for; keeps every rank and slot in 32 bits.
+constexpr int64_t kMaxWorld = 1 << 24;
+
+bool parseSize(std::string_view text, size_t &pos, int64_t &v) {
+  size_t b = pos;
+  v = 0;
+  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+    v = v * 10 + (text[pos] - '0');
+    if (v > kMaxWorld)
+      v = kMaxWorld + 1; // saturate; reported by the caller
+    ++pos;
+  }
+  return pos > b;
+}
+
+} // namespace
+
+bool parseMesh(std::string_view text, Mesh &out, Diagnostics &diags) {
+  MeshSource src = diags.addMeshSource(text);
+  Mesh m;
+  auto err = [&](size_t col, const std::string &msg) {
+    diags.error(src.loc(col), msg);
+    return false;
+  };
+  if (text.empty())
+    return err(0, "empty mesh (expected e.g. '8', '2x4' or 'dp_replicate=2,dp_shard=4')");
+
+  bool named = text.find('=') != std::string_view::npos;
+  size_t pos = 0;
+  if (!named) {
+    std::vector<std::pair<size_t, int64_t>> sizes;
+    while (true) {
+      size_t col = pos;
+      int64_t v;
+      if (!parseSize(text, pos, v))
+        return err(pos, "expected a dimension size");
+      if (v < 1)
+        return err(col, "mesh dimension size must be at least 1");
+      sizes.push_back({col, v});
+      if (pos == text.size())
+        break;
+      if (text[pos] != 'x' && text[pos] != 'X')
+        return err(pos, std::string("unexpected '") + text[pos] +
+                            "' in mesh (expected 'x' between sizes)");
+      ++pos;
+    }
+    if (sizes.size() > 2)
+      return err(sizes[2].first,
+                 "a size-only mesh has at most two dims (dp_replicate x dp_shard); "
+                 "name the dims for more, e.g. 'dp_replicate=2,dp_shard=2,tp=2'");
+    if (sizes.size() == 2) {
+      m.dims = {{"dp_replicate", sizes[0].second}, {"dp_shard", sizes[1].second}};
+      m.replicateDim = 0;
+      m.shardDim = 1;
+    } else {
+      m.dims = {{"dp_shard", sizes[0].second}};
+      m.shardDim = 0;
+    }
+  } else {
+    while (true) {
+      size_t nameCol = pos;
+      while (pos < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[pos])) || text[pos] == '_'))
+        ++pos;
+      std::string name(text.substr(nameCol, pos - nameCol));
+      if (name.empty())
+        return err(nameCol, "expected a mesh dim name");
+      if (pos >= text.size() || text[pos] != '=')
+        return err(pos, "expected '=' after mesh dim name '" + name + "'");
+      ++pos;
+      size_t sizeCol = pos;
+      int64_t v;
+      if (!parseSize(text, pos, v))
+        return err(pos, "expected a size for mesh dim '" + name + "'");
+      if (v < 1)
+        return err(sizeCol, "mesh dim '" + name + "' must have size at least 1");
+      if (name == "dp")
+        name = "dp_shard"; // the specification's examples call it dp
+      if (m.findDim(name) >= 0)
+        return err(nameCol, "mesh dim '" + name + "' is given twice");
+      if (name == "dp_shard")
+        m.shardDim = static_cast<int>(m.dims.size());
+      if (name == "dp_replicate")
+        m.replicateDim = static_cast<int>(m.dims.size());
+      m.dims.push_back({name, v});
+      if (pos == text.size())
+        break;
+      if (text[pos] != ',')
+        return err(pos, std::string("unexpected '") + text[pos] +
+                            "' in mesh (expected ',' between dims)");
+      ++pos;
+    }
+  }
+  int64_t world = 1;
+  for (const MeshDim &d : m.dims) {
+    world *= d.size;
+    if (world > kMaxWorld)
+      return err(0, "mesh has more than " + std::to_string(kMaxWorld) + " ranks");
+  }
+  out = std::move(m);
+  return true;
+}
+
+} // namespace dmuon

@@ -1,0 +1,45 @@
+// The device mesh: named dims, row-major rank order (DESIGN.md §4).
+#ifndef DMUON_COMPILER_MESH_H
+#define DMUON_COMPILER_MESH_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dmuon {
+
+class Diagnostics;
+
+struct MeshDim {
+  std::string name;
+  int64_t size = 1;
+};
+
+struct Mesh {
+  std::vector<MeshDim> dims;
+  int shardDim = -1;     // index of dp_shard, -1 if absent
+  int replicateDim = -1; // index of dp_replicate, -1 if absent
+
+  int64_t worldSize() const;
+  int64_t numShards() const;   // G
+  int64_t numReplicas() const; // R
+  int64_t numSlots() const { return numShards() * numReplicas(); }
+  bool isOwnershipDim(int i) const { return i == shardDim || i == replicateDim; }
+  int findDim(std::string_view name) const;
+
+  std::vector<int64_t> coordOf(int64_t rank) const;
+  int64_t rankOf(const std::vector<int64_t> &coord) const;
+  // Slot index s + r*G; the rank of slot (s, r) with every other dim at 0.
+  int64_t slotRank(int64_t shard, int64_t replicate) const;
+  std::string str() const; // "dp_replicate=2,dp_shard=4"
+};
+
+// Parses `--mesh`: "8" (dp_shard=8), "2x4" (dp_replicate=2 x dp_shard=4) or
+// "name=size,...". Reports errors with the column into the text; returns false
+// on any error.
+bool parseMesh(std::string_view text, Mesh &out, Diagnostics &diags);
+
+} // namespace dmuon
+
+#endif

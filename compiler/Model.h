@@ -1,0 +1,156 @@
+// The compiler's in-memory state: what the frontends produce and each pass
+// fills in. One PlanModel flows through the whole pipeline.
+#ifndef DMUON_COMPILER_MODEL_H
+#define DMUON_COMPILER_MODEL_H
+
+#include "Mesh.h"
+#include "Placement.h"
+
+#include "llvm/Support/SMLoc.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dmuon {
+
+enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, F64 = 3 };
+std::optional<DType> parseDType(std::string_view name);
+const char *dtypeName(DType t);
+int64_t dtypeBytes(DType t);
+
+enum class Role : uint8_t { AdamW = 0, Muon = 1 };
+// Mirrors plan.fbs RoleReason.
+enum class RoleReason : uint8_t {
+  DefaultMatrix, DefaultVector, DefaultExcluded, IncludeFlag, ExcludeFlag,
+  ManifestOverride
+};
+enum class ShardingGroupKind : uint8_t { None = 0, NoComm = 1, Comm = 2 };
+enum class Stage : uint8_t {
+  Frontend, Select, Validate, Group, Partition, Hooks, Layout, Complete
+};
+const char *stageName(Stage s);
+std::optional<Stage> parseStage(std::string_view name);
+
+struct Param {
+  // Frontend.
+  std::string name;
+  std::string sourceName; // the input's own name, when it was recovered
+  std::string nameNote;   // how it was recovered
+  std::string sourceLoc;  // "file:line:col" for the plan, empty if none
+  llvm::SMLoc loc;        // for diagnostics into a manifest buffer
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  std::vector<Placement> placements; // one per mesh dim
+  bool conv = false;                 // flatten [out, in, k...] to [out, in*k...]
+  std::optional<Role> roleOverride;  // per-param optimizer in the manifest
+
+  // select
+  Role role = Role::AdamW;
+  RoleReason roleReason = RoleReason::DefaultVector;
+  int64_t batch = 1, rows = 0, cols = 0; // the matrix view
+  // group
+  ShardingGroupKind group = ShardingGroupKind::None;
+  int commGroup = -1;
+  // partition
+  std::string layer;
+  int unit = -1;
+  double cost = 0;
+  // hooks
+  int hookGroup = -1;
+  // layout
+  int64_t offset = -1, bytes = 0, reduceOffset = -1, reduceBytes = 0;
+
+  int64_t numElements() const;
+};
+
+struct Unit {
+  std::string name;
+  std::string layer;
+  std::vector<int> params;
+  double cost = 0;
+  int slot = -1;
+};
+
+struct CommGroup {
+  std::string key;
+  std::vector<int> params;
+  std::vector<int> shardDims;
+  std::vector<int> replicateMeshDims;
+  std::vector<std::vector<int64_t>> replicateGroups;
+};
+
+struct Segment {
+  int slot = -1;
+  int64_t ownerRank = -1;
+  int64_t offset = 0, bytes = 0, reduceOffset = 0, reduceBytes = 0;
+  std::vector<int> params;
+};
+
+struct HookGroup {
+  std::string name;
+  std::vector<int> params;
+  std::vector<Segment> segments;
+  int64_t bufferBytes = 0, reduceBufferBytes = 0;
+};
+
+struct RankFigures {
+  int64_t rank = 0;
+  int ownedParams = 0;
+  int64_t ownedElements = 0, masterBytes = 0, momentumBytes = 0;
+  int64_t peakBufferBytes = 0;
+  double nsFlops = 0;
+  int64_t broadcastSend = 0, broadcastRecv = 0, reduceSend = 0, reduceRecv = 0;
+  int64_t replicateSend = 0, replicateRecv = 0, allreduceBytes = 0;
+};
+
+struct Stats {
+  std::vector<double> slotLoad;
+  double totalCost = 0, lowerBound = 0, maxLoad = 0, imbalance = 0;
+  double lptMaxLoad = 0;
+  int refinementMoves = 0;
+  int layerRuleViolations = 0;
+  std::vector<RankFigures> ranks;
+};
+
+enum class Mode : uint8_t { Z3 = 0, Z2 = 1 };
+
+struct OptimizerDefaults {
+  double lr = 0.02, momentum = 0.95;
+  bool nesterov = true;
+  double weightDecay = 0.0;
+  int nsSteps = 5;
+  bool polarExpress = false;
+  bool matchRmsAdamW = false;
+  double adamwLr = 1e-3, adamwBeta1 = 0.9, adamwBeta2 = 0.999, adamwEps = 1e-8,
+         adamwWeightDecay = 0.0;
+};
+
+struct Options {
+  Mode mode = Mode::Z3;
+  bool replicateAsync = true;
+  int64_t smallParamThreshold = 5'000'000;
+  std::string hookBoundary; // empty: default heuristic
+  std::string muonInclude, muonExclude;
+  int alignment = 256;
+  OptimizerDefaults optimizer;
+};
+
+struct PlanModel {
+  std::string source;    // input path as given
+  std::string modelName; // from the manifest, or the ONNX graph name
+  Mesh mesh;
+  Options options;
+  std::vector<Param> params; // model (forward) order
+  std::vector<Unit> units;
+  std::vector<int> noComm;
+  std::vector<CommGroup> commGroups;
+  std::vector<HookGroup> hookGroups;
+  Stats stats;
+  Stage stage = Stage::Frontend;
+};
+
+} // namespace dmuon
+
+#endif

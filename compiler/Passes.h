@@ -1,0 +1,29 @@
+// The planning passes of DESIGN.md §5, in pipeline order. Each does one job
+// on the PlanModel, reports problems through Diagnostics and returns false if
+// it reported an error.
+#ifndef DMUON_COMPILER_PASSES_H
+#define DMUON_COMPILER_PASSES_H
+
+#include "Diagnostics.h"
+#include "Model.h"
+
+namespace dmuon {
+
+bool runSelect(PlanModel &model, Diagnostics &diags);
+bool runValidate(PlanModel &model, Diagnostics &diags);
+bool runGroup(PlanModel &model, Diagnostics &diags);
+bool runPartition(PlanModel &model, Diagnostics &diags);
+bool runHooks(PlanModel &model, Diagnostics &diags);
+bool runLayout(PlanModel &model, Diagnostics &diags);
+
+// NS flops of one m x n matrix over `steps` iterations:
+// steps * (4 s^2 l + 2 s^3) with s = min(m, n), l = max(m, n).
+double nsFlops(int64_t rows, int64_t cols, int steps);
+
+// The default layer key of a param: its lowest ancestor module ending in
+// layers.N, blocks.N or h.N, else its parent module ("" for a root param).
+std::string defaultLayerOf(const std::string &paramName);
+
+} // namespace dmuon
+
+#endif

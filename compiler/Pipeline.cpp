@@ -1,0 +1,58 @@
+#include "Pipeline.h"
+
+#include "Passes.h"
+
+#include "llvm/Support/Timer.h"
+
+namespace dmuon {
+
+namespace {
+
+struct PassEntry {
+  Stage stage;
+  bool (*run)(PlanModel &, Diagnostics &);
+  const char *description;
+};
+
+constexpr PassEntry kPasses[] = {
+    {Stage::Select, runSelect, "Select Muon/AdamW roles"},
+    {Stage::Validate, runValidate, "Validate shapes and placements"},
+    {Stage::Group, runGroup, "Group params by sharding"},
+    {Stage::Partition, runPartition, "Partition units over owner slots"},
+    {Stage::Hooks, runHooks, "Choose hook boundaries"},
+    {Stage::Layout, runLayout, "Lay out packed buffers"},
+};
+
+} // namespace
+
+bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &diags) {
+  bool timing = opts.timePasses;
+
+  model.source = opts.input;
+  if (!parseMesh(opts.mesh, model.mesh, diags))
+    return false;
+  {
+    llvm::NamedRegionTimer t("frontend", "Parse the input model", "dmuonc",
+                             "dmuonc pass execution timing report", timing);
+    if (!loadModel(opts.input, opts.format, model, diags))
+      return false;
+  }
+  model.stage = Stage::Frontend;
+  if (opts.stopAfter == Stage::Frontend)
+    return true;
+  for (const PassEntry &p : kPasses) {
+    {
+      llvm::NamedRegionTimer t(stageName(p.stage), p.description, "dmuonc",
+                               "dmuonc pass execution timing report", timing);
+      if (!p.run(model, diags) || diags.hasErrors())
+        return false;
+    }
+    model.stage = p.stage;
+    if (opts.stopAfter == p.stage)
+      return true;
+  }
+  model.stage = Stage::Complete;
+  return true;
+}
+
+} // namespace dmuon

@@ -1,0 +1,27 @@
+// Runs frontend -> passes, stopping after a chosen pass (LLVM's -stop-after).
+#ifndef DMUON_COMPILER_PIPELINE_H
+#define DMUON_COMPILER_PIPELINE_H
+
+#include "Diagnostics.h"
+#include "Frontend.h"
+#include "Model.h"
+
+#include <string>
+
+namespace dmuon {
+
+struct PipelineOptions {
+  std::string input;
+  InputFormat format = InputFormat::Auto;
+  std::string mesh;
+  Stage stopAfter = Stage::Complete;
+  bool timePasses = false;
+};
+
+// Fills `model` (whose options the caller has set). On success model.stage is
+// the last stage that ran. Returns false after reporting errors.
+bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &diags);
+
+} // namespace dmuon
+
+#endif

@@ -1,0 +1,38 @@
+// DTensor-style placements of a tensor on one mesh dim (spec 004).
+#ifndef DMUON_COMPILER_PLACEMENT_H
+#define DMUON_COMPILER_PLACEMENT_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace dmuon {
+
+enum class PlacementKind : uint8_t { Replicate = 0, Shard = 1, StridedShard = 2, Partial = 3 };
+
+struct Placement {
+  PlacementKind kind = PlacementKind::Replicate;
+  int dim = 0;         // Shard / StridedShard
+  int splitFactor = 1; // StridedShard
+  std::string reduceOp = "sum"; // Partial
+
+  // StridedShard is a Shard for grouping purposes (spec 004 §6).
+  bool isShard() const {
+    return kind == PlacementKind::Shard || kind == PlacementKind::StridedShard;
+  }
+  bool isReplicate() const { return kind == PlacementKind::Replicate; }
+  // The spelling users write and the plan prints: Shard(0), Replicate, ...
+  std::string str() const;
+  // The grouping key of spec 004 §4.4: StridedShard keys as Shard(dim).
+  std::string groupKey() const;
+};
+
+// Parses "Replicate", "Replicate()", "Shard(d)", "StridedShard(d, k)",
+// "Partial", "Partial(op)". On failure returns false, sets `error` and the
+// 0-based column of the offending character in `errorCol`.
+bool parsePlacement(std::string_view text, Placement &out, std::string &error,
+                    size_t &errorCol);
+
+} // namespace dmuon
+
+#endif

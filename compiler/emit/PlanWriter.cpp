@@ -1,0 +1,329 @@
+// PlanModel -> FlatBuffers plan (include/dmuon/plan.fbs).
+//
+// Determinism: everything is built in a fixed order from vectors in model
+// order (no pointers, no hash-map iteration), strings are not deduplicated and
+// the builder starts from a fixed initial size, so the same model always gives
+// the same bytes.
+#include "PlanWriter.h"
+
+#include "dmuon/plan_generated.h"
+#include "dmuon/plan_version.h"
+#include "plan/PlanFile.h"
+
+#include <string>
+
+namespace dmuon {
+
+namespace fb = dmuon::plan;
+
+// The compiler's enums mirror the schema's value for value.
+static_assert(static_cast<int>(DType::F64) == static_cast<int>(fb::DType::f64));
+static_assert(static_cast<int>(RoleReason::ManifestOverride) ==
+              static_cast<int>(fb::RoleReason::manifest_override));
+static_assert(static_cast<int>(PlacementKind::Partial) ==
+              static_cast<int>(fb::PlacementKind::partial));
+static_assert(static_cast<int>(ShardingGroupKind::Comm) ==
+              static_cast<int>(fb::ShardingGroupKind::comm));
+static_assert(static_cast<int>(Stage::Complete) == static_cast<int>(fb::Stage::complete));
+static_assert(static_cast<int>(Stage::Layout) == static_cast<int>(fb::Stage::layout));
+static_assert(static_cast<int>(Mode::Z2) == static_cast<int>(fb::Mode::z2));
+
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+using flatbuffers::Offset;
+using flatbuffers::String;
+
+class Writer {
+public:
+  explicit Writer(const PlanModel &m) : m_(m), b_(64 * 1024) {}
+
+  std::vector<uint8_t> run();
+
+private:
+  // A string field that is absent when empty.
+  Offset<String> optString(const std::string &s) {
+    return s.empty() ? Offset<String>() : b_.CreateString(s);
+  }
+  template <typename T> auto intVector(const std::vector<T> &v) {
+    std::vector<int32_t> out(v.begin(), v.end());
+    return b_.CreateVector(out);
+  }
+  bool reached(Stage s) const { return m_.stage >= s; }
+  int64_t numShards() const { return m_.mesh.numShards(); }
+  // Owner coordinates of a slot index (slot = replicate * G + shard).
+  void slotCoords(int slot, int32_t &shard, int32_t &replicate, int32_t &rank) const {
+    shard = replicate = rank = -1;
+    int64_t g = numShards();
+    if (slot < 0 || g <= 0 || slot >= m_.mesh.numSlots())
+      return;
+    shard = static_cast<int32_t>(slot % g);
+    replicate = static_cast<int32_t>(slot / g);
+    rank = static_cast<int32_t>(m_.mesh.slotRank(shard, replicate));
+  }
+
+  Offset<fb::Mesh> writeMesh();
+  Offset<fb::Options> writeOptions();
+  Offset<fb::Param> writeParam(const Param &p);
+  Offset<fb::Unit> writeUnit(const Unit &u);
+  Offset<fb::CommGroup> writeCommGroup(const CommGroup &g);
+  Offset<fb::HookGroup> writeHookGroup(const HookGroup &h);
+  Offset<fb::Stats> writeStats();
+
+  const PlanModel &m_;
+  FlatBufferBuilder b_;
+};
+
+Offset<fb::Mesh> Writer::writeMesh() {
+  std::vector<Offset<fb::MeshDim>> dims;
+  for (const MeshDim &d : m_.mesh.dims)
+    dims.push_back(fb::CreateMeshDim(b_, b_.CreateString(d.name),
+                                     static_cast<int32_t>(d.size)));
+  auto dimsVec = b_.CreateVector(dims);
+  fb::MeshBuilder mb(b_);
+  mb.add_dims(dimsVec);
+  mb.add_world_size(static_cast<int32_t>(m_.mesh.worldSize()));
+  mb.add_shard_dim(m_.mesh.shardDim);
+  mb.add_replicate_dim(m_.mesh.replicateDim);
+  mb.add_num_shards(static_cast<int32_t>(m_.mesh.numShards()));
+  mb.add_num_replicas(static_cast<int32_t>(m_.mesh.numReplicas()));
+  return mb.Finish();
+}
+
+Offset<fb::Options> Writer::writeOptions() {
+  const Options &o = m_.options;
+  const OptimizerDefaults &od = o.optimizer;
+  auto opt = fb::CreateOptimizerDefaults(
+      b_, od.lr, od.momentum, od.nesterov, od.weightDecay, od.nsSteps,
+      od.polarExpress ? fb::NsCoefficients::polar_express : fb::NsCoefficients::original,
+      od.matchRmsAdamW ? fb::LrScale::match_rms_adamw : fb::LrScale::original, od.adamwLr,
+      od.adamwBeta1, od.adamwBeta2, od.adamwEps, od.adamwWeightDecay);
+  auto hook = optString(o.hookBoundary);
+  auto inc = optString(o.muonInclude);
+  auto exc = optString(o.muonExclude);
+  return fb::CreateOptions(b_, static_cast<fb::Mode>(o.mode), o.replicateAsync,
+                           o.smallParamThreshold, hook, inc, exc, o.alignment, opt);
+}
+
+Offset<fb::Param> Writer::writeParam(const Param &p) {
+  auto name = b_.CreateString(p.name);
+  bool recovered = !p.sourceName.empty();
+  auto sourceName = optString(p.sourceName);
+  auto nameNote = optString(p.nameNote);
+  auto sourceLoc = optString(p.sourceLoc);
+  auto shape = b_.CreateVector(p.shape);
+  std::vector<Offset<fb::Placement>> pls;
+  for (const Placement &pl : p.placements) {
+    Offset<String> op;
+    if (pl.kind == PlacementKind::Partial)
+      op = b_.CreateString(pl.reduceOp);
+    pls.push_back(fb::CreatePlacement(
+        b_, static_cast<fb::PlacementKind>(pl.kind),
+        pl.isShard() ? pl.dim : 0,
+        pl.kind == PlacementKind::StridedShard ? pl.splitFactor : 0, op));
+  }
+  auto placements = b_.CreateVector(pls);
+  auto layer = reached(Stage::Partition) ? optString(p.layer) : Offset<String>();
+
+  int32_t ownerShard = -1, ownerReplicate = -1, ownerRank = -1;
+  if (reached(Stage::Partition) && p.unit >= 0 &&
+      p.unit < static_cast<int>(m_.units.size()))
+    slotCoords(m_.units[p.unit].slot, ownerShard, ownerReplicate, ownerRank);
+
+  fb::ParamBuilder pb(b_);
+  pb.add_name(name);
+  pb.add_source_name(sourceName);
+  pb.add_name_origin(recovered ? fb::NameOrigin::recovered_from_node
+                               : fb::NameOrigin::as_declared);
+  pb.add_name_note(nameNote);
+  pb.add_source_loc(sourceLoc);
+  pb.add_shape(shape);
+  pb.add_dtype(static_cast<fb::DType>(p.dtype));
+  pb.add_conv(p.conv);
+  pb.add_placements(placements);
+  if (reached(Stage::Select)) {
+    pb.add_role(static_cast<fb::Role>(p.role));
+    pb.add_role_reason(static_cast<fb::RoleReason>(p.roleReason));
+    pb.add_batch(p.batch);
+    pb.add_rows(p.rows);
+    pb.add_cols(p.cols);
+  }
+  if (reached(Stage::Group)) {
+    pb.add_group(static_cast<fb::ShardingGroupKind>(p.group));
+    pb.add_comm_group(p.commGroup);
+  }
+  if (reached(Stage::Partition)) {
+    pb.add_layer(layer);
+    pb.add_unit(p.unit);
+    pb.add_owner_shard(ownerShard);
+    pb.add_owner_replicate(ownerReplicate);
+    pb.add_owner_rank(ownerRank);
+    pb.add_cost(p.cost);
+  }
+  if (reached(Stage::Hooks))
+    pb.add_hook_group(p.hookGroup);
+  if (reached(Stage::Layout)) {
+    pb.add_offset(p.offset);
+    pb.add_bytes(p.bytes);
+    pb.add_reduce_offset(p.reduceOffset);
+    pb.add_reduce_bytes(p.reduceBytes);
+  }
+  return pb.Finish();
+}
+
+Offset<fb::Unit> Writer::writeUnit(const Unit &u) {
+  auto name = b_.CreateString(u.name);
+  auto layer = b_.CreateString(u.layer);
+  auto params = intVector(u.params);
+  return fb::CreateUnit(b_, name, layer, params, u.cost, u.slot);
+}
+
+Offset<fb::CommGroup> Writer::writeCommGroup(const CommGroup &g) {
+  auto key = b_.CreateString(g.key);
+  auto params = intVector(g.params);
+  auto shardDims = intVector(g.shardDims);
+  auto repDims = intVector(g.replicateMeshDims);
+  std::vector<Offset<fb::RankList>> groups;
+  for (const std::vector<int64_t> &ranks : g.replicateGroups)
+    groups.push_back(fb::CreateRankList(b_, intVector(ranks)));
+  auto groupsVec = b_.CreateVector(groups);
+  return fb::CreateCommGroup(b_, key, params, shardDims, repDims, groupsVec);
+}
+
+Offset<fb::HookGroup> Writer::writeHookGroup(const HookGroup &h) {
+  auto name = b_.CreateString(h.name);
+  auto params = intVector(h.params);
+  std::vector<Offset<fb::Segment>> segs;
+  if (reached(Stage::Layout)) {
+    for (const Segment &s : h.segments) {
+      int32_t shard, replicate, rank;
+      slotCoords(s.slot, shard, replicate, rank);
+      if (s.ownerRank >= 0)
+        rank = static_cast<int32_t>(s.ownerRank);
+      auto segParams = intVector(s.params);
+      segs.push_back(fb::CreateSegment(b_, rank, shard, replicate, s.offset, s.bytes,
+                                       s.reduceOffset, s.reduceBytes, segParams));
+    }
+  }
+  auto segVec = b_.CreateVector(segs);
+  bool laidOut = reached(Stage::Layout);
+  return fb::CreateHookGroup(b_, name, params, segVec, laidOut ? h.bufferBytes : 0,
+                             laidOut ? h.reduceBufferBytes : 0);
+}
+
+Offset<fb::Stats> Writer::writeStats() {
+  const Stats &s = m_.stats;
+  int32_t muon = 0, adamw = 0;
+  int64_t muonElems = 0, adamwElems = 0;
+  if (reached(Stage::Select)) {
+    for (const Param &p : m_.params) {
+      if (p.role == Role::Muon) {
+        ++muon;
+        muonElems += p.numElements();
+      } else {
+        ++adamw;
+        adamwElems += p.numElements();
+      }
+    }
+  }
+  bool partitioned = reached(Stage::Partition);
+  auto slotLoad = b_.CreateVector(partitioned ? s.slotLoad : std::vector<double>());
+  std::vector<Offset<fb::RankFigures>> ranks;
+  if (reached(Stage::Layout)) {
+    for (const RankFigures &r : s.ranks)
+      ranks.push_back(fb::CreateRankFigures(
+          b_, static_cast<int32_t>(r.rank), r.ownedParams, r.ownedElements, r.masterBytes,
+          r.momentumBytes, r.peakBufferBytes, r.nsFlops, r.broadcastSend, r.broadcastRecv,
+          r.reduceSend, r.reduceRecv, r.replicateSend, r.replicateRecv, r.allreduceBytes));
+  }
+  auto ranksVec = b_.CreateVector(ranks);
+  fb::StatsBuilder sb(b_);
+  sb.add_slots(static_cast<int32_t>(m_.mesh.numSlots()));
+  sb.add_slot_load(slotLoad);
+  if (partitioned) {
+    sb.add_total_cost(s.totalCost);
+    sb.add_lower_bound(s.lowerBound);
+    sb.add_max_load(s.maxLoad);
+    sb.add_imbalance(s.imbalance);
+    sb.add_lpt_max_load(s.lptMaxLoad);
+    sb.add_refinement_moves(s.refinementMoves);
+    sb.add_layer_rule_violations(s.layerRuleViolations);
+  }
+  sb.add_muon_params(muon);
+  sb.add_adamw_params(adamw);
+  sb.add_muon_elements(muonElems);
+  sb.add_adamw_elements(adamwElems);
+  sb.add_ranks(ranksVec);
+  return sb.Finish();
+}
+
+std::vector<uint8_t> Writer::run() {
+  auto producer = b_.CreateString(std::string("dmuonc ") + DMUON_VERSION_STRING);
+  auto source = b_.CreateString(m_.source);
+  auto modelName = b_.CreateString(m_.modelName);
+  auto mesh = writeMesh();
+  auto options = writeOptions();
+
+  std::vector<Offset<fb::Param>> params;
+  params.reserve(m_.params.size());
+  for (const Param &p : m_.params)
+    params.push_back(writeParam(p));
+  auto paramsVec = b_.CreateVector(params);
+
+  std::vector<Offset<fb::Unit>> units;
+  if (reached(Stage::Partition))
+    for (const Unit &u : m_.units)
+      units.push_back(writeUnit(u));
+  auto unitsVec = b_.CreateVector(units);
+
+  std::vector<Offset<fb::CommGroup>> commGroups;
+  std::vector<int32_t> noComm;
+  if (reached(Stage::Group)) {
+    noComm.assign(m_.noComm.begin(), m_.noComm.end());
+    for (const CommGroup &g : m_.commGroups)
+      commGroups.push_back(writeCommGroup(g));
+  }
+  auto noCommVec = b_.CreateVector(noComm);
+  auto commVec = b_.CreateVector(commGroups);
+
+  std::vector<Offset<fb::HookGroup>> hooks;
+  if (reached(Stage::Hooks))
+    for (const HookGroup &h : m_.hookGroups)
+      hooks.push_back(writeHookGroup(h));
+  auto hooksVec = b_.CreateVector(hooks);
+
+  auto stats = writeStats();
+
+  // The fingerprint must be physically present (stamped after Finish), so the
+  // root table is written with every scalar, defaults included.
+  b_.ForceDefaults(true);
+  fb::PlanBuilder pb(b_);
+  pb.add_format_major(DMUON_PLAN_FORMAT_MAJOR);
+  pb.add_format_minor(DMUON_PLAN_FORMAT_MINOR);
+  pb.add_producer(producer);
+  pb.add_fingerprint(0);
+  pb.add_stage(static_cast<fb::Stage>(m_.stage));
+  pb.add_source(source);
+  pb.add_model_name(modelName);
+  pb.add_mesh(mesh);
+  pb.add_options(options);
+  pb.add_params(paramsVec);
+  pb.add_units(unitsVec);
+  pb.add_no_comm(noCommVec);
+  pb.add_comm_groups(commVec);
+  pb.add_hook_groups(hooksVec);
+  pb.add_stats(stats);
+  auto root = pb.Finish();
+  b_.ForceDefaults(false);
+  fb::FinishPlanBuffer(b_, root);
+
+  std::vector<uint8_t> out(b_.GetBufferPointer(), b_.GetBufferPointer() + b_.GetSize());
+  planfile::stampFingerprint(out.data(), out.size());
+  return out;
+}
+
+} // namespace
+
+std::vector<uint8_t> writePlan(const PlanModel &model) { return Writer(model).run(); }
+
+} // namespace dmuon

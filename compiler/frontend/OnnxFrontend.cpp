@@ -1,0 +1,314 @@
+// The ONNX frontend: params are the graph's floating-point initializers. Only
+// names, dims and data types are read; tensor data (raw_data or external data
+// files) is never touched, so models whose external data is absent work.
+//
+// Exporters rename weights after constant folding (`onnx::MatMul_507`); the
+// module path is then recovered from the first consuming node's name
+// (`/layers.0/linear1/MatMul` -> `layers.0.linear1.weight`), DESIGN.md §5.
+#include "Frontend.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <onnx/onnx_pb.h>
+
+#include <cctype>
+#include <climits>
+#include <string_view>
+#include <system_error>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace dmuon {
+
+namespace {
+
+std::optional<DType> dtypeOf(int32_t onnxType) {
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT:
+    return DType::F32;
+  case onnx::TensorProto::BFLOAT16:
+    return DType::BF16;
+  case onnx::TensorProto::FLOAT16:
+    return DType::F16;
+  case onnx::TensorProto::DOUBLE:
+    return DType::F64;
+  default:
+    return std::nullopt;
+  }
+}
+
+bool isComponent(std::string_view c) {
+  if (c.empty())
+    return false;
+  for (char ch : c)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_')
+      return false;
+  return true;
+}
+
+// `a.b.c`: one or more components of letters, digits and '_'.
+bool isModulePath(std::string_view s) {
+  if (s.empty())
+    return false;
+  size_t b = 0;
+  while (true) {
+    size_t e = s.find('.', b);
+    if (!isComponent(s.substr(b, e == std::string_view::npos ? e : e - b)))
+      return false;
+    if (e == std::string_view::npos)
+      return true;
+    b = e + 1;
+  }
+}
+
+// "/layers.0/linear1/MatMul" -> "layers.0.linear1"; empty if the node name
+// does not have that form.
+std::string modulePathOfNode(std::string_view node) {
+  if (node.size() < 2 || node[0] != '/')
+    return {};
+  size_t last = node.rfind('/');
+  if (last == 0)
+    return {}; // "/MatMul": the root module
+  std::string_view mod = node.substr(1, last - 1);
+  std::string path;
+  size_t b = 0;
+  while (true) {
+    size_t e = mod.find('/', b);
+    std::string_view comp = mod.substr(b, e == std::string_view::npos ? e : e - b);
+    if (!isModulePath(comp))
+      return {};
+    if (!path.empty())
+      path += '.';
+    path += comp;
+    if (e == std::string_view::npos)
+      break;
+    b = e + 1;
+  }
+  return path;
+}
+
+// Which attribute of the module an initializer is, from how it is consumed.
+const char *suffixFor(std::string_view op, int input, size_t ndim) {
+  if (op == "Gemm" || op == "Conv" || op == "ConvTranspose" || op == "LayerNormalization" ||
+      op == "BatchNormalization" || op == "InstanceNormalization" ||
+      op == "GroupNormalization") {
+    if (input == 1)
+      return "weight";
+    if (input == 2)
+      return "bias";
+  }
+  if (op == "MatMul" && input == 1)
+    return "weight";
+  if (op == "Gather" && input == 0)
+    return "weight"; // nn.Embedding
+  if (op == "Mul" && ndim == 1)
+    return "weight"; // a norm's scale written as Mul
+  if (op == "Add" && ndim == 1)
+    return "bias";
+  if (ndim >= 2)
+    return "weight";
+  if (ndim == 1)
+    return "bias";
+  return nullptr;
+}
+
+struct Use {
+  const onnx::NodeProto *node = nullptr;
+  int input = -1;
+};
+
+class OnnxFrontend {
+public:
+  OnnxFrontend(const std::string &path, PlanModel &model, Diagnostics &diags)
+      : path_(path), model_(model), diags_(diags) {}
+  bool run();
+
+private:
+  void visit(const onnx::GraphProto &g);
+
+  const std::string &path_;
+  PlanModel &model_;
+  Diagnostics &diags_;
+
+  std::vector<const onnx::TensorProto *> inits_; // floating-point initializers
+  std::unordered_map<std::string_view, int> index_;
+  std::vector<Use> firstUse_;
+  std::vector<bool> conv_;
+  std::vector<int> order_;
+};
+
+void OnnxFrontend::visit(const onnx::GraphProto &g) {
+  for (const onnx::NodeProto &node : g.node()) {
+    for (int i = 0; i < node.input_size(); ++i) {
+      auto it = index_.find(node.input(i));
+      if (it == index_.end())
+        continue;
+      int k = it->second;
+      if (!firstUse_[k].node) {
+        firstUse_[k] = Use{&node, i};
+        order_.push_back(k);
+      }
+      if (node.op_type() == "Conv" && i == 1 && inits_[k]->dims_size() >= 3)
+        conv_[k] = true;
+    }
+    // Control-flow bodies (If/Loop/Scan) may use outer initializers.
+    for (const onnx::AttributeProto &a : node.attribute()) {
+      if (a.has_g())
+        visit(a.g());
+      for (const onnx::GraphProto &sub : a.graphs())
+        visit(sub);
+    }
+  }
+}
+
+bool OnnxFrontend::run() {
+  llvm::sys::fs::file_status st;
+  if (std::error_code ec = llvm::sys::fs::status(path_, st)) {
+    diags_.fileError(path_, ec == std::errc::no_such_file_or_directory
+                                ? std::string("No such file or directory")
+                                : ec.message());
+    return false;
+  }
+  if (st.type() == llvm::sys::fs::file_type::directory_file) {
+    diags_.fileError(path_, "Is a directory");
+    return false;
+  }
+  if (st.getSize() > static_cast<uint64_t>(INT_MAX)) {
+    diags_.fileError(path_, "the ONNX file is larger than 2 GiB, which protobuf cannot "
+                            "parse; save the weights as external data "
+                            "(onnx.save_model(..., save_as_external_data=True))");
+    return false;
+  }
+  auto bufOr = llvm::MemoryBuffer::getFile(path_, /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/false);
+  if (!bufOr) {
+    std::error_code ec = bufOr.getError();
+    diags_.fileError(path_, ec == std::errc::no_such_file_or_directory
+                                ? std::string("No such file or directory")
+                                : ec.message());
+    return false;
+  }
+  const llvm::MemoryBuffer &buf = **bufOr;
+  if (buf.getBufferSize() > static_cast<size_t>(INT_MAX)) {
+    diags_.fileError(path_, "the ONNX file is larger than 2 GiB, which protobuf cannot parse");
+    return false;
+  }
+
+  onnx::ModelProto proto;
+  {
+    google::protobuf::io::CodedInputStream in(
+        reinterpret_cast<const uint8_t *>(buf.getBufferStart()),
+        static_cast<int>(buf.getBufferSize()));
+    in.SetTotalBytesLimit(INT_MAX);
+    if (!proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
+      diags_.fileError(path_, "not a valid ONNX model (protobuf parse failed)");
+      return false;
+    }
+  }
+  if (!proto.has_graph()) {
+    diags_.fileError(path_, "not a valid ONNX model (it has no graph)");
+    return false;
+  }
+  const onnx::GraphProto &graph = proto.graph();
+
+  // Floating-point initializers are the params; integer ones (shape constants)
+  // and scalars (folded constants such as epsilons) are not.
+  for (const onnx::TensorProto &t : graph.initializer()) {
+    if (!dtypeOf(t.data_type()) || t.dims_size() == 0)
+      continue;
+    if (t.name().empty()) {
+      diags_.warning("'" + path_ + "': ignoring an initializer without a name");
+      continue;
+    }
+    auto [it, inserted] =
+        index_.try_emplace(std::string_view(t.name()), static_cast<int>(inits_.size()));
+    (void)it;
+    if (!inserted) {
+      diags_.warning("'" + path_ + "': ignoring a second initializer named '" + t.name() +
+                     "'");
+      continue;
+    }
+    inits_.push_back(&t);
+  }
+  if (inits_.empty()) {
+    diags_.fileError(path_, "the ONNX model has no floating-point initializers, so there "
+                            "are no params (export it with its parameters, e.g. "
+                            "torch.onnx.export(..., export_params=True))");
+    return false;
+  }
+  firstUse_.assign(inits_.size(), Use{});
+  conv_.assign(inits_.size(), false);
+  order_.reserve(inits_.size());
+  visit(graph);
+  {
+    std::vector<bool> placed(inits_.size(), false);
+    for (int k : order_)
+      placed[k] = true;
+    for (size_t k = 0; k < inits_.size(); ++k)
+      if (!placed[k])
+        order_.push_back(static_cast<int>(k));
+  }
+
+  // Names: every initializer's own name is taken; a recovered name must not
+  // collide with any of them or with an earlier recovered one.
+  std::unordered_set<std::string> taken;
+  taken.reserve(inits_.size() * 2);
+  for (const onnx::TensorProto *t : inits_)
+    taken.insert(t->name());
+
+  model_.modelName =
+      graph.name().empty() ? llvm::sys::path::stem(path_).str() : graph.name();
+  model_.params.reserve(model_.params.size() + order_.size());
+  bool ok = true;
+  for (int k : order_) {
+    const onnx::TensorProto &t = *inits_[k];
+    Param p;
+    p.name = t.name();
+    p.dtype = *dtypeOf(t.data_type());
+    p.shape.assign(t.dims().begin(), t.dims().end());
+    for (int64_t d : p.shape)
+      if (d < 0) {
+        diags_.fileError(path_, "initializer '" + t.name() + "' has a negative dim");
+        ok = false;
+        break;
+      }
+    p.placements.assign(model_.mesh.dims.size(), Placement{});
+    p.conv = conv_[k];
+    const Use &use = firstUse_[k];
+    if (!isModulePath(t.name()) && use.node) {
+      std::string mod = modulePathOfNode(use.node->name());
+      const char *suffix =
+          mod.empty() ? nullptr : suffixFor(use.node->op_type(), use.input, p.shape.size());
+      if (suffix) {
+        std::string candidate = mod + "." + suffix;
+        if (taken.insert(candidate).second) {
+          p.sourceName = std::move(p.name);
+          p.name = std::move(candidate);
+          p.nameNote = "recovered from node '" + use.node->name() + "'";
+        }
+      }
+    }
+    model_.params.push_back(std::move(p));
+  }
+  return ok;
+}
+
+} // namespace
+
+bool loadOnnxModel(const std::string &path, PlanModel &model, Diagnostics &diags) {
+  try {
+    OnnxFrontend fe(path, model, diags);
+    return fe.run();
+  } catch (const std::bad_alloc &) {
+    diags.fileError(path, "out of memory while reading the ONNX model");
+  } catch (const std::exception &e) {
+    diags.fileError(path, e.what());
+  }
+  return false;
+}
+
+} // namespace dmuon

@@ -1,0 +1,997 @@
+// The TOML manifest frontend (docs/manifest-format.md).
+//
+// The manifest is parsed by toml++ into a tree, checked once per template
+// (a [[param]] table, possibly inside repeat blocks), and then expanded copy by
+// copy into PlanModel::params in file order. All checks that do not depend on
+// the copy index run once per template, so a 61-layer x 384-expert manifest
+// costs one name substitution and one hash insert per param.
+#include "Frontend.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <toml++/toml.h>
+
+#include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <system_error>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace dmuon {
+
+namespace {
+
+constexpr int64_t kMaxParams = 10'000'000;
+constexpr int kMaxBlockDepth = 8;
+
+const char *typeName(const toml::node &n) {
+  switch (n.type()) {
+  case toml::node_type::table:
+    return "a table";
+  case toml::node_type::array:
+    return "an array";
+  case toml::node_type::string:
+    return "a string";
+  case toml::node_type::integer:
+    return "an integer";
+  case toml::node_type::floating_point:
+    return "a float";
+  case toml::node_type::boolean:
+    return "a boolean";
+  case toml::node_type::date:
+    return "a date";
+  case toml::node_type::time:
+    return "a time";
+  case toml::node_type::date_time:
+    return "a date-time";
+  default:
+    return "nothing";
+  }
+}
+
+// One piece of a name template: literal text, or the value of the placeholder
+// of the enclosing block at `level` (0 = outermost).
+struct Piece {
+  std::string text;
+  int level = -1;
+};
+
+struct Defaults {
+  std::optional<DType> dtype;
+  std::optional<std::vector<Placement>> placements;
+  std::optional<Role> role;
+};
+
+struct LeafTemplate {
+  std::vector<Piece> pieces; // prefixes of enclosing blocks, then the name
+  std::string display;       // the same, as written (placeholders kept)
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  std::vector<Placement> placements;
+  bool conv = false;
+  std::optional<Role> role;
+  llvm::SMLoc loc;
+  std::string sourceLoc;
+  bool duplicateReported = false;
+};
+
+struct Item {
+  int leaf = -1; // index into leaves, or -1 for a block
+  int64_t repeat = 1, start = 0;
+  llvm::SMLoc repeatLoc;
+  std::vector<Item> children;
+};
+
+// Where a placeholder comes from.
+struct Scope {
+  std::string name;
+};
+
+class TomlFrontend {
+public:
+  TomlFrontend(const std::string &path, PlanModel &model, Diagnostics &diags)
+      : path_(path), model_(model), diags_(diags) {}
+
+  bool run();
+
+private:
+  // --- locations -----------------------------------------------------------
+  void buildLineTable();
+  bool checkKeyDepth();
+  llvm::SMLoc locOf(const toml::source_position &pos) const;
+  llvm::SMLoc locOf(const toml::node &n) const { return locOf(n.source().begin); }
+  llvm::SMLoc locOf(const toml::key &k) const { return locOf(k.source().begin); }
+  // The location of character `offset` of a string value, when the value is
+  // written on one line without escapes; the value's start otherwise.
+  llvm::SMLoc locInString(const toml::node &n, size_t offset) const;
+
+  void error(llvm::SMLoc loc, const llvm::Twine &msg) { diags_.error(loc, msg); }
+
+  // --- checking ------------------------------------------------------------
+  void parseModelTable(const toml::node &node);
+  bool parseParamArray(const toml::node &node, const std::string &where,
+                       std::vector<Item> &out, int depth);
+  bool parseEntry(const toml::table &t, std::vector<Item> &out, int depth);
+  bool parseBlock(const toml::table &t, Item &item, int depth);
+  bool parseLeaf(const toml::table &t, Item &item);
+  bool parseTemplateString(const toml::node &value, const std::string &text,
+                           const char *what, std::vector<Piece> &out);
+  bool parseDTypeValue(const toml::node &value, const std::string &who, DType &out);
+  bool parseRoleValue(const toml::node &value, const std::string &who, Role &out);
+  bool parsePlacements(const toml::node &value, const std::string &who,
+                       std::vector<Placement> &out);
+  bool parseOnePlacement(const toml::node &value, const std::string &who, int meshDim,
+                         Placement &out);
+  bool parseDefaults(const toml::table &t, const std::string &who, Defaults &d);
+  void unknownKey(const toml::key &k, const std::string &who, bool isBlock);
+
+  std::string displayPrefix() const;
+  int64_t countParams(const std::vector<Item> &items);
+  void expand(const std::vector<Item> &items);
+
+  const std::string &path_;
+  PlanModel &model_;
+  Diagnostics &diags_;
+
+  unsigned buffer_ = 0;
+  const char *bufStart_ = nullptr;
+  size_t bufSize_ = 0;
+  std::vector<size_t> lineStarts_;
+
+  std::optional<DType> modelDType_;
+  std::vector<Scope> scopes_;           // enclosing repeat blocks, outermost first
+  std::vector<std::vector<Piece>> prefixPieces_; // prefixes of enclosing blocks
+  std::vector<std::string> prefixText_;
+  std::vector<Defaults> defaults_;       // enclosing blocks' defaults
+  std::vector<LeafTemplate> leaves_;
+  bool failed_ = false;
+
+  // Expansion state.
+  std::vector<int64_t> index_;
+  std::unordered_map<std::string_view, uint32_t> seen_;
+  std::vector<int> leafOfParam_;
+  llvm::SMLoc overflowLoc_;
+};
+
+// --- locations ----------------------------------------------------------------
+
+void TomlFrontend::buildLineTable() {
+  lineStarts_.clear();
+  lineStarts_.push_back(0);
+  for (size_t i = 0; i < bufSize_; ++i)
+    if (bufStart_[i] == '\n')
+      lineStarts_.push_back(i + 1);
+}
+
+llvm::SMLoc TomlFrontend::locOf(const toml::source_position &pos) const {
+  if (pos.line == 0 || pos.line > lineStarts_.size())
+    return llvm::SMLoc();
+  size_t begin = lineStarts_[pos.line - 1];
+  size_t end = pos.line < lineStarts_.size() ? lineStarts_[pos.line] - 1 : bufSize_;
+  // toml++ counts columns in code points; SourceMgr counts bytes.
+  size_t off = begin;
+  for (unsigned col = 1; col < pos.column && off < end;) {
+    ++off;
+    while (off < end && (static_cast<unsigned char>(bufStart_[off]) & 0xC0) == 0x80)
+      ++off;
+    ++col;
+  }
+  return diags_.locFor(buffer_, pos.line, static_cast<unsigned>(off - begin + 1));
+}
+
+llvm::SMLoc TomlFrontend::locInString(const toml::node &n, size_t offset) const {
+  llvm::SMLoc start = locOf(n);
+  const auto *s = n.as_string();
+  if (!start.isValid() || !s)
+    return start;
+  const char *p = start.getPointer();
+  const char *end = bufStart_ + bufSize_;
+  if (p >= end || (*p != '"' && *p != '\''))
+    return start;
+  const std::string &v = s->get();
+  if (static_cast<size_t>(end - p) < v.size() + 2 || p[v.size() + 1] != *p ||
+      std::memcmp(p + 1, v.data(), v.size()) != 0 || v.find('\n') != std::string::npos)
+    return start;
+  return llvm::SMLoc::getFromPointer(p + 1 + std::min(offset, v.size()));
+}
+
+bool TomlFrontend::checkKeyDepth() {
+  constexpr unsigned kMaxDots = 1000;
+  for (size_t line = 0; line < lineStarts_.size(); ++line) {
+    size_t b = lineStarts_[line];
+    size_t e = line + 1 < lineStarts_.size() ? lineStarts_[line + 1] : bufSize_;
+    if (e - b <= kMaxDots)
+      continue;
+    unsigned dots = 0;
+    char quote = 0;
+    for (size_t i = b; i < e; ++i) {
+      char c = bufStart_[i];
+      if (quote) {
+        if (c == '\\' && quote == '"')
+          ++i;
+        else if (c == quote)
+          quote = 0;
+      } else if (c == '"' || c == '\'') {
+        quote = c;
+      } else if (c == '#') {
+        break;
+      } else if (c == '.' && ++dots > kMaxDots) {
+        error(diags_.locFor(buffer_, static_cast<unsigned>(line + 1), 1),
+              "key nested more than " + llvm::Twine(kMaxDots) + " levels deep");
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// --- checking -------------------------------------------------------------------
+
+std::string TomlFrontend::displayPrefix() const {
+  std::string s;
+  for (const std::string &p : prefixText_)
+    s += p;
+  return s;
+}
+
+void TomlFrontend::unknownKey(const toml::key &k, const std::string &who, bool isBlock) {
+  static const char *const leafKeys[] = {"name", "shape", "dtype", "placements",
+                                         "optimizer", "conv"};
+  static const char *const blockKeys[] = {"repeat", "start", "index", "prefix",
+                                          "param", "dtype", "placements", "optimizer"};
+  llvm::StringRef key(k.str());
+  // A key of the other kind of table: say why it does not apply.
+  if (!isBlock) {
+    for (const char *b : blockKeys)
+      if (key == b) {
+        error(locOf(k), "key '" + key + "' belongs to repeat blocks, but " + who +
+                            " has no 'repeat'; a block has 'repeat' and nested "
+                            "[[param.param]] tables instead of 'name'");
+        failed_ = true;
+        return;
+      }
+  } else {
+    for (const char *l : leafKeys)
+      if (key == l) {
+        error(locOf(k), "key '" + key + "' is not allowed in " + who +
+                            "; put it on the nested params");
+        failed_ = true;
+        return;
+      }
+  }
+  std::string msg = "unknown key '" + key.str() + "' in " + who;
+  unsigned best = 3;
+  const char *suggestion = nullptr;
+  auto consider = [&](const char *cand) {
+    unsigned d = key.edit_distance(cand, true, best);
+    if (d < best) {
+      best = d;
+      suggestion = cand;
+    }
+  };
+  if (isBlock)
+    for (const char *c : blockKeys)
+      consider(c);
+  else
+    for (const char *c : leafKeys)
+      consider(c);
+  if (suggestion && key.size() > 1)
+    msg += std::string("; did you mean '") + suggestion + "'?";
+  error(locOf(k), msg);
+  failed_ = true;
+}
+
+bool TomlFrontend::parseTemplateString(const toml::node &value, const std::string &text,
+                                       const char *what, std::vector<Piece> &out) {
+  size_t i = 0, lit = 0;
+  auto flush = [&](size_t upto) {
+    if (upto > lit) {
+      if (!out.empty() && out.back().level < 0)
+        out.back().text.append(text, lit, upto - lit);
+      else
+        out.push_back(Piece{text.substr(lit, upto - lit), -1});
+    }
+  };
+  while (i < text.size()) {
+    char c = text[i];
+    if (c == '}') {
+      error(locInString(value, i),
+            "unbalanced '}' in " + llvm::Twine(what) + " '" + text + "'");
+      return false;
+    }
+    if (c != '{') {
+      ++i;
+      continue;
+    }
+    size_t close = text.find_first_of("{}", i + 1);
+    if (close == std::string::npos || text[close] != '}') {
+      error(locInString(value, i), "unbalanced '{' in " + llvm::Twine(what) + " '" +
+                                       text + "': a placeholder is written '{i}'");
+      return false;
+    }
+    std::string name = text.substr(i + 1, close - i - 1);
+    int level = -1;
+    for (size_t s = scopes_.size(); s-- > 0;)
+      if (scopes_[s].name == name) {
+        level = static_cast<int>(s);
+        break;
+      }
+    if (level < 0) {
+      std::string msg = "unknown placeholder '{" + name + "}' in " + what + " '" + text + "'";
+      if (scopes_.empty()) {
+        msg += "; placeholders are only defined inside repeat blocks";
+      } else {
+        msg += " (placeholders in scope: ";
+        for (size_t s = 0; s < scopes_.size(); ++s)
+          msg += (s ? ", " : "") + scopes_[s].name;
+        msg += ")";
+      }
+      error(locInString(value, i), msg);
+      return false;
+    }
+    flush(i);
+    out.push_back(Piece{{}, level});
+    i = close + 1;
+    lit = i;
+  }
+  flush(text.size());
+  return true;
+}
+
+bool TomlFrontend::parseDTypeValue(const toml::node &value, const std::string &who,
+                                   DType &out) {
+  const auto *s = value.as_string();
+  if (!s) {
+    error(locOf(value), "'dtype' in " + who + " must be a string, not " +
+                            typeName(value));
+    return false;
+  }
+  std::optional<DType> t = parseDType(s->get());
+  if (!t) {
+    error(locOf(value), "unknown dtype '" + s->get() + "' in " + who +
+                            " (expected f32, bf16, f16 or f64; also accepted: "
+                            "float32, fp32, float, bfloat16, float16, fp16, half, "
+                            "float64, fp64, double)");
+    return false;
+  }
+  out = *t;
+  return true;
+}
+
+bool TomlFrontend::parseRoleValue(const toml::node &value, const std::string &who,
+                                  Role &out) {
+  const auto *s = value.as_string();
+  if (!s) {
+    error(locOf(value), "'optimizer' in " + who + " must be a string, not " +
+                            typeName(value));
+    return false;
+  }
+  if (s->get() == "muon") {
+    out = Role::Muon;
+    return true;
+  }
+  if (s->get() == "adamw") {
+    out = Role::AdamW;
+    return true;
+  }
+  error(locOf(value), "unknown optimizer '" + s->get() + "' in " + who +
+                          " (expected \"muon\" or \"adamw\")");
+  return false;
+}
+
+bool TomlFrontend::parseOnePlacement(const toml::node &value, const std::string &who,
+                                     int meshDim, Placement &out) {
+  const std::string &dimName = model_.mesh.dims[meshDim].name;
+  const auto *s = value.as_string();
+  if (!s) {
+    error(locOf(value), "placement for mesh dim '" + dimName + "' in " + who +
+                            " must be a string such as \"Shard(0)\", not " +
+                            typeName(value));
+    return false;
+  }
+  std::string err;
+  size_t col = 0;
+  if (!parsePlacement(s->get(), out, err, col)) {
+    error(locInString(value, col), "invalid placement '" + s->get() + "' for mesh dim '" +
+                                       dimName + "' in " + who + ": " + err);
+    return false;
+  }
+  return true;
+}
+
+bool TomlFrontend::parsePlacements(const toml::node &value, const std::string &who,
+                                   std::vector<Placement> &out) {
+  const Mesh &mesh = model_.mesh;
+  out.assign(mesh.dims.size(), Placement{});
+  std::string dimList;
+  for (size_t i = 0; i < mesh.dims.size(); ++i)
+    dimList += (i ? ", " : "") + mesh.dims[i].name;
+  bool ok = true;
+  if (const auto *t = value.as_table()) {
+    std::vector<bool> given(mesh.dims.size(), false);
+    for (auto &&[k, v] : *t) {
+      std::string_view name = k.str();
+      int dim = mesh.findDim(name);
+      if (dim < 0 && name == "dp")
+        dim = mesh.findDim("dp_shard");
+      if (dim < 0) {
+        error(locOf(k), "placement names mesh dim '" + std::string(name) +
+                            "' but --mesh has dims " + dimList + " (in " + who + ")");
+        ok = false;
+        continue;
+      }
+      if (given[dim]) {
+        error(locOf(k), "placement for mesh dim '" + mesh.dims[dim].name +
+                            "' is given twice in " + who);
+        ok = false;
+        continue;
+      }
+      given[dim] = true;
+      ok &= parseOnePlacement(v, who, dim, out[dim]);
+    }
+    return ok;
+  }
+  if (const auto *a = value.as_array()) {
+    if (a->size() != mesh.dims.size()) {
+      error(locOf(value), std::to_string(a->size()) + " placement" +
+                              (a->size() == 1 ? "" : "s") + " for a " +
+                              std::to_string(mesh.dims.size()) + "-dim mesh (" + dimList +
+                              ") in " + who +
+                              "; give one per mesh dim, or a table keyed by dim name");
+      return false;
+    }
+    for (size_t i = 0; i < a->size(); ++i)
+      ok &= parseOnePlacement((*a)[i], who, static_cast<int>(i), out[i]);
+    return ok;
+  }
+  error(locOf(value), "'placements' in " + who +
+                          " must be a table keyed by mesh dim name or an array with one "
+                          "string per mesh dim, not " + typeName(value));
+  return false;
+}
+
+bool TomlFrontend::parseDefaults(const toml::table &t, const std::string &who, Defaults &d) {
+  bool ok = true;
+  if (const toml::node *v = t.get("dtype")) {
+    DType dt;
+    if (parseDTypeValue(*v, who, dt))
+      d.dtype = dt;
+    else
+      ok = false;
+  }
+  if (const toml::node *v = t.get("placements")) {
+    std::vector<Placement> pl;
+    if (parsePlacements(*v, who, pl))
+      d.placements = std::move(pl);
+    else
+      ok = false;
+  }
+  if (const toml::node *v = t.get("optimizer")) {
+    Role r;
+    if (parseRoleValue(*v, who, r))
+      d.role = r;
+    else
+      ok = false;
+  }
+  return ok;
+}
+
+void TomlFrontend::parseModelTable(const toml::node &node) {
+  const toml::table *t = node.as_table();
+  if (!t) {
+    error(locOf(node), "'model' must be a table ([model]), not " + llvm::Twine(typeName(node)));
+    failed_ = true;
+    return;
+  }
+  for (auto &&[k, v] : *t) {
+    if (k.str() == "name") {
+      if (const auto *s = v.as_string()) {
+        model_.modelName = s->get();
+      } else {
+        error(locOf(v), "'name' in [model] must be a string, not " + llvm::Twine(typeName(v)));
+        failed_ = true;
+      }
+    } else if (k.str() == "dtype") {
+      DType dt;
+      if (parseDTypeValue(v, "[model]", dt))
+        modelDType_ = dt;
+      else
+        failed_ = true;
+    } else {
+      error(locOf(k), "unknown key '" + llvm::Twine(k.str()) +
+                          "' in [model] (expected 'name' or 'dtype')");
+      failed_ = true;
+    }
+  }
+}
+
+bool TomlFrontend::parseParamArray(const toml::node &node, const std::string &where,
+                                   std::vector<Item> &out, int depth) {
+  const toml::array *a = node.as_array();
+  if (!a || !a->is_array_of_tables()) {
+    error(locOf(node), "'param' " + llvm::Twine(where) +
+                           " must be an array of tables (write [[param]]), not " +
+                           (a ? "an array of values" : typeName(node)));
+    failed_ = true;
+    return false;
+  }
+  bool ok = true;
+  for (const toml::node &e : *a)
+    ok &= parseEntry(*e.as_table(), out, depth);
+  return ok;
+}
+
+bool TomlFrontend::parseEntry(const toml::table &t, std::vector<Item> &out, int depth) {
+  Item item;
+  bool isBlock = t.contains("repeat") || t.contains("param");
+  bool ok;
+  if (isBlock) {
+    if (const toml::node *n = t.get("name")) {
+      const auto *s = n->as_string();
+      std::string nm = s ? s->get() : std::string();
+      auto it = t.find("name");
+      error(locOf(it->first), "param table '" + llvm::Twine(nm) +
+                                  "' has both 'name' and '" +
+                                  (t.contains("repeat") ? "repeat" : "param") +
+                                  "'; a table is either a param (with 'name') or a "
+                                  "repeat block (with 'repeat' and nested [[param.param]])");
+      failed_ = true;
+      return false;
+    }
+    if (depth + 1 > kMaxBlockDepth) {
+      error(locOf(t), "repeat blocks are nested more than " + llvm::Twine(kMaxBlockDepth) +
+                          " deep");
+      failed_ = true;
+      return false;
+    }
+    ok = parseBlock(t, item, depth + 1);
+  } else {
+    ok = parseLeaf(t, item);
+  }
+  if (ok)
+    out.push_back(std::move(item));
+  return ok;
+}
+
+bool TomlFrontend::parseBlock(const toml::table &t, Item &item, int depth) {
+  std::string prefixText;
+  if (const toml::node *p = t.get("prefix"))
+    if (const auto *s = p->as_string())
+      prefixText = s->get();
+  std::string fullPrefix = displayPrefix() + prefixText;
+  std::string who =
+      "repeat block" + (fullPrefix.empty() ? std::string() : " '" + fullPrefix + "'");
+  bool ok = true;
+
+  for (auto &&[k, v] : t) {
+    std::string_view key = k.str();
+    if (key == "repeat" || key == "start" || key == "index" || key == "prefix" ||
+        key == "param" || key == "dtype" || key == "placements" || key == "optimizer")
+      continue;
+    unknownKey(k, who, true);
+    ok = false;
+  }
+
+  // repeat / start.
+  if (const toml::node *r = t.get("repeat")) {
+    const auto *iv = r->as_integer();
+    if (!iv) {
+      error(locOf(*r), "'repeat' in " + who + " must be an integer, not " + typeName(*r));
+      ok = false;
+    } else if (iv->get() < 1) {
+      error(locOf(*r), "'repeat' in " + who + " must be at least 1, not " +
+                           std::to_string(iv->get()));
+      ok = false;
+    } else {
+      item.repeat = iv->get();
+      item.repeatLoc = locOf(*r);
+    }
+  }
+  if (const toml::node *s = t.get("start")) {
+    const auto *iv = s->as_integer();
+    if (!iv) {
+      error(locOf(*s), "'start' in " + who + " must be an integer, not " + typeName(*s));
+      ok = false;
+    } else if (iv->get() < 0) {
+      error(locOf(*s), "'start' in " + who + " must not be negative, not " +
+                           std::to_string(iv->get()));
+      ok = false;
+    } else {
+      item.start = iv->get();
+    }
+  }
+  if (item.start > INT64_MAX - item.repeat) {
+    error(locOf(t), "'start' + 'repeat' overflows in " + who);
+    ok = false;
+  }
+
+  // index.
+  std::string indexName = "i";
+  if (const toml::node *ix = t.get("index")) {
+    const auto *s = ix->as_string();
+    if (!s) {
+      error(locOf(*ix), "'index' in " + who + " must be a string, not " + typeName(*ix));
+      ok = false;
+    } else {
+      const std::string &n = s->get();
+      bool valid = !n.empty() && !std::isdigit(static_cast<unsigned char>(n[0]));
+      for (char c : n)
+        valid &= std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      if (!valid) {
+        error(locOf(*ix), "'index' in " + who + " must be an identifier such as \"i\", not '" +
+                              n + "'");
+        ok = false;
+      } else {
+        indexName = n;
+      }
+    }
+  }
+  for (const Scope &s : scopes_)
+    if (s.name == indexName) {
+      const toml::node *ix = t.get("index");
+      error(ix ? locOf(*ix) : locOf(t),
+            "placeholder '" + indexName + "' of " + who +
+                " is already used by an enclosing repeat block; give this block its own, "
+                "e.g. index = \"j\"");
+      ok = false;
+      break;
+    }
+
+  Defaults d = defaults_.empty() ? Defaults{} : defaults_.back();
+  Defaults own;
+  if (parseDefaults(t, who, own)) {
+    if (own.dtype)
+      d.dtype = own.dtype;
+    if (own.placements)
+      d.placements = own.placements;
+    if (own.role)
+      d.role = own.role;
+  } else {
+    ok = false;
+  }
+
+  // The prefix sees this block's placeholder.
+  scopes_.push_back(Scope{indexName});
+  std::vector<Piece> prefix;
+  if (const toml::node *p = t.get("prefix")) {
+    if (!p->is_string()) {
+      error(locOf(*p), "'prefix' in " + who + " must be a string, not " + typeName(*p));
+      ok = false;
+    } else if (!parseTemplateString(*p, prefixText, "prefix", prefix)) {
+      ok = false;
+    }
+  }
+
+  const toml::node *children = t.get("param");
+  if (!children) {
+    error(locOf(t), who + " has no nested params; add [[param.param]] tables under it");
+    ok = false;
+  } else if (ok) {
+    prefixPieces_.push_back(std::move(prefix));
+    prefixText_.push_back(prefixText);
+    defaults_.push_back(std::move(d));
+    ok = parseParamArray(*children, "in " + who, item.children, depth);
+    defaults_.pop_back();
+    prefixText_.pop_back();
+    prefixPieces_.pop_back();
+  }
+  scopes_.pop_back();
+  if (!ok)
+    failed_ = true;
+  return ok;
+}
+
+bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
+  LeafTemplate leaf;
+  bool ok = true;
+
+  // The name first, so that every other message can name the param.
+  std::string nameText;
+  const toml::node *nameNode = t.get("name");
+  if (nameNode) {
+    if (const auto *s = nameNode->as_string())
+      nameText = s->get();
+  }
+  std::string display = displayPrefix() + nameText;
+  std::string who = nameNode && nameNode->is_string() ? "param '" + display + "'"
+                                                       : std::string("a param without a name");
+
+  if (!nameNode) {
+    error(locOf(t), "param has no 'name'" +
+                        (prefixText_.empty() ? std::string()
+                                             : " (in repeat block '" + displayPrefix() + "')"));
+    ok = false;
+  } else if (!nameNode->is_string()) {
+    error(locOf(*nameNode), "'name' must be a string, not " + llvm::Twine(typeName(*nameNode)));
+    ok = false;
+  } else if (nameText.empty() && prefixText_.empty()) {
+    error(locOf(*nameNode), "param name is empty");
+    ok = false;
+  }
+
+  for (auto &&[k, v] : t) {
+    std::string_view key = k.str();
+    if (key == "name" || key == "shape" || key == "dtype" || key == "placements" ||
+        key == "optimizer" || key == "conv")
+      continue;
+    unknownKey(k, who, false);
+    ok = false;
+  }
+
+  if (nameNode && nameNode->is_string()) {
+    for (const std::vector<Piece> &p : prefixPieces_)
+      leaf.pieces.insert(leaf.pieces.end(), p.begin(), p.end());
+    std::vector<Piece> own;
+    if (parseTemplateString(*nameNode, nameText, "name", own)) {
+      for (Piece &p : own) {
+        if (p.level < 0 && !leaf.pieces.empty() && leaf.pieces.back().level < 0)
+          leaf.pieces.back().text += p.text;
+        else
+          leaf.pieces.push_back(std::move(p));
+      }
+    } else {
+      ok = false;
+    }
+  }
+
+  // shape.
+  const toml::node *shape = t.get("shape");
+  if (!shape) {
+    error(nameNode ? locOf(*nameNode) : locOf(t), who + " has no 'shape'");
+    ok = false;
+  } else if (const auto *a = shape->as_array()) {
+    if (a->empty()) {
+      error(locOf(*shape), "'shape' of " + who + " is empty; give at least one dim");
+      ok = false;
+    }
+    leaf.shape.reserve(a->size());
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::node &dn = (*a)[i];
+      const auto *iv = dn.as_integer();
+      if (!iv) {
+        error(locOf(dn), "dim " + std::to_string(i) + " of " + who +
+                             " must be an integer, not " + typeName(dn));
+        ok = false;
+      } else if (iv->get() <= 0) {
+        error(locOf(dn), "dim " + std::to_string(i) + " of " + who +
+                             " must be positive, not " + std::to_string(iv->get()));
+        ok = false;
+      } else {
+        leaf.shape.push_back(iv->get());
+      }
+    }
+  } else {
+    error(locOf(*shape), "'shape' of " + who + " must be an array of integers, not " +
+                             typeName(*shape));
+    ok = false;
+  }
+
+  // dtype, placements, optimizer: own value, else the enclosing block's, else
+  // [model]'s, else the built-in default.
+  Defaults own;
+  ok &= parseDefaults(t, who, own);
+  const Defaults *inherited = defaults_.empty() ? nullptr : &defaults_.back();
+  leaf.dtype = own.dtype                        ? *own.dtype
+               : inherited && inherited->dtype ? *inherited->dtype
+               : modelDType_                    ? *modelDType_
+                                                : DType::F32;
+  if (own.placements)
+    leaf.placements = std::move(*own.placements);
+  else if (inherited && inherited->placements)
+    leaf.placements = *inherited->placements;
+  else
+    leaf.placements.assign(model_.mesh.dims.size(), Placement{});
+  leaf.role = own.role ? own.role : inherited ? inherited->role : std::nullopt;
+
+  if (const toml::node *c = t.get("conv")) {
+    if (const auto *b = c->as_boolean()) {
+      leaf.conv = b->get();
+    } else {
+      error(locOf(*c), "'conv' in " + who + " must be true or false, not " + typeName(*c));
+      ok = false;
+    }
+  }
+
+  if (!ok) {
+    failed_ = true;
+    return false;
+  }
+  leaf.display = std::move(display);
+  leaf.loc = nameNode ? locOf(t.find("name")->first) : locOf(t);
+  leaf.sourceLoc = diags_.describe(leaf.loc);
+  item.leaf = static_cast<int>(leaves_.size());
+  leaves_.push_back(std::move(leaf));
+  return true;
+}
+
+// --- expansion ------------------------------------------------------------------
+
+int64_t TomlFrontend::countParams(const std::vector<Item> &items) {
+  int64_t total = 0;
+  for (const Item &it : items) {
+    int64_t n = it.leaf >= 0 ? 1 : countParams(it.children);
+    if (n > kMaxParams)
+      return n;
+    if (it.leaf < 0) {
+      if (n > 0 && it.repeat > (kMaxParams + 1) / n) {
+        if (!overflowLoc_.isValid())
+          overflowLoc_ = it.repeatLoc;
+        return kMaxParams + 1;
+      }
+      n *= it.repeat;
+    }
+    total += n;
+    if (total > kMaxParams) {
+      if (!overflowLoc_.isValid())
+        overflowLoc_ = it.leaf < 0 ? it.repeatLoc : leaves_[it.leaf].loc;
+      return kMaxParams + 1;
+    }
+  }
+  return total;
+}
+
+void TomlFrontend::expand(const std::vector<Item> &items) {
+  for (const Item &it : items) {
+    if (it.leaf < 0) {
+      index_.push_back(0);
+      for (int64_t k = 0; k < it.repeat; ++k) {
+        index_.back() = it.start + k;
+        expand(it.children);
+      }
+      index_.pop_back();
+      continue;
+    }
+    LeafTemplate &leaf = leaves_[it.leaf];
+    Param p;
+    for (const Piece &piece : leaf.pieces) {
+      if (piece.level < 0) {
+        p.name += piece.text;
+      } else {
+        char buf[24];
+        auto r = std::to_chars(buf, buf + sizeof buf, index_[piece.level]);
+        p.name.append(buf, r.ptr);
+      }
+    }
+    if (p.name.empty()) {
+      if (!leaf.duplicateReported)
+        error(leaf.loc, "param '" + leaf.display + "' expands to an empty name");
+      leaf.duplicateReported = true;
+      failed_ = true;
+      continue;
+    }
+    p.shape = leaf.shape;
+    p.dtype = leaf.dtype;
+    p.placements = leaf.placements;
+    p.conv = leaf.conv;
+    p.roleOverride = leaf.role;
+    p.loc = leaf.loc;
+    p.sourceLoc = leaf.sourceLoc;
+    model_.params.push_back(std::move(p));
+    const std::string &name = model_.params.back().name;
+    uint32_t idx = static_cast<uint32_t>(model_.params.size() - 1);
+    auto [pos, inserted] = seen_.try_emplace(std::string_view(name), idx);
+    leafOfParam_.push_back(it.leaf);
+    if (inserted)
+      continue;
+    int firstLeaf = leafOfParam_[pos->second];
+    if (!leaf.duplicateReported) {
+      std::string msg = "duplicate param name '" + name + "'";
+      if (firstLeaf == it.leaf)
+        msg += "; every copy of the repeat block gets this name, use a placeholder "
+               "such as '{i}' in the name or the block's prefix";
+      error(leaf.loc, msg);
+      if (firstLeaf != it.leaf)
+        diags_.note(model_.params[pos->second].loc, "'" + name + "' is first defined here");
+      leaf.duplicateReported = true;
+    }
+    failed_ = true;
+  }
+}
+
+bool TomlFrontend::run() {
+  // Read the file.
+  auto bufOr = llvm::MemoryBuffer::getFile(path_, /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/false);
+  if (!bufOr) {
+    std::error_code ec = bufOr.getError();
+    diags_.fileError(path_, ec == std::errc::no_such_file_or_directory
+                                ? std::string("No such file or directory")
+                                : ec.message());
+    return false;
+  }
+  std::unique_ptr<llvm::MemoryBuffer> mb = std::move(*bufOr);
+  if (mb->getBufferIdentifier() != path_)
+    mb = llvm::MemoryBuffer::getMemBufferCopy(mb->getBuffer(), path_);
+  bufStart_ = mb->getBufferStart();
+  bufSize_ = mb->getBufferSize();
+  buffer_ = diags_.addBuffer(std::move(mb));
+  buildLineTable();
+
+  // toml++ recurses once per dotted-key component; keep absurd keys
+  // (`[a.a.a...]` with 100k parts) from exhausting the stack.
+  if (!checkKeyDepth())
+    return false;
+
+  std::string_view text(bufStart_, bufSize_);
+  toml::table root;
+  try {
+    root = toml::parse(text, path_);
+  } catch (const toml::parse_error &err) {
+    llvm::SMLoc loc = locOf(err.source().begin);
+    if (loc.isValid())
+      diags_.error(loc, std::string(err.description()));
+    else
+      diags_.fileError(path_, std::string(err.description()));
+    return false;
+  } catch (const std::exception &e) {
+    diags_.fileError(path_, e.what());
+    return false;
+  }
+
+  model_.modelName = llvm::sys::path::stem(path_).str();
+
+  std::vector<Item> items;
+  const toml::node *params = nullptr;
+  for (auto &&[k, v] : root) {
+    if (k.str() == "model") {
+      parseModelTable(v);
+    } else if (k.str() == "param") {
+      params = &v;
+    } else {
+      error(locOf(k), std::string(v.is_table() ? "unknown top-level table '"
+                                               : "unknown top-level key '") +
+                          std::string(k.str()) + "' (a manifest has [model] and [[param]])");
+      failed_ = true;
+    }
+  }
+  // [model] first: its dtype is every param's default.
+  if (params)
+    parseParamArray(*params, "at the top level", items, 0);
+  if (failed_)
+    return false;
+  if (items.empty()) {
+    diags_.fileError(path_, "the manifest declares no params (add [[param]] tables)");
+    return false;
+  }
+
+  int64_t total = countParams(items);
+  if (total > kMaxParams) {
+    std::string msg = "the manifest expands to more than " + std::to_string(kMaxParams) +
+                      " params, the most dmuonc accepts";
+    if (overflowLoc_.isValid())
+      error(overflowLoc_, msg);
+    else
+      diags_.fileError(path_, msg);
+    return false;
+  }
+  model_.params.reserve(model_.params.size() + static_cast<size_t>(total));
+  seen_.reserve(static_cast<size_t>(total));
+  leafOfParam_.reserve(model_.params.size() + static_cast<size_t>(total));
+  for (size_t i = 0; i < model_.params.size(); ++i) {
+    seen_.try_emplace(std::string_view(model_.params[i].name), static_cast<uint32_t>(i));
+    leafOfParam_.push_back(-1);
+  }
+  expand(items);
+  return !failed_;
+}
+
+} // namespace
+
+bool loadTomlManifest(const std::string &path, PlanModel &model, Diagnostics &diags) {
+  try {
+    TomlFrontend fe(path, model, diags);
+    return fe.run();
+  } catch (const std::bad_alloc &) {
+    diags.fileError(path, "out of memory while reading the manifest");
+  } catch (const std::exception &e) {
+    diags.fileError(path, e.what());
+  }
+  return false;
+}
+
+} // namespace dmuon

@@ -1,0 +1,85 @@
+// group: spec 004, exactly. A Muon param is no_comm iff no Shard/StridedShard
+// placement touches its last two dims (for a flattened conv weight: any dim);
+// comm params are grouped by their placements key, and each group records
+// its replicate groups (the Cartesian-product rule of §2.3) for every rank.
+#include "Passes.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace dmuon {
+
+namespace {
+
+// spec 004 §4.3 for one rank: vary every replicate mesh dim, keep the rest.
+std::vector<int64_t> replicateGroupOf(const Mesh &mesh, int64_t rank,
+                                      const std::vector<int> &replicateDims) {
+  std::vector<int64_t> group{rank};
+  for (int d : replicateDims) {
+    std::vector<int64_t> next;
+    for (int64_t r : group) {
+      std::vector<int64_t> c = mesh.coordOf(r);
+      for (int64_t v = 0; v < mesh.dims[d].size; ++v) {
+        c[d] = v;
+        next.push_back(mesh.rankOf(c));
+      }
+    }
+    group = std::move(next);
+  }
+  std::sort(group.begin(), group.end());
+  group.erase(std::unique(group.begin(), group.end()), group.end());
+  return group;
+}
+
+} // namespace
+
+bool runGroup(PlanModel &model, Diagnostics &) {
+  const Mesh &mesh = model.mesh;
+  std::map<std::string, int> groupByKey;
+  for (size_t i = 0; i < model.params.size(); ++i) {
+    Param &p = model.params[i];
+    if (p.role != Role::Muon)
+      continue;
+    const int ndim = static_cast<int>(p.shape.size());
+    std::set<int> shardDims;
+    std::vector<int> replicateMeshDims;
+    std::string key;
+    for (size_t d = 0; d < p.placements.size(); ++d) {
+      const Placement &pl = p.placements[d];
+      if (pl.isShard())
+        shardDims.insert(pl.dim);
+      if (pl.isReplicate())
+        replicateMeshDims.push_back(static_cast<int>(d));
+      key += (d ? "," : "") + pl.groupKey();
+    }
+    bool comm = false;
+    for (int d : shardDims)
+      if (p.conv || d >= ndim - 2)
+        comm = true;
+    if (!comm) {
+      p.group = ShardingGroupKind::NoComm;
+      model.noComm.push_back(static_cast<int>(i));
+      continue;
+    }
+    p.group = ShardingGroupKind::Comm;
+    auto [it, inserted] =
+        groupByKey.try_emplace(key, static_cast<int>(model.commGroups.size()));
+    if (inserted) {
+      CommGroup g;
+      g.key = key;
+      g.shardDims.assign(shardDims.begin(), shardDims.end());
+      g.replicateMeshDims = replicateMeshDims;
+      std::set<std::vector<int64_t>> groups;
+      for (int64_t r = 0; r < mesh.worldSize(); ++r)
+        groups.insert(replicateGroupOf(mesh, r, replicateMeshDims));
+      g.replicateGroups.assign(groups.begin(), groups.end());
+      model.commGroups.push_back(std::move(g));
+    }
+    p.commGroup = it->second;
+    model.commGroups[it->second].params.push_back(static_cast<int>(i));
+  }
+  return true;
+}
+
+} // namespace dmuon

@@ -1,0 +1,87 @@
+// select: decides each param's role (muon | adamw) and records why, and fixes
+// the matrix view Muon sees.
+#include "Passes.h"
+
+#include "llvm/Support/Regex.h"
+
+namespace dmuon {
+
+namespace {
+
+// Embeddings and output heads stay on AdamW by default (as in the Muon
+// reference): a whole path component named embed*, wte, wpe, lm_head or head.
+constexpr const char *kDefaultExclude =
+    "(^|[._])(embed[a-z_]*|embeddings|wte|wpe|lm_head|head)([._]|$)";
+
+bool compile(const std::string &pattern, const char *flag,
+             std::optional<llvm::Regex> &out, Diagnostics &diags) {
+  if (pattern.empty())
+    return true;
+  out.emplace(pattern);
+  std::string err;
+  if (!out->isValid(err)) {
+    diags.error(llvm::Twine("invalid ") + flag + " regex '" + pattern + "': " + err);
+    return false;
+  }
+  return true;
+}
+
+void setMatrixView(Param &p) {
+  size_t n = p.shape.size();
+  if (n < 2) {
+    p.batch = 1;
+    p.rows = n == 1 ? 1 : 0;
+    p.cols = n == 1 ? p.shape[0] : 0;
+    return;
+  }
+  if (p.conv) {
+    // Conv weights [out, in, k...] are orthogonalized as [out, in*k...].
+    p.batch = 1;
+    p.rows = p.shape[0];
+    p.cols = 1;
+    for (size_t i = 1; i < n; ++i)
+      p.cols *= p.shape[i];
+    return;
+  }
+  p.batch = 1;
+  for (size_t i = 0; i + 2 < n; ++i)
+    p.batch *= p.shape[i];
+  p.rows = p.shape[n - 2];
+  p.cols = p.shape[n - 1];
+}
+
+} // namespace
+
+bool runSelect(PlanModel &model, Diagnostics &diags) {
+  std::optional<llvm::Regex> include, exclude;
+  if (!compile(model.options.muonInclude, "--muon-include", include, diags) ||
+      !compile(model.options.muonExclude, "--muon-exclude", exclude, diags))
+    return false;
+  llvm::Regex defaultExclude(kDefaultExclude);
+
+  for (Param &p : model.params) {
+    setMatrixView(p);
+    if (p.roleOverride) {
+      p.role = *p.roleOverride;
+      p.roleReason = RoleReason::ManifestOverride;
+    } else if (exclude && exclude->match(p.name)) {
+      p.role = Role::AdamW;
+      p.roleReason = RoleReason::ExcludeFlag;
+    } else if (include && include->match(p.name)) {
+      p.role = Role::Muon;
+      p.roleReason = RoleReason::IncludeFlag;
+    } else if (p.shape.size() < 2) {
+      p.role = Role::AdamW;
+      p.roleReason = RoleReason::DefaultVector;
+    } else if (defaultExclude.match(p.name)) {
+      p.role = Role::AdamW;
+      p.roleReason = RoleReason::DefaultExcluded;
+    } else {
+      p.role = Role::Muon;
+      p.roleReason = RoleReason::DefaultMatrix;
+    }
+  }
+  return true;
+}
+
+} // namespace dmuon

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency from Debian's packages. Idempotent:
+# does nothing when all are present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build git
+  llvm-14-dev llvm-14-tools
+  libonnx-dev libprotobuf-dev protobuf-compiler python3 python3-onnx
+  libtomlplusplus-dev
+  libflatbuffers-dev flatbuffers-compiler
+  libopenmpi-dev openmpi-bin
+  libopenblas-dev liblapacke-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "Installing: ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,19 @@
+# lit configuration for dmuonc / dmuon-plan FileCheck tests.
+import os
+import lit.formats
+
+config.name = "dmuon"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".test", ".toml"]
+config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.dmuon_obj_root, "test", "lit")
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.dmuon_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+# Keep diagnostics free of terminal colour codes.
+config.environment["TERM"] = "dumb"
+
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.substitutions.append(("%models", os.path.join(config.dmuon_src_root, "examples", "models")))

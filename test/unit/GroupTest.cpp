@@ -1,0 +1,118 @@
+// spec 004 §2.2 and §2.3, every example row.
+#include "Diagnostics.h"
+#include "Passes.h"
+
+#include <gtest/gtest.h>
+
+using namespace dmuon;
+
+namespace {
+
+struct Fixture {
+  std::string diagText;
+  llvm::raw_string_ostream os{diagText};
+  Diagnostics diags{"dmuonc", os};
+  PlanModel model;
+
+  explicit Fixture(const std::string &mesh) { EXPECT_TRUE(parseMesh(mesh, model.mesh, diags)); }
+
+  void add(const std::string &name, std::vector<int64_t> shape,
+           std::vector<std::string> placements, bool forceMuon = false) {
+    Param p;
+    p.name = name;
+    p.shape = std::move(shape);
+    for (const std::string &t : placements) {
+      Placement pl;
+      std::string err;
+      size_t col;
+      EXPECT_TRUE(parsePlacement(t, pl, err, col)) << t;
+      p.placements.push_back(pl);
+    }
+    if (forceMuon)
+      p.roleOverride = Role::Muon;
+    model.params.push_back(p);
+  }
+
+  bool run() {
+    bool ok = runSelect(model, diags) && runValidate(model, diags) && runGroup(model, diags);
+    os.flush();
+    return ok;
+  }
+
+  const Param &param(const std::string &name) const {
+    for (const Param &p : model.params)
+      if (p.name == name)
+        return p;
+    ADD_FAILURE() << "no param " << name;
+    return model.params.front();
+  }
+
+  std::vector<int64_t> groupContaining(const CommGroup &g, int64_t rank) const {
+    for (const auto &rg : g.replicateGroups)
+      if (std::find(rg.begin(), rg.end(), rank) != rg.end())
+        return rg;
+    return {};
+  }
+};
+
+} // namespace
+
+TEST(Group, OneDimParamInTheMuonSetIsAnError) {
+  Fixture f("dp=2,tp=4");
+  f.add("norm.weight", {128}, {"Replicate", "Replicate"}, /*forceMuon=*/true);
+  EXPECT_FALSE(f.run());
+  EXPECT_NE(f.diagText.find("param 'norm.weight' with shape [128] cannot use Muon"),
+            std::string::npos)
+      << f.diagText;
+}
+
+TEST(Group, LastTwoDimsRule) {
+  Fixture f("dp=2,tp=4");
+  f.add("a", {8, 16}, {"Replicate", "Replicate"});
+  f.add("b", {8, 16}, {"Shard(0)", "Replicate"});
+  f.add("c", {8, 16}, {"Replicate", "Shard(1)"});
+  f.add("d", {4, 8, 16}, {"Shard(0)", "Replicate"});
+  f.add("e", {4, 8, 16}, {"Replicate", "Shard(2)"});
+  f.add("g", {4, 8, 16}, {"Replicate", "Shard(1)"});
+  ASSERT_TRUE(f.run()) << f.diagText;
+  EXPECT_EQ(f.param("a").group, ShardingGroupKind::NoComm);
+  EXPECT_EQ(f.param("b").group, ShardingGroupKind::Comm);
+  EXPECT_EQ(f.param("c").group, ShardingGroupKind::Comm);
+  EXPECT_EQ(f.param("d").group, ShardingGroupKind::NoComm);
+  EXPECT_EQ(f.param("e").group, ShardingGroupKind::Comm);
+  EXPECT_EQ(f.param("g").group, ShardingGroupKind::Comm);
+  // Grouped by placements key: c and g share Replicate,Shard(1).
+  EXPECT_EQ(f.param("c").commGroup, f.param("g").commGroup);
+  EXPECT_NE(f.param("b").commGroup, f.param("c").commGroup);
+  EXPECT_EQ(f.model.commGroups[f.param("c").commGroup].key, "Replicate,Shard(1)");
+}
+
+TEST(Group, ReplicateGroupsOn2x4) {
+  Fixture f("dp=2,tp=4");
+  f.add("x", {8, 16}, {"Replicate", "Shard(1)"});
+  f.add("y", {8, 16}, {"Shard(0)", "Shard(1)"});
+  ASSERT_TRUE(f.run()) << f.diagText;
+  const CommGroup &rx = f.model.commGroups[f.param("x").commGroup];
+  EXPECT_EQ(f.groupContaining(rx, 2), (std::vector<int64_t>{2, 6}));
+  const CommGroup &ry = f.model.commGroups[f.param("y").commGroup];
+  EXPECT_EQ(f.groupContaining(ry, 2), (std::vector<int64_t>{2}));
+}
+
+TEST(Group, ReplicateGroupsOn2x2x2CartesianProduct) {
+  Fixture f("dp=2,cp=2,tp=2");
+  f.add("x", {8, 16}, {"Replicate", "Replicate", "Shard(1)"});
+  ASSERT_TRUE(f.run()) << f.diagText;
+  const CommGroup &g = f.model.commGroups[f.param("x").commGroup];
+  EXPECT_EQ(f.groupContaining(g, 0), (std::vector<int64_t>{0, 2, 4, 6}));
+  EXPECT_EQ(g.replicateGroups.size(), 2u);
+}
+
+TEST(Group, StridedShardAndPartialKeys) {
+  Fixture f("dp=2,tp=2");
+  f.add("s", {8, 16}, {"Replicate", "StridedShard(0, 2)"});
+  f.add("p", {8, 16}, {"Partial(sum)", "Shard(1)"});
+  ASSERT_TRUE(f.run()) << f.diagText;
+  EXPECT_EQ(f.param("s").group, ShardingGroupKind::Comm);
+  EXPECT_EQ(f.model.commGroups[f.param("s").commGroup].key, "Replicate,Shard(0)");
+  EXPECT_EQ(f.model.commGroups[f.param("p").commGroup].key, "Partial(sum),Shard(1)");
+}

@@ -1,0 +1,218 @@
+// dmuon-plan: inspect a plan.bin. Verifies the plan (identifier, FlatBuffers
+// verifier, format version, fingerprint, semantic checks), then prints it as
+// text, JSON or a short summary — the same printers dmuonc --emit uses — or
+// compares two plans (`dmuon-plan diff a.bin b.bin`).
+#include "dmuon/plan_version.h"
+#include "plan/PlanFile.h"
+#include "plan/PlanPrinter.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace llvm;
+using namespace dmuon;
+
+namespace {
+
+enum class EmitKind { Text, Json, Summary };
+
+cl::OptionCategory category("dmuon-plan options");
+
+cl::list<std::string> positional(cl::Positional, cl::OneOrMore,
+                                 cl::desc("<plan.bin> | diff <a.bin> <b.bin>"),
+                                 cl::cat(category));
+
+cl::opt<EmitKind> emit("emit", cl::desc("Output form"), cl::init(EmitKind::Text),
+                       cl::values(clEnumValN(EmitKind::Text, "text",
+                                             "line-oriented text (default)"),
+                                  clEnumValN(EmitKind::Json, "json", "JSON (docs/plan-format.md)"),
+                                  clEnumValN(EmitKind::Summary, "summary",
+                                             "a few human-readable lines")),
+                       cl::cat(category));
+
+cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
+                                cl::value_desc("file"), cl::init("-"), cl::cat(category));
+
+cl::opt<bool> verifyOnly("verify-only",
+                         cl::desc("Only verify the plan; print '<path>: ok (...)'"),
+                         cl::cat(category));
+
+cl::opt<bool> requireComplete(
+    "require-complete",
+    cl::desc("Refuse plans captured with --stop-after (as the runtime does)"),
+    cl::cat(category));
+
+constexpr const char *kTool = "dmuon-plan";
+
+int fail(const std::string &path, const std::string &msg) {
+  WithColor::error(errs(), kTool) << "'" << path << "': " << msg << "\n";
+  return 1;
+}
+
+// Reads and verifies; on failure prints the error and returns false.
+bool load(const std::string &path, std::vector<uint8_t> &buf) {
+  std::string err = planfile::readFile(path, buf);
+  if (err.empty())
+    err = planfile::verifyPlan(buf.data(), buf.size(), requireComplete);
+  if (!err.empty()) {
+    fail(path, err);
+    return false;
+  }
+  return true;
+}
+
+std::string hex64(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+std::vector<std::string> lines(const std::string &s) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b < s.size()) {
+    size_t e = s.find('\n', b);
+    if (e == std::string::npos)
+      e = s.size();
+    out.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
+// The "key" of a text line for the diff: params by name, other records by
+// their leading words, so a changed value shows as '-'/'+' of the same record.
+std::string lineKey(const std::string &l) {
+  size_t sp = l.find(' ');
+  if (sp == std::string::npos)
+    return l;
+  size_t sp2 = l.find(' ', sp + 1);
+  return l.substr(0, sp2);
+}
+
+// Diff of the text forms. Lines that match in order are skipped; otherwise a
+// record present in both is shown as -old/+new, and records only on one side
+// as - or +. Linear in the plan size (records are keyed, not aligned by LCS).
+int diffPlans(const std::string &a, const std::string &b, raw_ostream &os) {
+  std::vector<uint8_t> ba, bb;
+  if (!load(a, ba) || !load(b, bb))
+    return 1;
+  std::vector<std::string> la = lines(planfile::printText(*plan::GetPlan(ba.data())));
+  std::vector<std::string> lb = lines(planfile::printText(*plan::GetPlan(bb.data())));
+  // Section of each line (the last "name:" header seen) + key.
+  auto keyed = [](const std::vector<std::string> &ls) {
+    std::vector<std::string> keys;
+    std::string section;
+    for (const std::string &l : ls) {
+      if (!l.empty() && l.back() == ':' && l.find(' ') == std::string::npos)
+        section = l;
+      keys.push_back(section + "\t" + lineKey(l));
+    }
+    return keys;
+  };
+  std::vector<std::string> ka = keyed(la), kb = keyed(lb);
+  std::map<std::string, std::vector<size_t>> inB, inA;
+  for (size_t i = 0; i < kb.size(); ++i)
+    inB[kb[i]].push_back(i);
+  for (size_t i = 0; i < ka.size(); ++i)
+    inA[ka[i]].push_back(i);
+  std::map<std::string, size_t> usedB, usedA;
+  std::vector<bool> matchedB(lb.size(), false);
+  int changes = 0;
+  os << "--- " << a << "\n+++ " << b << "\n";
+  for (size_t i = 0; i < la.size(); ++i) {
+    if (la[i].rfind("; fingerprint", 0) == 0)
+      continue;
+    size_t &u = usedB[ka[i]];
+    auto it = inB.find(ka[i]);
+    if (it != inB.end() && u < it->second.size()) {
+      size_t j = it->second[u++];
+      matchedB[j] = true;
+      if (la[i] != lb[j]) {
+        os << "-" << la[i] << "\n+" << lb[j] << "\n";
+        ++changes;
+      }
+    } else {
+      os << "-" << la[i] << "\n";
+      ++changes;
+    }
+  }
+  for (size_t j = 0; j < lb.size(); ++j)
+    if (!matchedB[j] && lb[j].rfind("; fingerprint", 0) != 0) {
+      os << "+" << lb[j] << "\n";
+      ++changes;
+    }
+  if (changes == 0)
+    os << "plans are equivalent (fingerprints " << hex64(plan::GetPlan(ba.data())->fingerprint())
+       << ", " << hex64(plan::GetPlan(bb.data())->fingerprint()) << ")\n";
+  return changes == 0 ? 0 : 2;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM x(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "dmuon-plan: verify and print a dmuon plan (plan.bin)\n\n"
+                              "  dmuon-plan plan.bin [--emit=text|json|summary] [-o out]\n"
+                              "  dmuon-plan plan.bin --verify-only\n"
+                              "  dmuon-plan diff a.bin b.bin   (exit 0 if equivalent, 2 if not)\n");
+
+  bool isDiff = positional.size() == 3 && positional[0] == "diff";
+  if (!isDiff && positional.size() != 1) {
+    WithColor::error(errs(), kTool)
+        << "expected one plan file, or 'diff <a.bin> <b.bin>' (see --help)\n";
+    return 1;
+  }
+
+  std::error_code ec;
+  ToolOutputFile out(outputFile, ec, sys::fs::OF_None);
+  if (ec) {
+    WithColor::error(errs(), kTool) << "'" << outputFile << "': " << ec.message() << "\n";
+    return 1;
+  }
+
+  if (isDiff) {
+    int rc = diffPlans(positional[1], positional[2], out.os());
+    if (rc != 1)
+      out.keep();
+    return rc;
+  }
+
+  const std::string &path = positional[0];
+  std::vector<uint8_t> buf;
+  if (!load(path, buf))
+    return 1;
+  const plan::Plan &p = *plan::GetPlan(buf.data());
+  if (verifyOnly) {
+    out.os() << path << ": ok (plan " << p.format_major() << "." << p.format_minor()
+             << ", fingerprint " << hex64(p.fingerprint());
+    if (p.stage() != plan::Stage::complete)
+      out.os() << ", stage " << plan::EnumNameStage(p.stage());
+    out.os() << ")\n";
+  } else {
+    switch (emit) {
+    case EmitKind::Text:
+      out.os() << planfile::printText(p);
+      break;
+    case EmitKind::Json:
+      out.os() << planfile::printJson(p);
+      break;
+    case EmitKind::Summary:
+      out.os() << planfile::printSummary(p);
+      break;
+    }
+  }
+  out.keep();
+  return 0;
+}
