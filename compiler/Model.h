@@ -111,6 +111,11 @@ struct Stats {
   double lptMaxLoad = 0;
   int refinementMoves = 0;
   int layerRuleViolations = 0;
+  std::string lowerBoundKind;     // which argument gave lowerBound
+  double simpleLowerBound = 0;    // max(total / S, largest param)
+  bool optimal = false;           // maxLoad meets lowerBound
+  int maxOwnersPerHookGroup = 0;  // (layout)
+  double smallUnitCap = 0;        // 0: one merged small unit per layer
   std::vector<RankFigures> ranks;
 };
 

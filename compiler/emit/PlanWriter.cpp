@@ -36,7 +36,12 @@ using flatbuffers::String;
 
 class Writer {
 public:
-  explicit Writer(const PlanModel &m) : m_(m), b_(64 * 1024) {}
+  // The initial size is a function of the model only (so output stays
+  // deterministic) and large enough that a big plan is not copied on every
+  // doubling of the builder's buffer.
+  explicit Writer(const PlanModel &m)
+      : m_(m), b_(64 * 1024 + 480 * m.params.size() + 64 * m.units.size() +
+                  128 * static_cast<size_t>(m.mesh.worldSize())) {}
 
   std::vector<uint8_t> run();
 
@@ -237,6 +242,7 @@ Offset<fb::Stats> Writer::writeStats() {
           r.reduceSend, r.reduceRecv, r.replicateSend, r.replicateRecv, r.allreduceBytes));
   }
   auto ranksVec = b_.CreateVector(ranks);
+  auto lbKind = partitioned ? optString(s.lowerBoundKind) : Offset<String>();
   fb::StatsBuilder sb(b_);
   sb.add_slots(static_cast<int32_t>(m_.mesh.numSlots()));
   sb.add_slot_load(slotLoad);
@@ -248,7 +254,13 @@ Offset<fb::Stats> Writer::writeStats() {
     sb.add_lpt_max_load(s.lptMaxLoad);
     sb.add_refinement_moves(s.refinementMoves);
     sb.add_layer_rule_violations(s.layerRuleViolations);
+    sb.add_lower_bound_kind(lbKind);
+    sb.add_simple_lower_bound(s.simpleLowerBound);
+    sb.add_optimal(s.optimal);
+    sb.add_small_unit_cap(s.smallUnitCap);
   }
+  if (reached(Stage::Layout))
+    sb.add_max_owners_per_hook_group(s.maxOwnersPerHookGroup);
   sb.add_muon_params(muon);
   sb.add_adamw_params(adamw);
   sb.add_muon_elements(muonElems);

@@ -59,6 +59,8 @@ bool runLayout(PlanModel &model, Diagnostics &) {
     }
     g.bufferBytes = offset;
     g.reduceBufferBytes = reduceOffset;
+    model.stats.maxOwnersPerHookGroup =
+        std::max(model.stats.maxOwnersPerHookGroup, static_cast<int>(g.segments.size()));
   }
 
   // Figures for every slot coordinate (s, r); ranks that differ only in

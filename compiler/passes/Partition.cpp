@@ -2,6 +2,7 @@
 // owner slot per unit. Small params of one layer merge into one unit; units
 // of one layer prefer distinct slots; a bounded refinement follows LPT.
 #include "Passes.h"
+#include "passes/LowerBound.h"
 #include "passes/Partitioner.h"
 
 #include <algorithm>
@@ -69,65 +70,154 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   if (diags.hasErrors())
     return false;
 
-  // Units: a param is its own unit unless it is small; small params of one
-  // layer share a unit (and an owner, and one packed broadcast).
+  // Costs and layers; the lower bound is for the per-parameter problem, so
+  // merging small params can only show up as a worse max/LB, never hide.
   std::map<std::string, int> layerIds;
-  std::unordered_map<std::string, int> smallUnitOfLayer;
-  std::vector<int> unitLayer;
+  std::vector<int> muonParams;
+  std::vector<double> paramCosts;
   for (size_t i = 0; i < model.params.size(); ++i) {
     Param &p = model.params[i];
     if (p.role != Role::Muon)
       continue;
     p.layer = defaultLayerOf(p.name);
     p.cost = static_cast<double>(p.batch) * nsFlops(p.rows, p.cols, steps);
-    auto [lit, _] = layerIds.try_emplace(p.layer, static_cast<int>(layerIds.size()));
-    int unit;
-    if (p.numElements() < model.options.smallParamThreshold) {
-      auto [it, inserted] =
-          smallUnitOfLayer.try_emplace(p.layer, static_cast<int>(model.units.size()));
-      if (inserted) {
+    layerIds.try_emplace(p.layer, static_cast<int>(layerIds.size()));
+    muonParams.push_back(static_cast<int>(i));
+    paramCosts.push_back(p.cost);
+  }
+  const int slots = static_cast<int>(mesh.numSlots());
+  LowerBound lb = strongLowerBound(paramCosts, slots);
+
+  // Units: a param is its own unit unless it is small; small params of one
+  // layer share a unit (one owner, one packed broadcast). If one merged unit
+  // per layer costs balance (fine-grained MoE layers are all small params),
+  // the layer's small params are split, in model order, into units of at
+  // most `cap` — merging only as far as balance allows.
+  struct Attempt {
+    std::vector<Unit> units;
+    std::vector<int> unitOfParam; // per entry of muonParams
+    PartitionResult result;
+    double cap = 0;
+  };
+  auto buildUnits = [&](double cap, Attempt &a, const PartitionOptions &popts) {
+    a.cap = cap;
+    std::unordered_map<std::string, int> openSmall; // layer -> unit being filled
+    std::vector<int> unitLayer;
+    for (size_t k = 0; k < muonParams.size(); ++k) {
+      const Param &p = model.params[muonParams[k]];
+      const int layer = layerIds.find(p.layer)->second;
+      int unit = -1;
+      if (p.numElements() < model.options.smallParamThreshold) {
+        auto it = openSmall.find(p.layer);
+        if (it != openSmall.end() && cap > 0 && a.units[it->second].cost + p.cost > cap &&
+            !a.units[it->second].params.empty())
+          openSmall.erase(it), it = openSmall.end();
+        if (it == openSmall.end()) {
+          Unit u;
+          std::string base = (p.layer.empty() ? std::string("<root>") : p.layer) + ":small";
+          u.name = base;
+          u.layer = p.layer;
+          unit = static_cast<int>(a.units.size());
+          a.units.push_back(std::move(u));
+          unitLayer.push_back(layer);
+          it = openSmall.emplace(p.layer, unit).first;
+        }
+        unit = it->second;
+      } else {
         Unit u;
-        u.name = (p.layer.empty() ? std::string("<root>") : p.layer) + ":small";
+        u.name = p.name;
         u.layer = p.layer;
-        model.units.push_back(u);
-        unitLayer.push_back(lit->second);
+        unit = static_cast<int>(a.units.size());
+        a.units.push_back(std::move(u));
+        unitLayer.push_back(layer);
       }
-      unit = it->second;
-    } else {
-      Unit u;
-      u.name = p.name;
-      u.layer = p.layer;
-      unit = static_cast<int>(model.units.size());
-      model.units.push_back(u);
-      unitLayer.push_back(lit->second);
+      a.unitOfParam.push_back(unit);
+      a.units[unit].params.push_back(muonParams[k]);
+      a.units[unit].cost += p.cost;
     }
-    p.unit = unit;
-    model.units[unit].params.push_back(static_cast<int>(i));
-    model.units[unit].cost += p.cost;
+    // Chunks after a layer's first are named <layer>:small.<n>.
+    std::unordered_map<std::string, int> chunks;
+    for (Unit &u : a.units)
+      if (u.name.size() > 6 && u.name.compare(u.name.size() - 6, 6, ":small") == 0) {
+        int n = chunks[u.name]++;
+        if (n > 0)
+          u.name += "." + std::to_string(n);
+      }
+    PartitionProblem problem;
+    problem.slots = slots;
+    problem.layer = std::move(unitLayer);
+    for (const Unit &u : a.units) {
+      problem.cost.push_back(u.cost);
+      problem.name.push_back(u.name);
+    }
+    a.result = partitionUnits(problem, popts);
+  };
+
+  constexpr double kTarget = 1.01;
+  // First the strict same-layer rule; if it costs balance, the rule becomes
+  // a preference bounded by the target.
+  PartitionOptions popts;
+  Attempt best;
+  buildUnits(0, best, popts);
+  if (best.result.maxLoad > kTarget * lb.value) {
+    PartitionOptions soft;
+    soft.layerTarget = kTarget * lb.value;
+    Attempt a;
+    buildUnits(0, a, soft);
+    if (a.result.maxLoad < best.result.maxLoad) {
+      best = std::move(a);
+      popts = soft;
+    }
+  }
+  double smallest = 0; // the largest small param: a smaller cap splits no more
+  for (int i : muonParams)
+    if (model.params[i].numElements() < model.options.smallParamThreshold)
+      smallest = std::max(smallest, model.params[i].cost);
+  double cap = lb.value / 4;
+  size_t prevUnits = best.units.size();
+  for (int round = 0; round < 4 && best.result.maxLoad > kTarget * lb.value && smallest > 0;
+       ++round, cap /= 4) {
+    Attempt a;
+    buildUnits(std::max(cap, smallest), a, popts);
+    const size_t unitsNow = a.units.size();
+    if (unitsNow != prevUnits && a.result.maxLoad > kTarget * lb.value &&
+        popts.layerTarget == 0) {
+      PartitionOptions soft;
+      soft.layerTarget = kTarget * lb.value;
+      Attempt b;
+      buildUnits(std::max(cap, smallest), b, soft);
+      if (b.result.maxLoad < a.result.maxLoad)
+        a = std::move(b);
+    }
+    if (unitsNow != prevUnits && a.result.maxLoad < best.result.maxLoad)
+      best = std::move(a);
+    prevUnits = unitsNow;
+    if (cap <= smallest)
+      break;
   }
 
-  PartitionProblem problem;
-  problem.slots = static_cast<int>(mesh.numSlots());
-  problem.layer = unitLayer;
-  for (const Unit &u : model.units) {
-    problem.cost.push_back(u.cost);
-    problem.name.push_back(u.name);
-  }
-  PartitionResult result = partitionUnits(problem);
+  model.units = std::move(best.units);
+  for (size_t k = 0; k < muonParams.size(); ++k)
+    model.params[muonParams[k]].unit = best.unitOfParam[k];
+  const PartitionResult &result = best.result;
   for (size_t u = 0; u < model.units.size(); ++u)
     model.units[u].slot = result.slotOf[u];
 
   Stats &st = model.stats;
   st.slotLoad = result.load;
   st.totalCost = 0;
-  for (double c : problem.cost)
+  for (double c : paramCosts)
     st.totalCost += c;
-  st.lowerBound = simpleLowerBound(problem.cost, problem.slots);
+  st.lowerBound = lb.value;
+  st.lowerBoundKind = lb.kind;
+  st.simpleLowerBound = lb.simple;
   st.maxLoad = result.maxLoad;
   st.imbalance = st.lowerBound > 0 ? st.maxLoad / st.lowerBound : 1.0;
+  st.optimal = st.maxLoad <= st.lowerBound * (1 + 1e-12);
   st.lptMaxLoad = result.lptMaxLoad;
   st.refinementMoves = result.refinementMoves;
   st.layerRuleViolations = result.layerViolations;
+  st.smallUnitCap = best.cap;
   return true;
 }
 

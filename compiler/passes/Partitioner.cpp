@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <queue>
 #include <set>
 #include <unordered_map>
 
@@ -31,6 +32,140 @@ private:
 // Violation change when one unit of `layer` leaves `from` and joins `to`.
 int moveDelta(const LayerSlotCounts &c, int layer, int from, int to) {
   return (c.get(layer, to) >= 1 ? 1 : 0) - (c.get(layer, from) >= 2 ? 1 : 0);
+}
+
+
+// Refinement: moves and swaps out of the most-loaded slot that lower the
+// larger of the two loads involved; never more than `maxViolations` layer
+// violations.
+void refine(const PartitionProblem &pb, const PartitionOptions &opt,
+            const std::vector<int> &rankOf, const std::vector<int> &order,
+            std::vector<int> &slotOf, std::vector<double> &load, LayerSlotCounts &counts,
+            int maxViolations, int &moves) {
+  const int S = static_cast<int>(load.size());
+  int violations = countLayerViolations(pb.layer, slotOf);
+  std::vector<std::vector<int>> unitsOn(S);
+  for (int u : order)
+    unitsOn[slotOf[u]].push_back(u);
+  for (int step = 0; opt.refine && step < opt.maxRefinementSteps; ++step) {
+    const int M = static_cast<int>(std::max_element(load.begin(), load.end()) - load.begin());
+    const double Lm = load[M];
+    double best = Lm;
+    int bestU = -1, bestV = -1, bestJ = -1, bestDV = 0;
+    auto consider = [&](double pairMax, int u, int v, int j, int dv) {
+      if (violations + dv > maxViolations || pairMax >= best)
+        return;
+      best = pairMax;
+      bestU = u;
+      bestV = v;
+      bestJ = j;
+      bestDV = dv;
+    };
+    for (int u : unitsOn[M]) {
+      const double cu = pb.cost[u];
+      for (int j = 0; j < S; ++j) {
+        if (j == M)
+          continue;
+        if (load[j] + cu < Lm)
+          consider(std::max(Lm - cu, load[j] + cu), u, -1, j,
+                   moveDelta(counts, pb.layer[u], M, j));
+        for (int v : unitsOn[j]) {
+          const double d = cu - pb.cost[v];
+          if (d <= 0 || load[j] + d >= Lm)
+            continue;
+          int dv = 0;
+          if (pb.layer[u] != pb.layer[v])
+            dv = moveDelta(counts, pb.layer[u], M, j) + moveDelta(counts, pb.layer[v], j, M);
+          consider(std::max(Lm - d, load[j] + d), u, v, j, dv);
+        }
+      }
+    }
+    if (bestU < 0)
+      break;
+    auto relocate = [&](int u, int from, int to) {
+      auto &src = unitsOn[from];
+      src.erase(std::find(src.begin(), src.end(), u));
+      auto &dst = unitsOn[to];
+      dst.insert(std::lower_bound(dst.begin(), dst.end(), u,
+                                  [&](int a, int b) { return rankOf[a] < rankOf[b]; }),
+                 u);
+      counts.add(pb.layer[u], from, -1);
+      counts.add(pb.layer[u], to, 1);
+      load[from] -= pb.cost[u];
+      load[to] += pb.cost[u];
+      slotOf[u] = to;
+    };
+    relocate(bestU, M, bestJ);
+    if (bestV >= 0)
+      relocate(bestV, bestJ, M);
+    violations += bestDV;
+    ++moves;
+  }
+}
+
+// Karmarkar–Karp's largest differencing method for S slots: every unit starts
+// as a partial solution with its cost in one slot; the two partial solutions
+// with the largest spread (max - min) are merged, the heaviest slot of one
+// with the lightest of the other. Deterministic: ties by creation order.
+std::vector<int> differencing(const PartitionProblem &pb, const std::vector<int> &order,
+                              int S) {
+  struct Partial {
+    std::vector<double> load;           // S entries, descending
+    std::vector<std::vector<int>> units; // per entry
+  };
+  std::vector<Partial> parts;
+  parts.reserve(2 * order.size());
+  using Key = std::pair<double, int>; // (spread, -id): largest spread, oldest first
+  std::priority_queue<Key> heap;
+  for (int u : order) {
+    Partial p;
+    p.load.assign(S, 0.0);
+    p.units.assign(S, {});
+    p.load[0] = pb.cost[u];
+    p.units[0].push_back(u);
+    parts.push_back(std::move(p));
+    heap.push({pb.cost[u], -static_cast<int>(parts.size() - 1)});
+  }
+  while (heap.size() > 1) {
+    int a = -heap.top().second;
+    heap.pop();
+    int b = -heap.top().second;
+    heap.pop();
+    Partial m;
+    m.load.resize(S);
+    m.units.resize(S);
+    for (int i = 0; i < S; ++i) {
+      m.load[i] = parts[a].load[i] + parts[b].load[S - 1 - i];
+      m.units[i] = std::move(parts[a].units[i]);
+      auto &ub = parts[b].units[S - 1 - i];
+      m.units[i].insert(m.units[i].end(), ub.begin(), ub.end());
+    }
+    parts[a] = Partial();
+    parts[b] = Partial();
+    std::vector<int> idx(S);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](int x, int y) { return m.load[x] > m.load[y]; });
+    Partial sorted;
+    sorted.load.resize(S);
+    sorted.units.resize(S);
+    for (int i = 0; i < S; ++i) {
+      sorted.load[i] = m.load[idx[i]];
+      sorted.units[i] = std::move(m.units[idx[i]]);
+    }
+    double spread = sorted.load.front() - sorted.load.back();
+    parts.push_back(std::move(sorted));
+    heap.push({spread, -static_cast<int>(parts.size() - 1)});
+  }
+  // Slot i of the result takes entry i (heaviest first).
+  std::vector<int> slotOf(pb.cost.size(), 0);
+  if (!heap.empty()) {
+    const Partial &f = parts[-heap.top().second];
+    for (int i = 0; i < S; ++i)
+      for (int u : f.units[i])
+        slotOf[u] = i;
+  }
+  return slotOf;
 }
 
 } // namespace
@@ -85,11 +220,14 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
     const int layer = pb.layer[u];
     int chosen = bySlot.begin()->second;
     if (slotsUsedByLayer[layer] < S) {
-      for (const auto &[load, s] : bySlot)
+      for (const auto &[load, s] : bySlot) {
+        if (opt.layerTarget > 0 && load + pb.cost[u] > opt.layerTarget)
+          break;
         if (counts.get(layer, s) == 0) {
           chosen = s;
           break;
         }
+      }
     }
     if (counts.get(layer, chosen) == 0)
       ++slotsUsedByLayer[layer];
@@ -101,67 +239,31 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
   }
   res.lptMaxLoad = *std::max_element(res.load.begin(), res.load.end());
   res.lptLayerViolations = countLayerViolations(pb.layer, res.slotOf);
-  int violations = res.lptLayerViolations;
 
-  // Refinement: moves and swaps out of the most-loaded slot that lower the
-  // larger of the two loads involved; never more layer violations than LPT.
-  std::vector<std::vector<int>> unitsOn(S);
-  for (int u : order)
-    unitsOn[res.slotOf[u]].push_back(u);
-  for (int step = 0; opt.refine && step < opt.maxRefinementSteps; ++step) {
-    const int M = static_cast<int>(std::max_element(res.load.begin(), res.load.end()) -
-                                   res.load.begin());
-    const double Lm = res.load[M];
-    double best = Lm;
-    int bestU = -1, bestV = -1, bestJ = -1, bestDV = 0;
-    auto consider = [&](double pairMax, int u, int v, int j, int dv) {
-      if (violations + dv > res.lptLayerViolations || pairMax >= best)
-        return;
-      best = pairMax;
-      bestU = u;
-      bestV = v;
-      bestJ = j;
-      bestDV = dv;
-    };
-    for (int u : unitsOn[M]) {
-      const double cu = pb.cost[u];
-      for (int j = 0; j < S; ++j) {
-        if (j == M)
-          continue;
-        if (res.load[j] + cu < Lm)
-          consider(std::max(Lm - cu, res.load[j] + cu), u, -1, j,
-                   moveDelta(counts, pb.layer[u], M, j));
-        for (int v : unitsOn[j]) {
-          const double d = cu - pb.cost[v];
-          if (d <= 0 || res.load[j] + d >= Lm)
-            continue;
-          int dv = 0;
-          if (pb.layer[u] != pb.layer[v])
-            dv = moveDelta(counts, pb.layer[u], M, j) + moveDelta(counts, pb.layer[v], j, M);
-          consider(std::max(Lm - d, res.load[j] + d), u, v, j, dv);
-        }
-      }
+  refine(pb, opt, rankOf, order, res.slotOf, res.load, counts, res.lptLayerViolations,
+         res.refinementMoves);
+
+  // A second start for the few-large-units regime (Llama at 64 slots):
+  // Karmarkar–Karp differencing, then the same refinement; kept only if its
+  // maximum is lower. It ignores the layer rule, so only when that rule is a
+  // preference, and only while n * S is small (it costs O(n S log n)).
+  if (opt.layerTarget > 0 && static_cast<int64_t>(n) * S <= 4'000'000 && n > S) {
+    std::vector<int> kkSlot = differencing(pb, order, S);
+    std::vector<double> kkLoad(S, 0.0);
+    LayerSlotCounts kkCounts;
+    for (int u = 0; u < n; ++u) {
+      kkLoad[kkSlot[u]] += pb.cost[u];
+      kkCounts.add(pb.layer[u], kkSlot[u], 1);
     }
-    if (bestU < 0)
-      break;
-    auto relocate = [&](int u, int from, int to) {
-      auto &src = unitsOn[from];
-      src.erase(std::find(src.begin(), src.end(), u));
-      auto &dst = unitsOn[to];
-      dst.insert(std::lower_bound(dst.begin(), dst.end(), u,
-                                  [&](int a, int b) { return rankOf[a] < rankOf[b]; }),
-                 u);
-      counts.add(pb.layer[u], from, -1);
-      counts.add(pb.layer[u], to, 1);
-      res.load[from] -= pb.cost[u];
-      res.load[to] += pb.cost[u];
-      res.slotOf[u] = to;
-    };
-    relocate(bestU, M, bestJ);
-    if (bestV >= 0)
-      relocate(bestV, bestJ, M);
-    violations += bestDV;
-    ++res.refinementMoves;
+    int kkMoves = 0;
+    refine(pb, opt, rankOf, order, kkSlot, kkLoad, kkCounts,
+           countLayerViolations(pb.layer, kkSlot), kkMoves);
+    if (*std::max_element(kkLoad.begin(), kkLoad.end()) <
+        *std::max_element(res.load.begin(), res.load.end())) {
+      res.slotOf = std::move(kkSlot);
+      res.load = std::move(kkLoad);
+      res.refinementMoves += kkMoves;
+    }
   }
   res.maxLoad = *std::max_element(res.load.begin(), res.load.end());
   res.layerViolations = countLayerViolations(pb.layer, res.slotOf);

@@ -30,6 +30,13 @@ struct PartitionResult {
 struct PartitionOptions {
   bool refine = true;
   int maxRefinementSteps = 256;
+  // The same-layer rule: strict (the default) sends a unit to a slot its
+  // layer does not use yet whenever one exists. With a target > 0 it is a
+  // preference: such a slot is taken only if it stays within `layerTarget`
+  // after the unit; otherwise the least-loaded slot wins. (A 385-unit MoE
+  // layer on 256 slots must otherwise put one unit on every slot, however
+  // loaded.)
+  double layerTarget = 0;
 };
 
 // Deterministic: the result depends on the units' (cost, name, layer), never

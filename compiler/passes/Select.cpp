@@ -13,6 +13,16 @@ namespace {
 constexpr const char *kDefaultExclude =
     "(^|[._])(embed[a-z_]*|embeddings|wte|wpe|lm_head|head)([._]|$)";
 
+// The default pattern can only match a name containing one of these words;
+// checking for them first keeps the regex off almost every param (a 1T-param
+// MoE model has ~70,000 Muon matrices).
+bool mayMatchDefaultExclude(const std::string &name) {
+  for (const char *w : {"embed", "wte", "wpe", "head"})
+    if (name.find(w) != std::string::npos)
+      return true;
+  return false;
+}
+
 bool compile(const std::string &pattern, const char *flag,
              std::optional<llvm::Regex> &out, Diagnostics &diags) {
   if (pattern.empty())
@@ -73,7 +83,7 @@ bool runSelect(PlanModel &model, Diagnostics &diags) {
     } else if (p.shape.size() < 2) {
       p.role = Role::AdamW;
       p.roleReason = RoleReason::DefaultVector;
-    } else if (defaultExclude.match(p.name)) {
+    } else if (mayMatchDefaultExclude(p.name) && defaultExclude.match(p.name)) {
       p.role = Role::AdamW;
       p.roleReason = RoleReason::DefaultExcluded;
     } else {

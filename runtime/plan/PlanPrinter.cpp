@@ -321,7 +321,17 @@ std::string printText(const fb::Plan &plan) {
          " lower_bound=" + num(s->lower_bound()) + " max_load=" + num(s->max_load()) +
          " imbalance=" + fixed4(s->imbalance()) + " lpt_max_load=" + num(s->lpt_max_load()) +
          " refinement_moves=" + num(int64_t(s->refinement_moves())) +
-         " layer_rule_violations=" + num(int64_t(s->layer_rule_violations())) + "\n";
+         " layer_rule_violations=" + num(int64_t(s->layer_rule_violations()));
+    if (s->lower_bound_kind()) { // format 1.1
+      o += " lower_bound_kind=" + str(s->lower_bound_kind()) +
+           " simple_lower_bound=" + num(s->simple_lower_bound()) +
+           " small_unit_cap=" + num(s->small_unit_cap());
+      if (v.reached(fb::Stage::layout))
+        o += " max_owners_per_hook_group=" + num(int64_t(s->max_owners_per_hook_group()));
+      if (s->optimal())
+        o += " optimal";
+    }
+    o += "\n";
     for (uint32_t i = 0; i < size(s->slot_load()); ++i) {
       int64_t sh = v.slotShard(i), re = v.slotReplicate(i);
       o += "slot " + num(int64_t(i)) + " (" + num(sh) + "," + num(re) +
@@ -751,6 +761,14 @@ std::string printJson(const fb::Plan &plan) {
     j.field("adamw_params", s->adamw_params());
     j.field("muon_elements", s->muon_elements());
     j.field("adamw_elements", s->adamw_elements());
+    if (s->lower_bound_kind()) {
+      j.field("lower_bound_kind", str(s->lower_bound_kind()));
+      j.field("simple_lower_bound", s->simple_lower_bound());
+      j.field("small_unit_cap", s->small_unit_cap());
+      j.field("optimal", s->optimal());
+    }
+    if (s->lower_bound_kind() && v.reached(fb::Stage::layout))
+      j.field("max_owners_per_hook_group", s->max_owners_per_hook_group());
     if (v.reached(fb::Stage::layout)) {
       j.key("ranks");
       j.beginArray();
@@ -842,8 +860,10 @@ std::string printSummary(const fb::Plan &plan) {
          " slots\n";
     o += "partition: lower_bound=" + num(s->lower_bound()) +
          " max_load=" + num(s->max_load()) + " imbalance=" + fixed4(s->imbalance());
-    if (s->max_load() == s->lower_bound())
+    if (s->optimal() || s->max_load() == s->lower_bound())
       o += " (optimal)";
+    if (s->lower_bound_kind())
+      o += " bound=" + str(s->lower_bound_kind());
     o += "\n";
   }
   if (v.reached(fb::Stage::layout) && s && size(s->ranks()) > 0) {

@@ -1,4 +1,5 @@
 // Properties of the global LPT partitioner on random instances.
+#include "passes/LowerBound.h"
 #include "passes/Partitioner.h"
 
 #include <gtest/gtest.h>
@@ -160,4 +161,34 @@ TEST(Partition, SingleSlotTakesEverything) {
 TEST(Partition, LowerBoundIsLargestUnitOrAverage) {
   EXPECT_DOUBLE_EQ(simpleLowerBound({10, 1, 1}, 2), 10);
   EXPECT_DOUBLE_EQ(simpleLowerBound({4, 4, 4, 4}, 2), 8);
+}
+
+// The strong lower bound is a bound: never above the exact optimum, never
+// below the simple one; and it is tight on identical items (ceil(n/S) each).
+TEST(LowerBound, NeverExceedsTheOptimum) {
+  std::mt19937_64 rng(6);
+  int tighter = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    int slots = 2 + trial % 3;
+    PartitionProblem p = randomProblem(rng, 3 + trial % 8, slots, /*layers=*/0);
+    if (trial % 2) // few distinct sizes, where the bin-packing bounds bite
+      for (double &c : p.cost)
+        c = 100 + 37 * (static_cast<int>(c) % 3);
+    double opt = bruteForceOptimum(p);
+    LowerBound lb = strongLowerBound(p.cost, slots);
+    EXPECT_LE(lb.value, opt * (1 + 1e-12)) << "trial " << trial << " kind " << lb.kind;
+    EXPECT_GE(lb.value, simpleLowerBound(p.cost, slots) * (1 - 1e-12));
+    EXPECT_DOUBLE_EQ(lb.simple, simpleLowerBound(p.cost, slots));
+    if (lb.value > lb.simple * (1 + 1e-9))
+      ++tighter;
+  }
+  EXPECT_GT(tighter, 0);
+}
+
+TEST(LowerBound, IdenticalItemsNeedCeilPerSlot) {
+  std::vector<double> c(70, 3.0); // 70 items on 8 slots: some slot holds 9
+  LowerBound lb = strongLowerBound(c, 8);
+  EXPECT_GT(lb.value, 8 * 3.0);
+  EXPECT_LE(lb.value, 9 * 3.0);
+  EXPECT_GT(lb.value, 27 * (1 - 1e-9));
 }

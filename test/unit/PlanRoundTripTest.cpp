@@ -209,7 +209,7 @@ TEST(PlanRoundTrip, NewerMajorIsRefused) {
   ASSERT_TRUE(mutablePlan(b)->mutate_format_major(DMUON_PLAN_FORMAT_MAJOR + 1));
   restamp(b);
   std::string e = verify(b);
-  EXPECT_TRUE(contains(e, "plan format 2.0 is newer than this reader (1.x)")) << e;
+  EXPECT_TRUE(contains(e, "plan format 2.1 is newer than this reader (1.x)")) << e;
   EXPECT_TRUE(contains(e, "rebuild with a newer dmuon")) << e;
 }
 
@@ -387,7 +387,7 @@ TEST(PlanPrinter, TextForm) {
   char fp[32];
   std::snprintf(fp, sizeof fp, "0x%016llx", static_cast<unsigned long long>(p->fingerprint()));
   std::string expectHead =
-      "; dmuon plan 1.0 stage=complete producer=dmuonc " DMUON_VERSION_STRING "\n"
+      "; dmuon plan 1.1 stage=complete producer=dmuonc " DMUON_VERSION_STRING "\n"
       "; fingerprint " + std::string(fp) + "\n"
       "source: tiny.toml\n"
       "model: tiny\n"
@@ -441,7 +441,7 @@ TEST(PlanPrinter, StopAfterSelectOmitsLaterFields) {
   m.stage = Stage::Select;
   std::vector<uint8_t> b = writePlan(m);
   std::string t = planfile::printText(*fb::GetPlan(b.data()));
-  EXPECT_TRUE(contains(t, "; dmuon plan 1.0 stage=select ")) << t;
+  EXPECT_TRUE(contains(t, "; dmuon plan 1.1 stage=select ")) << t;
   EXPECT_TRUE(contains(t, "param layers.0.q.weight shape=[64,64] dtype=f32 "
                           "placements=[Replicate,Replicate] role=muon reason=default_matrix "
                           "matrix=1x64x64\n"))
@@ -485,7 +485,7 @@ TEST(PlanPrinter, JsonForm) {
   std::vector<uint8_t> b = writePlan(m);
   std::string j = planfile::printJson(*fb::GetPlan(b.data()));
   EXPECT_TRUE(balanced(j)) << j;
-  EXPECT_EQ(j.substr(0, 28), "{\n  \"format_version\": \"1.0\",") << j;
+  EXPECT_EQ(j.substr(0, 28), "{\n  \"format_version\": \"1.1\",") << j;
   EXPECT_TRUE(contains(j, "\"model\": \"ti\\\"ny\\\\\\n\\u0001\",")) << j;
   // Top-level key order.
   const char *keys[] = {"\"format_version\"", "\"producer\"", "\"fingerprint\"", "\"stage\"",

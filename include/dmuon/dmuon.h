@@ -1,0 +1,236 @@
+/*
+ * libdmuon: executes a dmuon plan inside a host trainer.
+ *
+ * C ABI in the style of NCCL and the IREE runtime: opaque handles, status
+ * codes with readable messages, options structs that begin with their size
+ * and version, create/destroy pairs, and the host's own communicator passed
+ * in. Every function returns a status; on failure the message is available
+ * from dmuon_last_error() (per thread) and, for calls on a runtime, from
+ * dmuon_runtime_last_error(). No function aborts the process.
+ *
+ * Per training step, for hook groups g = 0..n-1 in forward order:
+ *   forward:  pre_forward(g) ... read params through views ... post_forward(g)
+ *   backward: for g = n-1..0: pre_backward(g) ... accumulate gradients into
+ *             the runtime's gradient buffers ... post_backward(g)
+ *   step()
+ * Params with role adamw have their own views and gradient buffers, valid at
+ * all times; step() averages their gradients over all data-parallel ranks and
+ * applies AdamW (unless the host opted out).
+ */
+#ifndef DMUON_DMUON_H
+#define DMUON_DMUON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define DMUON_API
+#else
+#define DMUON_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DMUON_VERSION_MAJOR 0
+#define DMUON_VERSION_MINOR 1
+#define DMUON_VERSION_PATCH 0
+
+typedef enum dmuon_status {
+  DMUON_SUCCESS = 0,
+  DMUON_ERROR_INVALID_ARGUMENT = 1, /* null pointer, bad option, unknown name, shape mismatch */
+  DMUON_ERROR_INVALID_PLAN = 2,     /* unreadable, corrupt or incompatible plan */
+  DMUON_ERROR_MISMATCH = 3,         /* plan vs communicator: world size, rank, fingerprint */
+  DMUON_ERROR_INVALID_STATE = 4,    /* call out of order, e.g. step before post_backward */
+  DMUON_ERROR_UNSUPPORTED = 5,      /* valid, but not supported by this build or backend */
+  DMUON_ERROR_BACKEND = 6,          /* a collective or device call failed */
+  DMUON_ERROR_OUT_OF_MEMORY = 7,
+  DMUON_ERROR_IO = 8,
+  DMUON_ERROR_INTERNAL = 9
+} dmuon_status_t;
+
+/* A short constant description of a status code. */
+DMUON_API const char *dmuon_status_string(dmuon_status_t status);
+/* The message of the last failed call on this thread ("" if none). */
+DMUON_API const char *dmuon_last_error(void);
+DMUON_API void dmuon_version(int *major, int *minor, int *patch);
+
+/* ------------------------------------------------------------------ plans */
+
+typedef struct dmuon_plan *dmuon_plan_t;
+
+/* Reads and verifies a plan (FlatBuffers verifier, format version,
+ * fingerprint, internal consistency). Only complete plans load. */
+DMUON_API dmuon_status_t dmuon_plan_load_file(const char *path, dmuon_plan_t *out_plan);
+/* As above from memory; the bytes are copied. */
+DMUON_API dmuon_status_t dmuon_plan_load_buffer(const void *data, size_t size,
+                                               dmuon_plan_t *out_plan);
+DMUON_API void dmuon_plan_destroy(dmuon_plan_t plan);
+
+DMUON_API uint64_t dmuon_plan_fingerprint(dmuon_plan_t plan);
+DMUON_API int dmuon_plan_world_size(dmuon_plan_t plan);
+DMUON_API int dmuon_plan_num_params(dmuon_plan_t plan);
+DMUON_API int dmuon_plan_num_hook_groups(dmuon_plan_t plan);
+/* The name of hook group `index` (valid while the plan lives). */
+DMUON_API const char *dmuon_plan_hook_group_name(dmuon_plan_t plan, int index);
+
+typedef enum dmuon_role { DMUON_ROLE_ADAMW = 0, DMUON_ROLE_MUON = 1 } dmuon_role_t;
+typedef enum dmuon_dtype {
+  DMUON_DTYPE_F32 = 0,
+  DMUON_DTYPE_BF16 = 1,
+  DMUON_DTYPE_F16 = 2,
+  DMUON_DTYPE_F64 = 3
+} dmuon_dtype_t;
+
+#define DMUON_MAX_DIMS 8
+
+typedef struct dmuon_param_info {
+  const char *name; /* valid while the plan lives */
+  int ndim;
+  int64_t shape[DMUON_MAX_DIMS];
+  int64_t numel;
+  dmuon_dtype_t dtype;
+  dmuon_role_t role;
+  int hook_group;   /* -1 for adamw params */
+  int owner_rank;   /* -1 for adamw params */
+  int owner_shard;  /* -1 for adamw params */
+  int owner_replicate;
+} dmuon_param_info_t;
+
+DMUON_API dmuon_status_t dmuon_plan_param_info(dmuon_plan_t plan, int index,
+                                              dmuon_param_info_t *out_info);
+/* Index of the param called `name`, or DMUON_ERROR_INVALID_ARGUMENT. */
+DMUON_API dmuon_status_t dmuon_plan_find_param(dmuon_plan_t plan, const char *name,
+                                              int *out_index);
+
+/* ---------------------------------------------------------------- runtime */
+
+typedef struct dmuon_runtime *dmuon_runtime_t;
+
+typedef enum dmuon_backend {
+  DMUON_BACKEND_MPI = 1,  /* CPU: MPI collectives, OpenBLAS kernels */
+  DMUON_BACKEND_NCCL = 2  /* GPU: NCCL collectives, CUDA kernels */
+} dmuon_backend_t;
+
+typedef enum dmuon_mode {
+  DMUON_MODE_FROM_PLAN = -1,
+  DMUON_MODE_Z3 = 0, /* free packed buffers after forward, re-broadcast for backward */
+  DMUON_MODE_Z2 = 1  /* keep packed buffers from forward through backward */
+} dmuon_mode_t;
+
+#define DMUON_RUNTIME_OPTIONS_VERSION 1
+
+/* Hyper-parameters: a NaN (or -1 for the integer/bool ones) takes the plan's
+ * default. Initialize with dmuon_runtime_options_init. */
+typedef struct dmuon_runtime_options {
+  size_t struct_size; /* sizeof(dmuon_runtime_options_t) */
+  uint32_t version;   /* DMUON_RUNTIME_OPTIONS_VERSION */
+  dmuon_backend_t backend;
+  /* The host's world communicator: a pointer to an MPI_Comm for the MPI
+   * backend, to an ncclComm_t for NCCL. The runtime derives its own
+   * sub-communicators and never frees the host's. */
+  void *communicator;
+  void *stream;        /* NCCL: the host's compute cudaStream_t; unused for MPI */
+  int device;          /* NCCL: CUDA device ordinal; unused for MPI */
+  dmuon_mode_t mode;
+  int replicate_async; /* -1: plan, 0: sync, 1: async */
+  int manage_adamw;    /* 1 (default): the runtime averages and updates adamw params */
+  double lr, momentum, weight_decay;
+  int nesterov;        /* -1: plan */
+  int ns_steps;        /* -1: plan */
+  double adamw_lr, adamw_beta1, adamw_beta2, adamw_eps, adamw_weight_decay;
+} dmuon_runtime_options_t;
+
+DMUON_API void dmuon_runtime_options_init(dmuon_runtime_options_t *options);
+
+/* Collective over the communicator: checks the plan against it (world size,
+ * this rank, every rank holding the same plan fingerprint) and builds the
+ * shard / replicate sub-communicators. The plan must outlive the runtime. */
+DMUON_API dmuon_status_t dmuon_runtime_create(dmuon_plan_t plan,
+                                             const dmuon_runtime_options_t *options,
+                                             dmuon_runtime_t *out_runtime);
+DMUON_API void dmuon_runtime_destroy(dmuon_runtime_t runtime);
+DMUON_API const char *dmuon_runtime_last_error(dmuon_runtime_t runtime);
+
+/* Gives the runtime a param's initial full fp32 values (every rank passes the
+ * same values; ranks that keep no copy ignore them). `numel` must match the
+ * plan. Every param must be bound before the first pre_forward. */
+DMUON_API dmuon_status_t dmuon_runtime_bind_param(dmuon_runtime_t runtime, const char *name,
+                                                 const float *values, int64_t numel);
+
+/* The full param, in the plan's dtype: for a Muon param valid between
+ * pre_forward and post_forward of its hook group (and pre_backward and
+ * post_backward under Z3), for an adamw param always. */
+DMUON_API dmuon_status_t dmuon_runtime_param_view(dmuon_runtime_t runtime, const char *name,
+                                                 void **out_data);
+/* The fp32 gradient buffer the host accumulates into: for a Muon param valid
+ * between pre_backward and post_backward of its hook group (zeroed at
+ * pre_backward), for an adamw param always (zeroed after each step). */
+DMUON_API dmuon_status_t dmuon_runtime_grad_view(dmuon_runtime_t runtime, const char *name,
+                                                float **out_grad);
+
+DMUON_API dmuon_status_t dmuon_runtime_pre_forward(dmuon_runtime_t runtime, int hook_group);
+DMUON_API dmuon_status_t dmuon_runtime_post_forward(dmuon_runtime_t runtime, int hook_group);
+DMUON_API dmuon_status_t dmuon_runtime_pre_backward(dmuon_runtime_t runtime, int hook_group);
+DMUON_API dmuon_status_t dmuon_runtime_post_backward(dmuon_runtime_t runtime, int hook_group);
+/* Completes every gradient reduce; afterwards only global owners hold a
+ * reduced gradient (I3). step() calls it if the host did not. */
+DMUON_API dmuon_status_t dmuon_runtime_finish_backward(dmuon_runtime_t runtime);
+/* Owner-only Muon on every owned param, AdamW on adamw params, then the
+ * replicate broadcast of updated owned data (async or sync). */
+DMUON_API dmuon_status_t dmuon_runtime_step(dmuon_runtime_t runtime);
+/* Waits for every outstanding collective, including an async replicate
+ * broadcast (I4 holds afterwards). */
+DMUON_API dmuon_status_t dmuon_runtime_synchronize(dmuon_runtime_t runtime);
+
+/* Full fp32 values of a param as the optimizer sees them, gathered to every
+ * rank (a collective over the world; for checkpoints and tests). */
+DMUON_API dmuon_status_t dmuon_runtime_gather_param(dmuon_runtime_t runtime, const char *name,
+                                                   float *out_values, int64_t numel);
+
+/* ---------------------------------------------------------- introspection */
+
+typedef struct dmuon_param_state {
+  int is_owner;         /* this rank is the global owner (I1) */
+  int has_owned_data;   /* this rank keeps an fp32 master copy (I2) */
+  int has_reduced_grad; /* a reduced gradient is held here (I3) */
+  int has_momentum;
+  uint64_t owned_checksum; /* FNV-1a of the master bytes, 0 without them (I4) */
+} dmuon_param_state_t;
+
+DMUON_API dmuon_status_t dmuon_runtime_param_state(dmuon_runtime_t runtime, const char *name,
+                                                  dmuon_param_state_t *out_state);
+
+typedef enum dmuon_collective {
+  DMUON_COLLECTIVE_BROADCAST = 0, /* shard-dim unshard broadcasts */
+  DMUON_COLLECTIVE_REDUCE = 1,    /* gradient reduces, both HSDP phases */
+  DMUON_COLLECTIVE_REPLICATE = 2, /* post-step replicate broadcasts */
+  DMUON_COLLECTIVE_ALLREDUCE = 3, /* adamw gradient all-reduce */
+  DMUON_COLLECTIVE_COUNT = 4
+} dmuon_collective_t;
+
+/* Logical payload bytes this rank sent and received, per collective kind,
+ * since creation or the last reset (accounting rule: docs/plan-format.md). */
+typedef struct dmuon_comm_counters {
+  uint64_t sent[DMUON_COLLECTIVE_COUNT];
+  uint64_t received[DMUON_COLLECTIVE_COUNT];
+  uint64_t calls[DMUON_COLLECTIVE_COUNT];
+} dmuon_comm_counters_t;
+
+DMUON_API dmuon_status_t dmuon_runtime_comm_counters(dmuon_runtime_t runtime,
+                                                    dmuon_comm_counters_t *out_counters);
+DMUON_API dmuon_status_t dmuon_runtime_reset_comm_counters(dmuon_runtime_t runtime);
+
+/* This rank's predicted per-step figures from the plan, for comparison. */
+DMUON_API dmuon_status_t dmuon_runtime_planned_counters(dmuon_runtime_t runtime,
+                                                       dmuon_comm_counters_t *out_counters);
+
+/* NS flops this rank ran in steps so far. */
+DMUON_API double dmuon_runtime_ns_flops(dmuon_runtime_t runtime);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DMUON_DMUON_H */

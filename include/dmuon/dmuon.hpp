@@ -1,0 +1,129 @@
+// Header-only C++ wrapper over the C ABI: RAII handles, exceptions on error.
+#ifndef DMUON_DMUON_HPP
+#define DMUON_DMUON_HPP
+
+#include "dmuon/dmuon.h"
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace dmuon {
+
+class Error : public std::runtime_error {
+public:
+  Error(dmuon_status_t status, const std::string &message)
+      : std::runtime_error(std::string(dmuon_status_string(status)) + ": " + message),
+        status_(status) {}
+  dmuon_status_t status() const { return status_; }
+
+private:
+  dmuon_status_t status_;
+};
+
+inline void check(dmuon_status_t status) {
+  if (status != DMUON_SUCCESS)
+    throw Error(status, dmuon_last_error());
+}
+
+class Plan {
+public:
+  explicit Plan(const std::string &path) { check(dmuon_plan_load_file(path.c_str(), &plan_)); }
+  Plan(const void *data, size_t size) { check(dmuon_plan_load_buffer(data, size, &plan_)); }
+  Plan(Plan &&o) noexcept : plan_(std::exchange(o.plan_, nullptr)) {}
+  Plan &operator=(Plan &&o) noexcept {
+    std::swap(plan_, o.plan_);
+    return *this;
+  }
+  Plan(const Plan &) = delete;
+  Plan &operator=(const Plan &) = delete;
+  ~Plan() { dmuon_plan_destroy(plan_); }
+
+  dmuon_plan_t get() const { return plan_; }
+  uint64_t fingerprint() const { return dmuon_plan_fingerprint(plan_); }
+  int worldSize() const { return dmuon_plan_world_size(plan_); }
+  int numParams() const { return dmuon_plan_num_params(plan_); }
+  int numHookGroups() const { return dmuon_plan_num_hook_groups(plan_); }
+  std::string hookGroupName(int g) const { return dmuon_plan_hook_group_name(plan_, g); }
+  dmuon_param_info_t param(int index) const {
+    dmuon_param_info_t info;
+    check(dmuon_plan_param_info(plan_, index, &info));
+    return info;
+  }
+  int findParam(const std::string &name) const {
+    int index;
+    check(dmuon_plan_find_param(plan_, name.c_str(), &index));
+    return index;
+  }
+
+private:
+  dmuon_plan_t plan_ = nullptr;
+};
+
+class Runtime {
+public:
+  Runtime(const Plan &plan, const dmuon_runtime_options_t &options) {
+    check(dmuon_runtime_create(plan.get(), &options, &rt_));
+  }
+  Runtime(Runtime &&o) noexcept : rt_(std::exchange(o.rt_, nullptr)) {}
+  Runtime &operator=(Runtime &&o) noexcept {
+    std::swap(rt_, o.rt_);
+    return *this;
+  }
+  Runtime(const Runtime &) = delete;
+  Runtime &operator=(const Runtime &) = delete;
+  ~Runtime() { dmuon_runtime_destroy(rt_); }
+
+  dmuon_runtime_t get() const { return rt_; }
+  void bindParam(const std::string &name, const float *values, int64_t numel) {
+    call(dmuon_runtime_bind_param(rt_, name.c_str(), values, numel));
+  }
+  void *paramView(const std::string &name) {
+    void *p = nullptr;
+    call(dmuon_runtime_param_view(rt_, name.c_str(), &p));
+    return p;
+  }
+  float *gradView(const std::string &name) {
+    float *g = nullptr;
+    call(dmuon_runtime_grad_view(rt_, name.c_str(), &g));
+    return g;
+  }
+  void preForward(int g) { call(dmuon_runtime_pre_forward(rt_, g)); }
+  void postForward(int g) { call(dmuon_runtime_post_forward(rt_, g)); }
+  void preBackward(int g) { call(dmuon_runtime_pre_backward(rt_, g)); }
+  void postBackward(int g) { call(dmuon_runtime_post_backward(rt_, g)); }
+  void finishBackward() { call(dmuon_runtime_finish_backward(rt_)); }
+  void step() { call(dmuon_runtime_step(rt_)); }
+  void synchronize() { call(dmuon_runtime_synchronize(rt_)); }
+  void gatherParam(const std::string &name, float *out, int64_t numel) {
+    call(dmuon_runtime_gather_param(rt_, name.c_str(), out, numel));
+  }
+  dmuon_param_state_t paramState(const std::string &name) {
+    dmuon_param_state_t s;
+    call(dmuon_runtime_param_state(rt_, name.c_str(), &s));
+    return s;
+  }
+  dmuon_comm_counters_t commCounters() {
+    dmuon_comm_counters_t c;
+    call(dmuon_runtime_comm_counters(rt_, &c));
+    return c;
+  }
+  void resetCommCounters() { call(dmuon_runtime_reset_comm_counters(rt_)); }
+  dmuon_comm_counters_t plannedCounters() {
+    dmuon_comm_counters_t c;
+    call(dmuon_runtime_planned_counters(rt_, &c));
+    return c;
+  }
+  double nsFlops() { return dmuon_runtime_ns_flops(rt_); }
+
+private:
+  void call(dmuon_status_t s) {
+    if (s != DMUON_SUCCESS)
+      throw Error(s, dmuon_runtime_last_error(rt_));
+  }
+  dmuon_runtime_t rt_ = nullptr;
+};
+
+} // namespace dmuon
+
+#endif

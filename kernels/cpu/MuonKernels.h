@@ -1,0 +1,74 @@
+// CPU kernels of the optimizer step: Newton-Schulz orthogonalization with
+// OpenBLAS, the fused Muon momentum/decay/update and AdamW. fp32 throughout.
+// Used by the runtime's owner-only step and by tests as the reference path.
+#ifndef DMUON_KERNELS_CPU_MUONKERNELS_H
+#define DMUON_KERNELS_CPU_MUONKERNELS_H
+
+#include <cstdint>
+#include <vector>
+
+namespace dmuon::kernels {
+
+enum class NsCoefficients { Original, PolarExpress };
+
+// Scratch memory for NS, grown on first use and reused across steps so the
+// step does not allocate.
+struct NsWorkspace {
+  std::vector<float> buffer;
+};
+
+// The (a, b, c) of iteration `i` (0-based) of a coefficient set.
+void nsCoefficients(NsCoefficients set, int iteration, float &a, float &b, float &c);
+
+// Number of coefficient sets; iterations at or past it reuse the last one
+// (Original: 1, PolarExpress: 8).
+int nsCoefficientCount(NsCoefficients set);
+
+// Safety factor s of the normalization X = G / (s * ||G||_F + 1e-7):
+// 1 for Original, 1.01 for PolarExpress (Amsel et al. 2025, Algorithm 1).
+float nsNormScale(NsCoefficients set);
+
+// Floats of NsWorkspace::buffer that newtonSchulz uses for a rows x cols matrix.
+int64_t nsWorkspaceFloats(int64_t rows, int64_t cols);
+
+// Orthogonalizes one row-major rows x cols matrix: X = G / (||G||_F + 1e-7)
+// (PolarExpress: G / (1.01 * ||G||_F + 1e-7), see nsNormScale),
+// transposed when rows > cols, then `steps` iterations of
+// X <- aX + (bA + cA^2)X with A = X X^T. `out` may equal `in`.
+void newtonSchulz(const float *in, float *out, int64_t rows, int64_t cols, int steps,
+                  NsCoefficients set, NsWorkspace &ws);
+
+struct MuonHyper {
+  float lr = 0.02f;
+  float momentum = 0.95f;
+  float weightDecay = 0.0f;
+  bool nesterov = true;
+  bool matchRmsAdamW = false; // lr scale 0.2*sqrt(max(m,n)) instead of sqrt(max(1,m/n))
+  int nsSteps = 5;
+  NsCoefficients coefficients = NsCoefficients::Original;
+};
+
+// sqrt(max(1, rows/cols)) or 0.2*sqrt(max(rows, cols)).
+float muonLrScale(int64_t rows, int64_t cols, bool matchRmsAdamW);
+
+// One Muon step on a batch of row-major rows x cols matrices (batch 1 for a
+// plain matrix): buf <- mu*buf + g; u = nesterov ? g + mu*buf : buf;
+// p <- p*(1 - lr*wd); p <- p - lr*scale*NS(u).
+void muonStep(float *param, float *momentumBuf, const float *grad, int64_t batch,
+              int64_t rows, int64_t cols, const MuonHyper &h, NsWorkspace &ws);
+
+struct AdamWHyper {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weightDecay = 0.0f;
+};
+
+// One AdamW step (decoupled weight decay, bias-corrected); `step` counts from 1.
+void adamwStep(float *param, float *m, float *v, const float *grad, int64_t n, int64_t step,
+               const AdamWHyper &h);
+
+} // namespace dmuon::kernels
+
+#endif

@@ -1,0 +1,372 @@
+// The C ABI of include/dmuon/dmuon.h over the executor. Nothing here throws
+// across the boundary: every failure becomes a status and a message.
+#include "dmuon/dmuon.h"
+
+#include "backends/mpi/MpiBackend.h"
+#include "core/Executor.h"
+#include "core/LoadedPlan.h"
+#include "plan/PlanFile.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <string>
+
+using dmuon::rt::Executor;
+using dmuon::rt::LoadedPlan;
+using dmuon::rt::Status;
+
+struct dmuon_plan {
+  std::unique_ptr<LoadedPlan> plan;
+};
+
+struct dmuon_runtime {
+  std::unique_ptr<Executor> executor;
+  std::string lastError;
+};
+
+namespace {
+
+thread_local std::string tlsLastError;
+
+dmuon_status_t report(dmuon_runtime *rt, const Status &s) {
+  if (!s.isOk()) {
+    tlsLastError = s.message();
+    if (rt)
+      rt->lastError = s.message();
+  }
+  return s.code();
+}
+
+template <typename F> dmuon_status_t guarded(dmuon_runtime *rt, F &&body) {
+  try {
+    return report(rt, body());
+  } catch (const std::bad_alloc &) {
+    return report(rt, Status(DMUON_ERROR_OUT_OF_MEMORY, "out of host memory"));
+  } catch (const std::exception &e) {
+    return report(rt, Status(DMUON_ERROR_INTERNAL, std::string("internal error: ") + e.what()));
+  }
+}
+
+Status requireRuntime(dmuon_runtime *rt) {
+  if (!rt || !rt->executor)
+    return dmuon::rt::invalidArgument("runtime handle is null");
+  return Status::ok();
+}
+
+Status requireName(const char *name) {
+  if (!name)
+    return dmuon::rt::invalidArgument("param name is null");
+  return Status::ok();
+}
+
+} // namespace
+
+extern "C" {
+
+const char *dmuon_status_string(dmuon_status_t status) {
+  switch (status) {
+  case DMUON_SUCCESS:
+    return "success";
+  case DMUON_ERROR_INVALID_ARGUMENT:
+    return "invalid argument";
+  case DMUON_ERROR_INVALID_PLAN:
+    return "invalid plan";
+  case DMUON_ERROR_MISMATCH:
+    return "plan does not match the communicator";
+  case DMUON_ERROR_INVALID_STATE:
+    return "call out of order";
+  case DMUON_ERROR_UNSUPPORTED:
+    return "unsupported";
+  case DMUON_ERROR_BACKEND:
+    return "backend error";
+  case DMUON_ERROR_OUT_OF_MEMORY:
+    return "out of memory";
+  case DMUON_ERROR_IO:
+    return "I/O error";
+  case DMUON_ERROR_INTERNAL:
+    return "internal error";
+  }
+  return "unknown status";
+}
+
+const char *dmuon_last_error(void) { return tlsLastError.c_str(); }
+
+void dmuon_version(int *major, int *minor, int *patch) {
+  if (major)
+    *major = DMUON_VERSION_MAJOR;
+  if (minor)
+    *minor = DMUON_VERSION_MINOR;
+  if (patch)
+    *patch = DMUON_VERSION_PATCH;
+}
+
+// ------------------------------------------------------------------ plans
+
+static dmuon_status_t loadBytes(std::vector<uint8_t> bytes, const std::string &what,
+                                dmuon_plan_t *out) {
+  std::unique_ptr<LoadedPlan> plan;
+  Status s = LoadedPlan::create(std::move(bytes), plan);
+  if (!s.isOk())
+    return report(nullptr, Status(s.code(), what + ": " + s.message()));
+  *out = new dmuon_plan{std::move(plan)};
+  return DMUON_SUCCESS;
+}
+
+dmuon_status_t dmuon_plan_load_file(const char *path, dmuon_plan_t *out_plan) {
+  return guarded(nullptr, [&]() -> Status {
+    if (!path || !out_plan)
+      return dmuon::rt::invalidArgument("dmuon_plan_load_file: path or out_plan is null");
+    *out_plan = nullptr;
+    std::vector<uint8_t> bytes;
+    std::string err = dmuon::planfile::readFile(path, bytes);
+    if (!err.empty())
+      return Status(DMUON_ERROR_IO, std::string("'") + path + "': " + err);
+    dmuon_status_t st = loadBytes(std::move(bytes), std::string("'") + path + "'", out_plan);
+    return st == DMUON_SUCCESS ? Status::ok() : Status(st, tlsLastError);
+  });
+}
+
+dmuon_status_t dmuon_plan_load_buffer(const void *data, size_t size, dmuon_plan_t *out_plan) {
+  return guarded(nullptr, [&]() -> Status {
+    if (!data || !out_plan)
+      return dmuon::rt::invalidArgument("dmuon_plan_load_buffer: data or out_plan is null");
+    *out_plan = nullptr;
+    const auto *p = static_cast<const uint8_t *>(data);
+    dmuon_status_t st = loadBytes(std::vector<uint8_t>(p, p + size), "plan buffer", out_plan);
+    return st == DMUON_SUCCESS ? Status::ok() : Status(st, tlsLastError);
+  });
+}
+
+void dmuon_plan_destroy(dmuon_plan_t plan) { delete plan; }
+
+uint64_t dmuon_plan_fingerprint(dmuon_plan_t plan) {
+  return plan ? plan->plan->fingerprint() : 0;
+}
+int dmuon_plan_world_size(dmuon_plan_t plan) { return plan ? plan->plan->worldSize() : 0; }
+int dmuon_plan_num_params(dmuon_plan_t plan) { return plan ? plan->plan->numParams() : 0; }
+int dmuon_plan_num_hook_groups(dmuon_plan_t plan) {
+  if (!plan || !plan->plan->root().hook_groups())
+    return 0;
+  return static_cast<int>(plan->plan->root().hook_groups()->size());
+}
+const char *dmuon_plan_hook_group_name(dmuon_plan_t plan, int index) {
+  if (index < 0 || index >= dmuon_plan_num_hook_groups(plan))
+    return nullptr;
+  return plan->plan->root().hook_groups()->Get(index)->name()->c_str();
+}
+
+dmuon_status_t dmuon_plan_param_info(dmuon_plan_t plan, int index, dmuon_param_info_t *out) {
+  return guarded(nullptr, [&]() -> Status {
+    if (!plan || !out)
+      return dmuon::rt::invalidArgument("dmuon_plan_param_info: plan or out_info is null");
+    if (index < 0 || index >= plan->plan->numParams())
+      return dmuon::rt::invalidArgument("param index " + std::to_string(index) +
+                                        " is out of range (the plan has " +
+                                        std::to_string(plan->plan->numParams()) + ")");
+    const dmuon::plan::Param &p = plan->plan->param(index);
+    if (p.shape()->size() > DMUON_MAX_DIMS)
+      return dmuon::rt::unsupported("param '" + p.name()->str() + "' has more than " +
+                                    std::to_string(DMUON_MAX_DIMS) + " dims");
+    std::memset(out, 0, sizeof *out);
+    out->name = p.name()->c_str();
+    out->ndim = static_cast<int>(p.shape()->size());
+    out->numel = 1;
+    for (int d = 0; d < out->ndim; ++d) {
+      out->shape[d] = p.shape()->Get(d);
+      out->numel *= out->shape[d];
+    }
+    out->dtype = static_cast<dmuon_dtype_t>(p.dtype());
+    out->role = p.role() == dmuon::plan::Role::muon ? DMUON_ROLE_MUON : DMUON_ROLE_ADAMW;
+    out->hook_group = p.hook_group();
+    out->owner_rank = p.owner_rank();
+    out->owner_shard = p.owner_shard();
+    out->owner_replicate = p.owner_replicate();
+    return Status::ok();
+  });
+}
+
+dmuon_status_t dmuon_plan_find_param(dmuon_plan_t plan, const char *name, int *out_index) {
+  return guarded(nullptr, [&]() -> Status {
+    if (!plan || !name || !out_index)
+      return dmuon::rt::invalidArgument("dmuon_plan_find_param: null argument");
+    *out_index = plan->plan->findParam(name);
+    if (*out_index < 0)
+      return dmuon::rt::invalidArgument(std::string("the plan has no param named '") + name + "'");
+    return Status::ok();
+  });
+}
+
+// ---------------------------------------------------------------- runtime
+
+void dmuon_runtime_options_init(dmuon_runtime_options_t *o) {
+  if (!o)
+    return;
+  std::memset(o, 0, sizeof *o);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  o->struct_size = sizeof *o;
+  o->version = DMUON_RUNTIME_OPTIONS_VERSION;
+  o->backend = DMUON_BACKEND_MPI;
+  o->mode = DMUON_MODE_FROM_PLAN;
+  o->replicate_async = -1;
+  o->manage_adamw = 1;
+  o->lr = o->momentum = o->weight_decay = nan;
+  o->nesterov = -1;
+  o->ns_steps = -1;
+  o->adamw_lr = o->adamw_beta1 = o->adamw_beta2 = o->adamw_eps = o->adamw_weight_decay = nan;
+}
+
+dmuon_status_t dmuon_runtime_create(dmuon_plan_t plan, const dmuon_runtime_options_t *options,
+                                    dmuon_runtime_t *out_runtime) {
+  return guarded(nullptr, [&]() -> Status {
+    if (!plan || !options || !out_runtime)
+      return dmuon::rt::invalidArgument("dmuon_runtime_create: plan, options or out_runtime is null");
+    *out_runtime = nullptr;
+    if (options->version > DMUON_RUNTIME_OPTIONS_VERSION)
+      return dmuon::rt::invalidArgument(
+          "options.version " + std::to_string(options->version) +
+          " is newer than this library's (" + std::to_string(DMUON_RUNTIME_OPTIONS_VERSION) + ")");
+    if (options->version < 1 || options->struct_size < sizeof(dmuon_runtime_options_t))
+      return dmuon::rt::invalidArgument(
+          "options are not initialized (struct_size " + std::to_string(options->struct_size) +
+          ", version " + std::to_string(options->version) +
+          "); call dmuon_runtime_options_init first");
+    if (options->mode != DMUON_MODE_FROM_PLAN && options->mode != DMUON_MODE_Z2 &&
+        options->mode != DMUON_MODE_Z3)
+      return dmuon::rt::invalidArgument("options.mode " + std::to_string(options->mode) +
+                                        " is not a dmuon_mode_t");
+    std::unique_ptr<dmuon::rt::Backend> backend;
+    switch (options->backend) {
+    case DMUON_BACKEND_MPI:
+      DMUON_RETURN_IF_ERROR(dmuon::rt::createMpiBackend(options->communicator, backend));
+      break;
+    case DMUON_BACKEND_NCCL:
+      return dmuon::rt::unsupported("this libdmuon was built without the NCCL backend");
+    default:
+      return dmuon::rt::invalidArgument("options.backend " + std::to_string(options->backend) +
+                                        " is not a dmuon_backend_t");
+    }
+    std::unique_ptr<Executor> ex;
+    DMUON_RETURN_IF_ERROR(Executor::create(*plan->plan, *options, std::move(backend), ex));
+    *out_runtime = new dmuon_runtime{std::move(ex), {}};
+    return Status::ok();
+  });
+}
+
+void dmuon_runtime_destroy(dmuon_runtime_t rt) { delete rt; }
+
+const char *dmuon_runtime_last_error(dmuon_runtime_t rt) {
+  return rt ? rt->lastError.c_str() : dmuon_last_error();
+}
+
+#define DMUON_RUNTIME_CALL(rt, expr)                                                       \
+  guarded(rt, [&]() -> Status {                                                            \
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));                                             \
+    return expr;                                                                           \
+  })
+
+dmuon_status_t dmuon_runtime_bind_param(dmuon_runtime_t rt, const char *name, const float *values,
+                                        int64_t numel) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    DMUON_RETURN_IF_ERROR(requireName(name));
+    return rt->executor->bindParam(name, values, numel);
+  });
+}
+
+dmuon_status_t dmuon_runtime_param_view(dmuon_runtime_t rt, const char *name, void **out) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    DMUON_RETURN_IF_ERROR(requireName(name));
+    if (!out)
+      return dmuon::rt::invalidArgument("param_view: out_data is null");
+    return rt->executor->paramView(name, out);
+  });
+}
+
+dmuon_status_t dmuon_runtime_grad_view(dmuon_runtime_t rt, const char *name, float **out) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    DMUON_RETURN_IF_ERROR(requireName(name));
+    if (!out)
+      return dmuon::rt::invalidArgument("grad_view: out_grad is null");
+    return rt->executor->gradView(name, out);
+  });
+}
+
+dmuon_status_t dmuon_runtime_pre_forward(dmuon_runtime_t rt, int g) {
+  return DMUON_RUNTIME_CALL(rt, rt->executor->preForward(g));
+}
+dmuon_status_t dmuon_runtime_post_forward(dmuon_runtime_t rt, int g) {
+  return DMUON_RUNTIME_CALL(rt, rt->executor->postForward(g));
+}
+dmuon_status_t dmuon_runtime_pre_backward(dmuon_runtime_t rt, int g) {
+  return DMUON_RUNTIME_CALL(rt, rt->executor->preBackward(g));
+}
+dmuon_status_t dmuon_runtime_post_backward(dmuon_runtime_t rt, int g) {
+  return DMUON_RUNTIME_CALL(rt, rt->executor->postBackward(g));
+}
+dmuon_status_t dmuon_runtime_finish_backward(dmuon_runtime_t rt) {
+  return DMUON_RUNTIME_CALL(rt, rt->executor->finishBackward());
+}
+dmuon_status_t dmuon_runtime_step(dmuon_runtime_t rt) {
+  return DMUON_RUNTIME_CALL(rt, rt->executor->step());
+}
+dmuon_status_t dmuon_runtime_synchronize(dmuon_runtime_t rt) {
+  return DMUON_RUNTIME_CALL(rt, rt->executor->synchronize());
+}
+
+dmuon_status_t dmuon_runtime_gather_param(dmuon_runtime_t rt, const char *name, float *out,
+                                          int64_t numel) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    DMUON_RETURN_IF_ERROR(requireName(name));
+    return rt->executor->gatherParam(name, out, numel);
+  });
+}
+
+dmuon_status_t dmuon_runtime_param_state(dmuon_runtime_t rt, const char *name,
+                                         dmuon_param_state_t *out) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    DMUON_RETURN_IF_ERROR(requireName(name));
+    if (!out)
+      return dmuon::rt::invalidArgument("param_state: out_state is null");
+    return rt->executor->paramState(name, *out);
+  });
+}
+
+dmuon_status_t dmuon_runtime_comm_counters(dmuon_runtime_t rt, dmuon_comm_counters_t *out) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    if (!out)
+      return dmuon::rt::invalidArgument("comm_counters: out_counters is null");
+    *out = rt->executor->counters();
+    return Status::ok();
+  });
+}
+
+dmuon_status_t dmuon_runtime_reset_comm_counters(dmuon_runtime_t rt) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    rt->executor->resetCounters();
+    return Status::ok();
+  });
+}
+
+dmuon_status_t dmuon_runtime_planned_counters(dmuon_runtime_t rt, dmuon_comm_counters_t *out) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    if (!out)
+      return dmuon::rt::invalidArgument("planned_counters: out_counters is null");
+    *out = rt->executor->plannedCounters();
+    return Status::ok();
+  });
+}
+
+double dmuon_runtime_ns_flops(dmuon_runtime_t rt) {
+  return rt && rt->executor ? rt->executor->nsFlops() : 0.0;
+}
+
+} // extern "C"

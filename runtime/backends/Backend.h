@@ -1,0 +1,52 @@
+// The collectives the executor needs, over the communicators a plan implies.
+// The executor calls only this interface and never knows which backend runs.
+#ifndef DMUON_RUNTIME_BACKENDS_BACKEND_H
+#define DMUON_RUNTIME_BACKENDS_BACKEND_H
+
+#include "core/Status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace dmuon::rt {
+
+// Which communicator: the ranks of one replicate row that differ only in
+// shard (Shard), one shard column (Replicate), every data-parallel rank with
+// the same model-parallel coordinate (DataParallel), or everyone (World).
+enum class CommGroup { Shard = 0, Replicate = 1, DataParallel = 2, World = 3 };
+
+// An in-flight collective; waiting completes it.
+using RequestId = int64_t;
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+
+  virtual int worldRank() const = 0;
+  virtual int worldSize() const = 0;
+  // Gathers one 64-bit value from every rank of the world, in rank order.
+  virtual Status allGather(uint64_t value, std::vector<uint64_t> &out) = 0;
+  // Splits the world into the executor's groups. `shardColor` etc. name the
+  // group a rank belongs to and `key` orders ranks inside it.
+  struct Split {
+    int color;
+    int key;
+  };
+  virtual Status createGroups(Split shard, Split replicate, Split dataParallel) = 0;
+  virtual int groupRank(CommGroup g) const = 0;
+  virtual int groupSize(CommGroup g) const = 0;
+
+  virtual Status broadcast(CommGroup g, void *data, size_t bytes, int root, RequestId &out) = 0;
+  // Sum of `count` floats onto `root`, in place there; other ranks' buffers
+  // are only read.
+  virtual Status reduceSum(CommGroup g, float *data, size_t count, int root,
+                           RequestId &out) = 0;
+  virtual Status allReduceSum(CommGroup g, float *data, size_t count, RequestId &out) = 0;
+  virtual Status wait(RequestId id) = 0;
+};
+
+} // namespace dmuon::rt
+
+#endif

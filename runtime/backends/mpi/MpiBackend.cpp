@@ -1,0 +1,189 @@
+#include "backends/mpi/MpiBackend.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <unordered_map>
+
+namespace dmuon::rt {
+
+namespace {
+
+std::string mpiMessage(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(code);
+  return std::string(text, len);
+}
+
+Status check(int code, const char *what) {
+  if (code == MPI_SUCCESS)
+    return Status::ok();
+  return backendError(std::string(what) + " failed: " + mpiMessage(code));
+}
+
+// MPI counts are int: larger payloads go as several collectives.
+constexpr size_t kMaxChunk = INT_MAX / 8 * 8;
+
+class MpiBackend final : public Backend {
+public:
+  explicit MpiBackend(MPI_Comm world) : world_(world) {}
+  ~MpiBackend() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+      return; // the host finalized MPI first; nothing can be freed any more
+    for (auto &[id, reqs] : pending_)
+      for (MPI_Request &r : reqs)
+        if (r != MPI_REQUEST_NULL)
+          MPI_Wait(&r, MPI_STATUS_IGNORE);
+    for (MPI_Comm &c : groups_)
+      if (c != MPI_COMM_NULL)
+        MPI_Comm_free(&c);
+    if (dup_ != MPI_COMM_NULL)
+      MPI_Comm_free(&dup_);
+  }
+
+  Status init() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+      return invalidArgument("MPI is already finalized");
+    // Our own duplicate keeps our traffic apart from the host's and lets us
+    // ask for errors as return codes without touching the host's handler.
+    DMUON_RETURN_IF_ERROR(check(MPI_Comm_dup(world_, &dup_), "MPI_Comm_dup"));
+    MPI_Comm_set_errhandler(dup_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(dup_, &rank_);
+    MPI_Comm_size(dup_, &size_);
+    groups_[static_cast<int>(CommGroup::World)] = MPI_COMM_NULL;
+    return Status::ok();
+  }
+
+  int worldRank() const override { return rank_; }
+  int worldSize() const override { return size_; }
+
+  Status allGather(uint64_t value, std::vector<uint64_t> &out) override {
+    out.assign(size_, 0);
+    unsigned long long v = value;
+    return check(MPI_Allgather(&v, 1, MPI_UNSIGNED_LONG_LONG, out.data(), 1,
+                               MPI_UNSIGNED_LONG_LONG, dup_),
+                 "MPI_Allgather");
+  }
+
+  Status createGroups(Split shard, Split replicate, Split dp) override {
+    const Split splits[] = {shard, replicate, dp};
+    for (int g = 0; g < 3; ++g) {
+      DMUON_RETURN_IF_ERROR(check(
+          MPI_Comm_split(dup_, splits[g].color, splits[g].key, &groups_[g]), "MPI_Comm_split"));
+      MPI_Comm_set_errhandler(groups_[g], MPI_ERRORS_RETURN);
+    }
+    return Status::ok();
+  }
+
+  int groupRank(CommGroup g) const override {
+    int r = 0;
+    MPI_Comm_rank(comm(g), &r);
+    return r;
+  }
+  int groupSize(CommGroup g) const override {
+    int s = 0;
+    MPI_Comm_size(comm(g), &s);
+    return s;
+  }
+
+  Status broadcast(CommGroup g, void *data, size_t bytes, int root, RequestId &out) override {
+    std::vector<MPI_Request> reqs;
+    auto *p = static_cast<uint8_t *>(data);
+    for (size_t off = 0; off < bytes || (bytes == 0 && off == 0); off += kMaxChunk) {
+      int n = static_cast<int>(std::min(kMaxChunk, bytes - off));
+      MPI_Request r;
+      DMUON_RETURN_IF_ERROR(check(MPI_Ibcast(p + off, n, MPI_BYTE, root, comm(g), &r), "MPI_Ibcast"));
+      reqs.push_back(r);
+      if (bytes == 0)
+        break;
+    }
+    out = track(std::move(reqs));
+    return Status::ok();
+  }
+
+  Status reduceSum(CommGroup g, float *data, size_t count, int root, RequestId &out) override {
+    std::vector<MPI_Request> reqs;
+    const bool isRoot = groupRank(g) == root;
+    const size_t chunk = kMaxChunk / sizeof(float);
+    for (size_t off = 0; off < count; off += chunk) {
+      int n = static_cast<int>(std::min(chunk, count - off));
+      MPI_Request r;
+      int rc = isRoot ? MPI_Ireduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, root,
+                                    comm(g), &r)
+                      : MPI_Ireduce(data + off, nullptr, n, MPI_FLOAT, MPI_SUM, root, comm(g), &r);
+      DMUON_RETURN_IF_ERROR(check(rc, "MPI_Ireduce"));
+      reqs.push_back(r);
+    }
+    out = track(std::move(reqs));
+    return Status::ok();
+  }
+
+  Status allReduceSum(CommGroup g, float *data, size_t count, RequestId &out) override {
+    std::vector<MPI_Request> reqs;
+    const size_t chunk = kMaxChunk / sizeof(float);
+    for (size_t off = 0; off < count; off += chunk) {
+      int n = static_cast<int>(std::min(chunk, count - off));
+      MPI_Request r;
+      DMUON_RETURN_IF_ERROR(check(
+          MPI_Iallreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, comm(g), &r),
+          "MPI_Iallreduce"));
+      reqs.push_back(r);
+    }
+    out = track(std::move(reqs));
+    return Status::ok();
+  }
+
+  Status wait(RequestId id) override {
+    auto it = pending_.find(id);
+    if (it == pending_.end())
+      return Status::ok();
+    std::vector<MPI_Request> reqs = std::move(it->second);
+    pending_.erase(it);
+    if (reqs.empty())
+      return Status::ok();
+    return check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE),
+                 "MPI_Waitall");
+  }
+
+private:
+  MPI_Comm comm(CommGroup g) const {
+    return g == CommGroup::World ? dup_ : groups_[static_cast<int>(g)];
+  }
+  RequestId track(std::vector<MPI_Request> reqs) {
+    RequestId id = next_++;
+    pending_.emplace(id, std::move(reqs));
+    return id;
+  }
+
+  MPI_Comm world_;
+  MPI_Comm dup_ = MPI_COMM_NULL;
+  MPI_Comm groups_[4] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
+  int rank_ = 0, size_ = 1;
+  RequestId next_ = 1;
+  std::unordered_map<RequestId, std::vector<MPI_Request>> pending_;
+};
+
+} // namespace
+
+Status createMpiBackend(void *communicator, std::unique_ptr<Backend> &out) {
+  if (!communicator)
+    return invalidArgument("options.communicator is null; pass a pointer to an MPI_Comm");
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    return invalidArgument("MPI is not initialized; call MPI_Init before dmuon_runtime_create");
+  auto backend = std::make_unique<MpiBackend>(*static_cast<MPI_Comm *>(communicator));
+  DMUON_RETURN_IF_ERROR(backend->init());
+  out = std::move(backend);
+  return Status::ok();
+}
+
+} // namespace dmuon::rt

@@ -1,0 +1,657 @@
+#include "core/Executor.h"
+
+#include "core/Precision.h"
+#include "plan/PlanFile.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace dmuon::rt {
+
+namespace {
+
+namespace fbp = dmuon::plan;
+
+double pick(double override, double planValue) {
+  return std::isnan(override) ? planValue : override;
+}
+
+std::string groupLabel(const std::string &name, int g) {
+  return "hook group " + std::to_string(g) + " ('" + name + "')";
+}
+
+} // namespace
+
+// ------------------------------------------------------------------ set-up
+
+Status Executor::create(const LoadedPlan &plan, const dmuon_runtime_options_t &options,
+                        std::unique_ptr<Backend> backend, std::unique_ptr<Executor> &out) {
+  std::unique_ptr<Executor> ex(new Executor());
+  ex->backend_ = std::move(backend);
+  DMUON_RETURN_IF_ERROR(ex->init(plan, options));
+  out = std::move(ex);
+  return Status::ok();
+}
+
+Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &o) {
+  plan_ = &plan;
+  const fbp::Plan &root = plan.root();
+  const fbp::Mesh &mesh = *root.mesh();
+
+  // Agree first, decide after: every rank sees every rank's fingerprint and
+  // world size, so all ranks fail (or succeed) together instead of some
+  // waiting forever in a collective the others skipped.
+  std::vector<uint64_t> fingerprints, worlds;
+  DMUON_RETURN_IF_ERROR(backend_->allGather(plan.fingerprint(), fingerprints));
+  DMUON_RETURN_IF_ERROR(backend_->allGather(static_cast<uint64_t>(mesh.world_size()), worlds));
+  rank_ = backend_->worldRank();
+  const int world = backend_->worldSize();
+  for (int i = 0; i < world; ++i)
+    if (worlds[i] != static_cast<uint64_t>(world))
+      return mismatch("rank " + std::to_string(i) + " holds a plan for " +
+                      std::to_string(worlds[i]) + " ranks but the communicator has " +
+                      std::to_string(world) + " ranks");
+  for (int i = 0; i < world; ++i)
+    if (fingerprints[i] != fingerprints[0]) {
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "rank %d holds plan 0x%016llx but rank 0 holds 0x%016llx",
+                    i, static_cast<unsigned long long>(fingerprints[i]),
+                    static_cast<unsigned long long>(fingerprints[0]));
+      return mismatch(buf);
+    }
+
+  // Plans the runtime cannot execute yet are refused, never mis-executed.
+  for (int i = 0; i < plan.numParams(); ++i) {
+    const fbp::Param &p = plan.param(i);
+    const auto *pls = p.placements();
+    for (flatbuffers::uoffset_t d = 0; pls && d < pls->size(); ++d)
+      if (pls->Get(d)->kind() != fbp::PlacementKind::replicate)
+        return unsupported("param '" + p.name()->str() + "' is sharded or partial on mesh dim '" +
+                           mesh.dims()->Get(d)->name()->str() +
+                           "'; model-parallel placements are not supported yet");
+    if (p.role() == fbp::Role::muon && p.dtype() != fbp::DType::f32 &&
+        p.dtype() != fbp::DType::bf16)
+      return unsupported("Muon param '" + p.name()->str() + "' has dtype " +
+                         fbp::EnumNameDType(p.dtype()) +
+                         "; packed buffers support f32 and bf16");
+  }
+
+  G_ = mesh.num_shards();
+  R_ = mesh.num_replicas();
+  // This rank's coordinate, row-major over the mesh dims.
+  const auto *dims = mesh.dims();
+  std::vector<int> coord(dims->size());
+  for (int d = static_cast<int>(dims->size()) - 1, rem = rank_; d >= 0; --d) {
+    coord[d] = rem % dims->Get(d)->size();
+    rem /= dims->Get(d)->size();
+  }
+  auto rankOf = [&](const std::vector<int> &c) {
+    int r = 0;
+    for (size_t d = 0; d < c.size(); ++d)
+      r = r * dims->Get(d)->size() + c[d];
+    return r;
+  };
+  s_ = mesh.shard_dim() >= 0 ? coord[mesh.shard_dim()] : 0;
+  r_ = mesh.replicate_dim() >= 0 ? coord[mesh.replicate_dim()] : 0;
+  auto withOwnership = [&](int s, int r) {
+    std::vector<int> c = coord;
+    if (mesh.shard_dim() >= 0)
+      c[mesh.shard_dim()] = s;
+    if (mesh.replicate_dim() >= 0)
+      c[mesh.replicate_dim()] = r;
+    return rankOf(c);
+  };
+  DMUON_RETURN_IF_ERROR(backend_->createGroups({withOwnership(0, r_), s_},
+                                               {withOwnership(s_, 0), r_},
+                                               {withOwnership(0, 0), r_ * G_ + s_}));
+
+  // Options: the plan's defaults unless the host overrides them.
+  const fbp::Options &popts = *root.options();
+  const fbp::OptimizerDefaults *od = popts.optimizer();
+  planZ3_ = popts.mode() == fbp::Mode::z3;
+  z3_ = o.mode == DMUON_MODE_FROM_PLAN ? planZ3_ : o.mode == DMUON_MODE_Z3;
+  replicateAsync_ = o.replicate_async < 0 ? popts.replicate_async() : o.replicate_async != 0;
+  manageAdamW_ = o.manage_adamw != 0;
+  muon_.lr = static_cast<float>(pick(o.lr, od ? od->lr() : 0.02));
+  muon_.momentum = static_cast<float>(pick(o.momentum, od ? od->momentum() : 0.95));
+  muon_.weightDecay = static_cast<float>(pick(o.weight_decay, od ? od->weight_decay() : 0.0));
+  muon_.nesterov = o.nesterov < 0 ? (od ? od->nesterov() : true) : o.nesterov != 0;
+  planNsSteps_ = od ? od->ns_steps() : 5;
+  muon_.nsSteps = o.ns_steps < 0 ? planNsSteps_ : o.ns_steps;
+  muon_.matchRmsAdamW = od && od->lr_scale() == fbp::LrScale::match_rms_adamw;
+  muon_.coefficients = od && od->ns_coefficients() == fbp::NsCoefficients::polar_express
+                           ? dmuon::kernels::NsCoefficients::PolarExpress
+                           : dmuon::kernels::NsCoefficients::Original;
+  adamw_.lr = static_cast<float>(pick(o.adamw_lr, od ? od->adamw_lr() : 1e-3));
+  adamw_.beta1 = static_cast<float>(pick(o.adamw_beta1, od ? od->adamw_beta1() : 0.9));
+  adamw_.beta2 = static_cast<float>(pick(o.adamw_beta2, od ? od->adamw_beta2() : 0.999));
+  adamw_.eps = static_cast<float>(pick(o.adamw_eps, od ? od->adamw_eps() : 1e-8));
+  adamw_.weightDecay =
+      static_cast<float>(pick(o.adamw_weight_decay, od ? od->adamw_weight_decay() : 0.0));
+  if (muon_.nsSteps < 1 || muon_.nsSteps > 100)
+    return invalidArgument("options.ns_steps=" + std::to_string(muon_.nsSteps) +
+                           " must be between 1 and 100");
+
+  // Params, hook groups and segments, from the plan's layout.
+  const auto *units = root.units();
+  params_.resize(plan.numParams());
+  size_t adamwElements = 0;
+  for (int i = 0; i < plan.numParams(); ++i) {
+    const fbp::Param &pp = plan.param(i);
+    ParamRt &p = params_[i];
+    p.plan = &pp;
+    p.name = pp.name()->str();
+    p.muon = pp.role() == fbp::Role::muon;
+    p.numel = 1;
+    for (int64_t d : *pp.shape())
+      p.numel *= d;
+    if (p.muon) {
+      int slot = units->Get(pp.unit())->slot();
+      p.so = slot % G_;
+      p.ro = slot / G_;
+      p.group = pp.hook_group();
+      p.keepsMaster = p.so == s_;
+      p.isOwner = p.keepsMaster && p.ro == r_;
+    } else {
+      p.gradOffset = adamwElements;
+      adamwElements += static_cast<size_t>(p.numel);
+      adamwParams_.push_back(i);
+    }
+  }
+  adamwGrad_.assign(adamwElements, 0.0f);
+
+  const auto *hgs = root.hook_groups();
+  groups_.resize(hgs ? hgs->size() : 0);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const fbp::HookGroup &hg = *hgs->Get(static_cast<flatbuffers::uoffset_t>(g));
+    GroupRt &grp = groups_[g];
+    grp.name = hg.name()->str();
+    grp.bufferBytes = hg.buffer_bytes();
+    grp.reduceBufferBytes = hg.reduce_buffer_bytes();
+    for (const fbp::Segment *sp : *hg.segments()) {
+      SegmentRt seg;
+      seg.so = sp->owner_shard();
+      seg.ro = sp->owner_replicate();
+      seg.offset = sp->offset();
+      seg.bytes = sp->bytes();
+      seg.reduceOffset = sp->reduce_offset();
+      seg.reduceBytes = sp->reduce_bytes();
+      for (int pi : *sp->params()) {
+        seg.params.push_back(pi);
+        seg.masterElements += params_[pi].numel;
+      }
+      grp.segments.push_back(std::move(seg));
+    }
+  }
+  return Status::ok();
+}
+
+Status Executor::findParam(const std::string &name, int &index) const {
+  index = plan_->findParam(name);
+  if (index < 0)
+    return invalidArgument("the plan has no param named '" + name + "'");
+  return Status::ok();
+}
+
+Status Executor::checkGroup(int g, const char *call) const {
+  if (g < 0 || g >= static_cast<int>(groups_.size()))
+    return invalidArgument(std::string(call) + ": hook group " + std::to_string(g) +
+                           " is out of range (the plan has " + std::to_string(groups_.size()) +
+                           ")");
+  return Status::ok();
+}
+
+void Executor::count(dmuon_collective_t kind, uint64_t sent, uint64_t received) {
+  counters_.sent[kind] += sent;
+  counters_.received[kind] += received;
+  counters_.calls[kind] += 1;
+}
+
+// ---------------------------------------------------------------- binding
+
+Status Executor::bindParam(const std::string &name, const float *values, int64_t numel) {
+  int i;
+  DMUON_RETURN_IF_ERROR(findParam(name, i));
+  ParamRt &p = params_[i];
+  if (!values)
+    return invalidArgument("bind_param('" + name + "'): values is null");
+  if (numel != p.numel)
+    return invalidArgument("bind_param('" + name + "'): got " + std::to_string(numel) +
+                           " values but the plan's shape has " + std::to_string(p.numel));
+  if (started_)
+    return invalidState("bind_param('" + name + "') after training started");
+  if (p.muon) {
+    // I2: the owner's whole shard column keeps the fp32 master; others nothing.
+    if (p.keepsMaster)
+      p.master.assign(values, values + numel);
+    if (p.isOwner)
+      p.momentum.assign(static_cast<size_t>(numel), 0.0f);
+  } else {
+    p.value.assign(values, values + numel);
+    p.adamM.assign(static_cast<size_t>(numel), 0.0f);
+    p.adamV.assign(static_cast<size_t>(numel), 0.0f);
+  }
+  p.bound = true;
+  return Status::ok();
+}
+
+Status Executor::paramView(const std::string &name, void **out) {
+  int i;
+  DMUON_RETURN_IF_ERROR(findParam(name, i));
+  ParamRt &p = params_[i];
+  if (!p.muon) {
+    if (!p.bound)
+      return invalidState("param '" + name + "' is not bound yet");
+    *out = p.value.data();
+    return Status::ok();
+  }
+  GroupRt &grp = groups_[p.group];
+  if (grp.state != Unshard::Unsharded)
+    return invalidState("param '" + name + "' is not unsharded: its " +
+                        groupLabel(grp.name, p.group) +
+                        " is between hooks (call pre_forward or pre_backward first)");
+  *out = grp.packed.data() + p.plan->offset();
+  return Status::ok();
+}
+
+Status Executor::gradView(const std::string &name, float **out) {
+  int i;
+  DMUON_RETURN_IF_ERROR(findParam(name, i));
+  ParamRt &p = params_[i];
+  if (!p.muon) {
+    *out = adamwGrad_.data() + p.gradOffset;
+    return Status::ok();
+  }
+  GroupRt &grp = groups_[p.group];
+  if (!grp.grad.live())
+    return invalidState("no gradient buffer for param '" + name + "': its " +
+                        groupLabel(grp.name, p.group) +
+                        " is not between pre_backward and post_backward");
+  *out = reinterpret_cast<float *>(grp.grad.data() + p.plan->reduce_offset());
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------- unshard
+
+void Executor::pack(const SegmentRt &seg, uint8_t *dst) const {
+  for (int i : seg.params) {
+    const ParamRt &p = params_[i];
+    uint8_t *at = dst + p.plan->offset();
+    if (p.plan->dtype() == fbp::DType::bf16) {
+      auto *h = reinterpret_cast<uint16_t *>(at);
+      for (int64_t k = 0; k < p.numel; ++k)
+        h[k] = floatToBf16(p.master[k]);
+    } else {
+      std::memcpy(at, p.master.data(), static_cast<size_t>(p.numel) * sizeof(float));
+    }
+  }
+}
+
+Status Executor::waitReplicate(int g) {
+  GroupRt &grp = groups_[g];
+  for (PendingReplicate &pr : grp.replicate) {
+    DMUON_RETURN_IF_ERROR(backend_->wait(pr.request));
+    const SegmentRt &seg = grp.segments[pr.segment];
+    if (r_ == seg.ro)
+      continue; // the global owner sent it
+    size_t off = 0;
+    for (int i : seg.params) {
+      ParamRt &p = params_[i];
+      std::memcpy(p.master.data(), pr.staging.data() + off, p.numel * sizeof(float));
+      off += static_cast<size_t>(p.numel);
+    }
+  }
+  grp.replicate.clear();
+  return Status::ok();
+}
+
+Status Executor::unshard(int g) {
+  GroupRt &grp = groups_[g];
+  if (grp.state != Unshard::Sharded)
+    return Status::ok();
+  // The packed data comes from owned data the last step's replicate
+  // broadcast may still be writing.
+  DMUON_RETURN_IF_ERROR(waitReplicate(g));
+  grp.packed.allocate(static_cast<size_t>(grp.bufferBytes), /*zero=*/true);
+  for (const SegmentRt &seg : grp.segments) {
+    if (seg.so == s_)
+      pack(seg, grp.packed.data());
+    if (G_ == 1)
+      continue;
+    RequestId id;
+    DMUON_RETURN_IF_ERROR(backend_->broadcast(CommGroup::Shard, grp.packed.data() + seg.offset,
+                                              static_cast<size_t>(seg.bytes), seg.so, id));
+    grp.broadcasts.push_back(id);
+    const uint64_t b = static_cast<uint64_t>(seg.bytes);
+    if (seg.so == s_)
+      count(DMUON_COLLECTIVE_BROADCAST, (G_ - 1) * b, 0);
+    else
+      count(DMUON_COLLECTIVE_BROADCAST, 0, b);
+  }
+  grp.state = Unshard::InFlight;
+  return Status::ok();
+}
+
+Status Executor::waitUnshard(int g) {
+  GroupRt &grp = groups_[g];
+  for (RequestId id : grp.broadcasts)
+    DMUON_RETURN_IF_ERROR(backend_->wait(id));
+  grp.broadcasts.clear();
+  if (grp.state == Unshard::InFlight)
+    grp.state = Unshard::Unsharded;
+  return Status::ok();
+}
+
+void Executor::reshard(int g) {
+  GroupRt &grp = groups_[g];
+  grp.packed.release();
+  grp.state = Unshard::Sharded;
+}
+
+// ------------------------------------------------------------------ hooks
+
+Status Executor::preForward(int g) {
+  DMUON_RETURN_IF_ERROR(checkGroup(g, "pre_forward"));
+  GroupRt &grp = groups_[g];
+  if (!allBound_) {
+    for (const ParamRt &p : params_)
+      if (!p.bound)
+        return invalidState("pre_forward: param '" + p.name +
+                            "' is not bound (bind every param first)");
+    allBound_ = true;
+  }
+  if (grp.forwardStarted)
+    return invalidState("pre_forward(" + std::to_string(g) + ") called twice in one step for " +
+                        groupLabel(grp.name, g) + "; call step() between steps");
+  for (size_t h = 0; h < groups_.size(); ++h)
+    if (groups_[h].backwardStarted)
+      return invalidState("pre_forward(" + std::to_string(g) +
+                          ") after backward started; call step() first");
+  started_ = true;
+  grp.forwardStarted = true;
+  DMUON_RETURN_IF_ERROR(unshard(g));
+  // Forward prefetch: the next group's broadcast overlaps this one's compute.
+  if (g + 1 < static_cast<int>(groups_.size()) && !groups_[g + 1].forwardStarted)
+    DMUON_RETURN_IF_ERROR(unshard(g + 1));
+  return waitUnshard(g);
+}
+
+Status Executor::postForward(int g) {
+  DMUON_RETURN_IF_ERROR(checkGroup(g, "post_forward"));
+  GroupRt &grp = groups_[g];
+  if (!grp.forwardStarted || grp.forwardDone)
+    return invalidState("post_forward(" + std::to_string(g) + ") without a matching pre_forward");
+  grp.forwardDone = true;
+  if (z3_)
+    reshard(g);
+  return Status::ok();
+}
+
+Status Executor::preBackward(int g) {
+  DMUON_RETURN_IF_ERROR(checkGroup(g, "pre_backward"));
+  GroupRt &grp = groups_[g];
+  if (!grp.forwardDone)
+    return invalidState("pre_backward(" + std::to_string(g) + ") before post_forward of " +
+                        groupLabel(grp.name, g));
+  if (grp.backwardStarted)
+    return invalidState("pre_backward(" + std::to_string(g) + ") called twice in one step");
+  grp.backwardStarted = true;
+  DMUON_RETURN_IF_ERROR(unshard(g)); // Z3 re-broadcasts; Z2 kept the buffer
+  DMUON_RETURN_IF_ERROR(waitUnshard(g));
+  grp.grad.allocate(static_cast<size_t>(grp.reduceBufferBytes), /*zero=*/true);
+  return Status::ok();
+}
+
+Status Executor::postBackward(int g) {
+  DMUON_RETURN_IF_ERROR(checkGroup(g, "post_backward"));
+  GroupRt &grp = groups_[g];
+  if (!grp.backwardStarted || grp.backwardDone)
+    return invalidState("post_backward(" + std::to_string(g) +
+                        ") without a matching pre_backward");
+  // Phase 1: average over the shard group onto the row's shard owner.
+  if (G_ > 1) {
+    for (const SegmentRt &seg : grp.segments) {
+      RequestId id;
+      DMUON_RETURN_IF_ERROR(backend_->reduceSum(
+          CommGroup::Shard, reinterpret_cast<float *>(grp.grad.data() + seg.reduceOffset),
+          static_cast<size_t>(seg.reduceBytes / 4), seg.so, id));
+      grp.phase1.push_back(id);
+      const uint64_t b = static_cast<uint64_t>(seg.reduceBytes);
+      if (seg.so == s_)
+        count(DMUON_COLLECTIVE_REDUCE, 0, (G_ - 1) * b);
+      else
+        count(DMUON_COLLECTIVE_REDUCE, b, 0);
+    }
+  }
+  reshard(g);
+  grp.backwardDone = true;
+  // Phase 2 of the groups before this one overlaps this group's phase 1; the
+  // order of issue is the same on every rank, as MPI requires.
+  while (!phase2Queue_.empty()) {
+    int q = phase2Queue_.front();
+    phase2Queue_.pop_front();
+    DMUON_RETURN_IF_ERROR(issuePhase2(q));
+  }
+  phase2Queue_.push_back(g);
+  return Status::ok();
+}
+
+Status Executor::issuePhase2(int g) {
+  GroupRt &grp = groups_[g];
+  for (RequestId id : grp.phase1)
+    DMUON_RETURN_IF_ERROR(backend_->wait(id));
+  grp.phase1.clear();
+  if (R_ == 1)
+    return Status::ok();
+  // Phase 2: down the owner's shard column onto the global owner.
+  for (const SegmentRt &seg : grp.segments) {
+    if (seg.so != s_)
+      continue;
+    RequestId id;
+    DMUON_RETURN_IF_ERROR(backend_->reduceSum(
+        CommGroup::Replicate, reinterpret_cast<float *>(grp.grad.data() + seg.reduceOffset),
+        static_cast<size_t>(seg.reduceBytes / 4), seg.ro, id));
+    grp.phase2.push_back(id);
+    const uint64_t b = static_cast<uint64_t>(seg.reduceBytes);
+    if (seg.ro == r_)
+      count(DMUON_COLLECTIVE_REDUCE, 0, (R_ - 1) * b);
+    else
+      count(DMUON_COLLECTIVE_REDUCE, b, 0);
+  }
+  return Status::ok();
+}
+
+Status Executor::finishBackward() {
+  if (backwardFinished_)
+    return Status::ok();
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (!groups_[g].backwardDone)
+      return invalidState("finish_backward before post_backward of " +
+                          groupLabel(groups_[g].name, static_cast<int>(g)));
+  while (!phase2Queue_.empty()) {
+    int q = phase2Queue_.front();
+    phase2Queue_.pop_front();
+    DMUON_RETURN_IF_ERROR(issuePhase2(q));
+  }
+  const float scale = 1.0f / static_cast<float>(G_ * R_); // net divisor G*R: AVG
+  for (GroupRt &grp : groups_) {
+    for (RequestId id : grp.phase2)
+      DMUON_RETURN_IF_ERROR(backend_->wait(id));
+    grp.phase2.clear();
+    for (const SegmentRt &seg : grp.segments) {
+      if (seg.so != s_ || seg.ro != r_)
+        continue;
+      for (int i : seg.params) {
+        ParamRt &p = params_[i];
+        const float *src = reinterpret_cast<const float *>(grp.grad.data() +
+                                                           p.plan->reduce_offset());
+        p.reducedGrad.resize(static_cast<size_t>(p.numel));
+        for (int64_t k = 0; k < p.numel; ++k)
+          p.reducedGrad[k] = src[k] * scale;
+      }
+    }
+    grp.grad.release(); // I3: only the global owner keeps a reduced gradient
+  }
+  backwardFinished_ = true;
+  return Status::ok();
+}
+
+// ------------------------------------------------------------------- step
+
+Status Executor::step() {
+  if (!started_)
+    return invalidState("step before any forward/backward (call the hooks first)");
+  DMUON_RETURN_IF_ERROR(finishBackward());
+  for (ParamRt &p : params_) {
+    if (!p.isOwner)
+      continue;
+    const fbp::Param &pp = *p.plan;
+    dmuon::kernels::muonStep(p.master.data(), p.momentum.data(), p.reducedGrad.data(),
+                             pp.batch(), pp.rows(), pp.cols(), muon_, workspace_);
+    nsFlops_ += pp.cost() / planNsSteps_ * muon_.nsSteps; // the plan prices its ns_steps
+    p.reducedGrad.clear();
+    p.reducedGrad.shrink_to_fit();
+  }
+  DMUON_RETURN_IF_ERROR(broadcastReplicas());
+  if (manageAdamW_)
+    DMUON_RETURN_IF_ERROR(stepAdamW());
+  for (GroupRt &grp : groups_) {
+    grp.forwardStarted = grp.forwardDone = false;
+    grp.backwardStarted = grp.backwardDone = false;
+    if (!grp.packed.live())
+      grp.state = Unshard::Sharded;
+  }
+  // Z2 kept the buffers through backward; post_backward freed them.
+  backwardFinished_ = false;
+  return Status::ok();
+}
+
+Status Executor::broadcastReplicas() {
+  if (R_ == 1)
+    return Status::ok();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    GroupRt &grp = groups_[g];
+    for (size_t si = 0; si < grp.segments.size(); ++si) {
+      const SegmentRt &seg = grp.segments[si];
+      if (seg.so != s_)
+        continue;
+      PendingReplicate pr;
+      pr.segment = static_cast<int>(si);
+      pr.staging.resize(static_cast<size_t>(seg.masterElements));
+      if (seg.ro == r_) {
+        size_t off = 0;
+        for (int i : seg.params) {
+          const ParamRt &p = params_[i];
+          std::memcpy(pr.staging.data() + off, p.master.data(), p.numel * sizeof(float));
+          off += static_cast<size_t>(p.numel);
+        }
+      }
+      const size_t bytes = pr.staging.size() * sizeof(float);
+      DMUON_RETURN_IF_ERROR(
+          backend_->broadcast(CommGroup::Replicate, pr.staging.data(), bytes, seg.ro, pr.request));
+      if (seg.ro == r_)
+        count(DMUON_COLLECTIVE_REPLICATE, (R_ - 1) * bytes, 0);
+      else
+        count(DMUON_COLLECTIVE_REPLICATE, 0, bytes);
+      grp.replicate.push_back(std::move(pr));
+    }
+    // Sync mode waits here; async leaves it to the next pre_forward.
+    if (!replicateAsync_)
+      DMUON_RETURN_IF_ERROR(waitReplicate(static_cast<int>(g)));
+  }
+  return Status::ok();
+}
+
+Status Executor::stepAdamW() {
+  if (adamwParams_.empty())
+    return Status::ok();
+  ++adamwStep_;
+  if (G_ * R_ > 1) {
+    RequestId id;
+    DMUON_RETURN_IF_ERROR(
+        backend_->allReduceSum(CommGroup::DataParallel, adamwGrad_.data(), adamwGrad_.size(), id));
+    DMUON_RETURN_IF_ERROR(backend_->wait(id));
+    const uint64_t b = adamwGrad_.size() * sizeof(float);
+    count(DMUON_COLLECTIVE_ALLREDUCE, b, b);
+    const float scale = 1.0f / static_cast<float>(G_ * R_);
+    for (float &x : adamwGrad_)
+      x *= scale;
+  }
+  for (int i : adamwParams_) {
+    ParamRt &p = params_[i];
+    dmuon::kernels::adamwStep(p.value.data(), p.adamM.data(), p.adamV.data(),
+                              adamwGrad_.data() + p.gradOffset, p.numel, adamwStep_, adamw_);
+  }
+  std::fill(adamwGrad_.begin(), adamwGrad_.end(), 0.0f);
+  return Status::ok();
+}
+
+Status Executor::synchronize() {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    DMUON_RETURN_IF_ERROR(waitUnshard(static_cast<int>(g)));
+    DMUON_RETURN_IF_ERROR(waitReplicate(static_cast<int>(g)));
+  }
+  return Status::ok();
+}
+
+// ---------------------------------------------------------- introspection
+
+Status Executor::gatherParam(const std::string &name, float *out, int64_t numel) {
+  int i;
+  DMUON_RETURN_IF_ERROR(findParam(name, i));
+  ParamRt &p = params_[i];
+  if (!out)
+    return invalidArgument("gather_param('" + name + "'): out is null");
+  if (numel != p.numel)
+    return invalidArgument("gather_param('" + name + "'): buffer holds " + std::to_string(numel) +
+                           " values but the param has " + std::to_string(p.numel));
+  if (!p.bound)
+    return invalidState("gather_param('" + name + "'): param is not bound");
+  if (!p.muon) {
+    std::memcpy(out, p.value.data(), p.numel * sizeof(float));
+    return Status::ok();
+  }
+  if (p.isOwner)
+    std::memcpy(out, p.master.data(), p.numel * sizeof(float));
+  RequestId id;
+  DMUON_RETURN_IF_ERROR(backend_->broadcast(CommGroup::DataParallel, out,
+                                            static_cast<size_t>(p.numel) * sizeof(float),
+                                            p.ro * G_ + p.so, id));
+  return backend_->wait(id);
+}
+
+Status Executor::paramState(const std::string &name, dmuon_param_state_t &out) const {
+  int i;
+  DMUON_RETURN_IF_ERROR(findParam(name, i));
+  const ParamRt &p = params_[i];
+  out = {};
+  out.is_owner = p.isOwner;
+  out.has_owned_data = !p.master.empty();
+  out.has_reduced_grad = !p.reducedGrad.empty();
+  out.has_momentum = !p.momentum.empty();
+  if (!p.master.empty())
+    out.owned_checksum = planfile::fnv1a64(reinterpret_cast<const uint8_t *>(p.master.data()),
+                                           p.master.size() * sizeof(float));
+  return Status::ok();
+}
+
+dmuon_comm_counters_t Executor::plannedCounters() const {
+  dmuon_comm_counters_t c{};
+  const auto *ranks = plan_->root().stats()->ranks();
+  const fbp::RankFigures *f = ranks->Get(static_cast<flatbuffers::uoffset_t>(rank_));
+  // The plan prices its own mode; scale the unshard broadcasts to ours.
+  const uint64_t planUnshards = planZ3_ ? 2 : 1, ourUnshards = z3_ ? 2 : 1;
+  c.sent[DMUON_COLLECTIVE_BROADCAST] = f->broadcast_send_bytes() / planUnshards * ourUnshards;
+  c.received[DMUON_COLLECTIVE_BROADCAST] = f->broadcast_recv_bytes() / planUnshards * ourUnshards;
+  c.sent[DMUON_COLLECTIVE_REDUCE] = f->reduce_send_bytes();
+  c.received[DMUON_COLLECTIVE_REDUCE] = f->reduce_recv_bytes();
+  c.sent[DMUON_COLLECTIVE_REPLICATE] = f->replicate_send_bytes();
+  c.received[DMUON_COLLECTIVE_REPLICATE] = f->replicate_recv_bytes();
+  if (manageAdamW_) {
+    c.sent[DMUON_COLLECTIVE_ALLREDUCE] = f->allreduce_bytes();
+    c.received[DMUON_COLLECTIVE_ALLREDUCE] = f->allreduce_bytes();
+  }
+  return c;
+}
+
+} // namespace dmuon::rt

@@ -1,0 +1,117 @@
+// Executes a plan on one rank: param ownership, the per-hook-group lifecycle
+// of spec 000 §4 (unshard / reshard / reduce / owner-only step / replicate
+// broadcast), and the counters tests and benchmarks read. Backend-agnostic.
+#ifndef DMUON_RUNTIME_CORE_EXECUTOR_H
+#define DMUON_RUNTIME_CORE_EXECUTOR_H
+
+#include "backends/Backend.h"
+#include "core/AlignedBuffer.h"
+#include "core/LoadedPlan.h"
+#include "core/Status.h"
+#include "kernels/cpu/MuonKernels.h"
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dmuon::rt {
+
+class Executor {
+public:
+  static Status create(const LoadedPlan &plan, const dmuon_runtime_options_t &options,
+                       std::unique_ptr<Backend> backend, std::unique_ptr<Executor> &out);
+
+  Status bindParam(const std::string &name, const float *values, int64_t numel);
+  Status paramView(const std::string &name, void **out);
+  Status gradView(const std::string &name, float **out);
+
+  Status preForward(int g);
+  Status postForward(int g);
+  Status preBackward(int g);
+  Status postBackward(int g);
+  Status finishBackward();
+  Status step();
+  Status synchronize();
+
+  Status gatherParam(const std::string &name, float *out, int64_t numel);
+  Status paramState(const std::string &name, dmuon_param_state_t &out) const;
+  const dmuon_comm_counters_t &counters() const { return counters_; }
+  void resetCounters() { counters_ = {}; }
+  dmuon_comm_counters_t plannedCounters() const;
+  double nsFlops() const { return nsFlops_; }
+
+private:
+  struct ParamRt {
+    const dmuon::plan::Param *plan = nullptr;
+    std::string name;
+    bool muon = false;
+    int64_t numel = 0;
+    int group = -1;
+    int so = -1, ro = -1; // owner slot
+    bool isOwner = false, keepsMaster = false, bound = false;
+    std::vector<float> master, momentum, reducedGrad; // muon
+    std::vector<float> value, adamM, adamV;           // adamw (replicated)
+    size_t gradOffset = 0;                            // adamw: into adamwGrad_
+  };
+  struct SegmentRt {
+    int so = 0, ro = 0;
+    int64_t offset = 0, bytes = 0, reduceOffset = 0, reduceBytes = 0;
+    int64_t masterElements = 0;
+    std::vector<int> params;
+  };
+  enum class Unshard { Sharded, InFlight, Unsharded };
+  struct PendingReplicate {
+    int segment;
+    std::vector<float> staging;
+    RequestId request;
+  };
+  struct GroupRt {
+    std::string name;
+    std::vector<SegmentRt> segments;
+    int64_t bufferBytes = 0, reduceBufferBytes = 0;
+    AlignedBuffer packed, grad;
+    Unshard state = Unshard::Sharded;
+    std::vector<RequestId> broadcasts, phase1, phase2;
+    std::vector<PendingReplicate> replicate;
+    bool forwardStarted = false, forwardDone = false;
+    bool backwardStarted = false, backwardDone = false;
+  };
+
+  Executor() = default;
+  Status init(const LoadedPlan &plan, const dmuon_runtime_options_t &options);
+  Status findParam(const std::string &name, int &index) const;
+  Status checkGroup(int g, const char *call) const;
+  void count(dmuon_collective_t kind, uint64_t sent, uint64_t received);
+
+  Status unshard(int g);
+  Status waitUnshard(int g);
+  void reshard(int g);
+  void pack(const SegmentRt &seg, uint8_t *dst) const;
+  Status waitReplicate(int g);
+  Status issuePhase2(int g);
+  Status stepAdamW();
+  Status broadcastReplicas();
+
+  std::unique_ptr<Backend> backend_;
+  const LoadedPlan *plan_ = nullptr;
+  int rank_ = 0, G_ = 1, R_ = 1, s_ = 0, r_ = 0, planNsSteps_ = 5;
+  bool z3_ = true, replicateAsync_ = true, manageAdamW_ = true, planZ3_ = true;
+  dmuon::kernels::MuonHyper muon_;
+  dmuon::kernels::AdamWHyper adamw_;
+  dmuon::kernels::NsWorkspace workspace_;
+
+  std::vector<ParamRt> params_;
+  std::vector<GroupRt> groups_;
+  std::vector<int> adamwParams_;
+  std::vector<float> adamwGrad_;
+  std::deque<int> phase2Queue_;
+  bool allBound_ = false, started_ = false, backwardFinished_ = false;
+  int64_t adamwStep_ = 0;
+  double nsFlops_ = 0;
+  dmuon_comm_counters_t counters_{};
+};
+
+} // namespace dmuon::rt
+
+#endif

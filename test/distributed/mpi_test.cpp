@@ -1,0 +1,737 @@
+// Distributed tests of libdmuon on the MPI backend, run under mpirun by ctest
+// (1-D 4 and HSDP 2x2 on 4 ranks, HSDP 2x4 on 8 ranks).
+//
+// Over 10-step runs of the tiny model (examples/trainer/TinyModel.h):
+//   * I1-I4 (spec 000 §8) on every rank after every step, from
+//     dmuon_runtime_param_state and the plan's owner info;
+//   * equivalence with a single-process Muon+AdamW reference on the full
+//     global batch (the kernels of kernels/cpu): identical params and loss at
+//     step 0, every param within 1e-4 relative error after 10 steps;
+//   * sync vs async replicate broadcast and Z2 vs Z3: bit-identical losses and
+//     params;
+//   * per step, the bytes each rank sent and received per collective kind
+//     equal dmuon_runtime_planned_counters;
+//   * a plan with Muon params sharded on a model-parallel dim is refused with
+//     DMUON_ERROR_UNSUPPORTED ("not supported yet"), a plan for another world
+//     size with DMUON_ERROR_MISMATCH.
+//
+// usage: mpirun -n N dmuon-mpi-test --plan P --mesh M [--mp-plan P] [--other-world-plan P]
+// Exits 0 when every check passed on every rank; failures are printed as
+// "rank R: FAIL: ..." lines.
+#include "TinyModel.h"
+#include "TinyRuntime.h"
+
+#include "dmuon/dmuon.h"
+#include "dmuon/dmuon.hpp"
+#include "kernels/cpu/MuonKernels.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int kSteps = 10;
+constexpr double kRelTol = 1e-4;
+
+int gRank = 0, gWorld = 1;
+int gFailures = 0;
+int gPrinted = 0;
+
+void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void fail(const char *fmt, ...) {
+  ++gFailures;
+  if (gPrinted++ >= 40) {
+    if (gPrinted == 42)
+      std::fprintf(stderr, "rank %d: (further failures not printed)\n", gRank);
+    return;
+  }
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "rank %d: FAIL: %s\n", gRank, buf);
+  std::fflush(stderr);
+}
+
+void info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void info(const char *fmt, ...) {
+  if (gRank != 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::vprintf(fmt, ap);
+  va_end(ap);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// Failures anywhere so far, summed over all ranks.
+int globalFailures() {
+  int sum = 0;
+  MPI_Allreduce(&gFailures, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return sum;
+}
+
+// ------------------------------------------------------------- set-up
+struct Mesh {
+  int replicas = 1; // R
+  int shards = 1;   // G
+  std::string text;
+};
+
+Mesh parseMesh(const std::string &s) {
+  Mesh m;
+  m.text = s;
+  auto x = s.find('x');
+  if (x == std::string::npos) {
+    m.shards = std::stoi(s);
+  } else {
+    m.replicas = std::stoi(s.substr(0, x));
+    m.shards = std::stoi(s.substr(x + 1));
+  }
+  return m;
+}
+
+// The hyper-parameters of every run and of the reference.
+struct Hyper {
+  double lr = 0.02, momentum = 0.95, weightDecay = 0.01;
+  int nesterov = 1, nsSteps = 5;
+  double adamwLr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, adamwWeightDecay = 0.01;
+};
+
+const Hyper kHyper;
+constexpr uint64_t kSeed = 7;
+
+dmuon_runtime_options_t makeOptions(MPI_Comm *comm, dmuon_mode_t mode, int replicateAsync) {
+  dmuon_runtime_options_t o;
+  dmuon_runtime_options_init(&o);
+  o.backend = DMUON_BACKEND_MPI;
+  o.communicator = comm;
+  o.mode = mode;
+  o.replicate_async = replicateAsync;
+  o.manage_adamw = 1;
+  o.lr = kHyper.lr;
+  o.momentum = kHyper.momentum;
+  o.weight_decay = kHyper.weightDecay;
+  o.nesterov = kHyper.nesterov;
+  o.ns_steps = kHyper.nsSteps;
+  o.adamw_lr = kHyper.adamwLr;
+  o.adamw_beta1 = kHyper.beta1;
+  o.adamw_beta2 = kHyper.beta2;
+  o.adamw_eps = kHyper.eps;
+  o.adamw_weight_decay = kHyper.adamwWeightDecay;
+  return o;
+}
+
+using Params = std::map<std::string, std::vector<float>>;
+
+struct Trajectory {
+  std::vector<float> losses; // global mean loss per step
+  Params initial;            // gathered right after binding
+  Params final;              // gathered after the last step
+};
+
+// ------------------------------------------------------------ reference
+// Single-process Muon + AdamW on the full global batch.
+Trajectory runReference(const dmuon::Plan &plan, const tiny::Config &cfg) {
+  namespace k = dmuon::kernels;
+  tiny::ParamStore store(cfg, kSeed);
+  tiny::Data data(cfg, kSeed);
+  tiny::Model model(cfg, cfg.globalBatch);
+  std::vector<float> x(static_cast<size_t>(cfg.globalBatch * cfg.inDim));
+  std::vector<float> t(static_cast<size_t>(cfg.globalBatch * cfg.outDim));
+
+  k::MuonHyper mh;
+  mh.lr = static_cast<float>(kHyper.lr);
+  mh.momentum = static_cast<float>(kHyper.momentum);
+  mh.weightDecay = static_cast<float>(kHyper.weightDecay);
+  mh.nesterov = kHyper.nesterov != 0;
+  mh.nsSteps = kHyper.nsSteps;
+  mh.matchRmsAdamW = false; // the plans' default lr scale
+  mh.coefficients = k::NsCoefficients::Original;
+  k::AdamWHyper ah;
+  ah.lr = static_cast<float>(kHyper.adamwLr);
+  ah.beta1 = static_cast<float>(kHyper.beta1);
+  ah.beta2 = static_cast<float>(kHyper.beta2);
+  ah.eps = static_cast<float>(kHyper.eps);
+  ah.weightDecay = static_cast<float>(kHyper.adamwWeightDecay);
+
+  struct State {
+    dmuon_param_info_t info;
+    std::vector<float> m, v;
+  };
+  std::vector<State> states;
+  for (int i = 0; i < plan.numParams(); ++i) {
+    State s;
+    s.info = plan.param(i);
+    s.m.assign(static_cast<size_t>(s.info.numel), 0.0f);
+    s.v.assign(static_cast<size_t>(s.info.numel), 0.0f);
+    states.push_back(std::move(s));
+  }
+
+  Trajectory tr;
+  for (const tiny::ParamSpec &s : store.specs())
+    tr.initial[s.name] = store.values(s.name);
+  k::NsWorkspace ws;
+  for (int step = 0; step < kSteps; ++step) {
+    data.batch(step, 0, cfg.globalBatch, x.data(), t.data());
+    store.zeroGrads();
+    tr.losses.push_back(model.forwardBackward(store, x.data(), t.data()));
+    for (State &s : states) {
+      std::vector<float> &p = store.values(s.info.name);
+      const std::vector<float> &g = store.grads(s.info.name);
+      if (s.info.role == DMUON_ROLE_MUON) {
+        if (s.info.ndim != 2)
+          throw std::runtime_error("reference: Muon param is not a matrix");
+        k::muonStep(p.data(), s.m.data(), g.data(), 1, s.info.shape[0], s.info.shape[1], mh, ws);
+      } else {
+        k::adamwStep(p.data(), s.m.data(), s.v.data(), g.data(), s.info.numel, step + 1, ah);
+      }
+    }
+  }
+  for (const tiny::ParamSpec &s : store.specs())
+    tr.final[s.name] = store.values(s.name);
+  return tr;
+}
+
+// ---------------------------------------------------------- distributed
+struct RunSpec {
+  const char *label;
+  dmuon_mode_t mode;
+  int replicateAsync;
+  bool checks; // I1-I4 and byte counts after every step (synchronizes every step)
+};
+
+const char *kKinds[DMUON_COLLECTIVE_COUNT] = {"broadcast", "reduce", "replicate", "allreduce"};
+
+class Distributed {
+public:
+  Distributed(const dmuon::Plan &plan, const tiny::Config &cfg, const Mesh &mesh)
+      : plan_(plan), cfg_(cfg), mesh_(mesh), binding_(plan, cfg) {
+    myReplicate_ = gRank / mesh.shards;
+    myShard_ = gRank % mesh.shards;
+    for (int i = 0; i < plan.numParams(); ++i) {
+      dmuon_param_info_t p = plan.param(i);
+      if (p.role == DMUON_ROLE_MUON)
+        muon_.push_back(p);
+    }
+  }
+
+  // Plan-level ownership facts, independent of any runtime.
+  void checkPlanOwners() {
+    if (muon_.empty())
+      fail("[%s] the plan has no Muon params", mesh_.text.c_str());
+    std::vector<int> owned(static_cast<size_t>(gWorld), 0);
+    for (const dmuon_param_info_t &p : muon_) {
+      if (p.owner_shard < 0 || p.owner_shard >= mesh_.shards || p.owner_replicate < 0 ||
+          p.owner_replicate >= mesh_.replicas)
+        fail("[%s] %s: owner slot (%d,%d) outside the %dx%d mesh", mesh_.text.c_str(), p.name,
+             p.owner_shard, p.owner_replicate, mesh_.replicas, mesh_.shards);
+      else if (p.owner_rank != p.owner_replicate * mesh_.shards + p.owner_shard)
+        fail("[%s] %s: owner_rank %d is not the rank of slot (%d,%d)", mesh_.text.c_str(), p.name,
+             p.owner_rank, p.owner_shard, p.owner_replicate);
+      else
+        ++owned[static_cast<size_t>(p.owner_rank)];
+      if (p.hook_group < 0)
+        fail("[%s] %s: Muon param without a hook group", mesh_.text.c_str(), p.name);
+    }
+    int owners = 0;
+    for (int n : owned)
+      owners += n > 0;
+    info("[%s] plan: %zu Muon params over %d owner ranks, %d hook groups", mesh_.text.c_str(),
+         muon_.size(), owners, plan_.numHookGroups());
+    if (gWorld > 1 && owners < 2)
+      fail("[%s] only %d owner ranks; the test wants several", mesh_.text.c_str(), owners);
+  }
+
+  Trajectory run(const RunSpec &spec) {
+    MPI_Comm comm = MPI_COMM_WORLD;
+    dmuon_runtime_options_t opt = makeOptions(&comm, spec.mode, spec.replicateAsync);
+    dmuon::Runtime rt(plan_, opt);
+    tiny::bindInitialParams(rt, cfg_, kSeed);
+
+    Trajectory tr;
+    tr.initial = gatherAll(rt);
+
+    const int64_t local = cfg_.globalBatch / gWorld;
+    tiny::Data data(cfg_, kSeed);
+    tiny::Model model(cfg_, local);
+    tiny::RuntimeAccess access(rt, binding_);
+    std::vector<float> x(static_cast<size_t>(local * cfg_.inDim));
+    std::vector<float> t(static_cast<size_t>(local * cfg_.outDim));
+
+    for (int step = 0; step < kSteps; ++step) {
+      data.batch(step, gRank * local, local, x.data(), t.data());
+      if (spec.checks)
+        rt.resetCommCounters();
+      const float mine = model.forwardBackward(access, x.data(), t.data());
+      if (spec.checks) {
+        rt.finishBackward();
+        checkI3(rt, spec, step);
+      }
+      rt.step();
+      if (spec.checks) {
+        rt.synchronize();
+        checkCounters(rt, spec, step);
+        checkI1I2I4(rt, spec, step);
+      }
+      double value = mine, sum = 0;
+      MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      tr.losses.push_back(static_cast<float>(sum / gWorld));
+    }
+    rt.synchronize();
+    tr.final = gatherAll(rt);
+    return tr;
+  }
+
+private:
+  Params gatherAll(dmuon::Runtime &rt) {
+    Params out;
+    for (const tiny::ParamSpec &s : binding_.specs()) {
+      std::vector<float> v(static_cast<size_t>(s.numel));
+      rt.gatherParam(s.name, v.data(), s.numel);
+      out[s.name] = std::move(v);
+    }
+    return out;
+  }
+
+  bool isOwnerHere(const dmuon_param_info_t &p) const {
+    return p.owner_shard == myShard_ && p.owner_replicate == myReplicate_;
+  }
+
+  void checkI3(dmuon::Runtime &rt, const RunSpec &spec, int step) {
+    for (const dmuon_param_info_t &p : muon_) {
+      dmuon_param_state_t s = rt.paramState(p.name);
+      const bool owner = isOwnerHere(p);
+      if ((s.has_reduced_grad != 0) != owner)
+        fail("[%s %s] step %d, after finish_backward: I3: %s has_reduced_grad=%d but this rank "
+             "(shard %d, replicate %d) %s the global owner (slot (%d,%d))",
+             mesh_.text.c_str(), spec.label, step, p.name, s.has_reduced_grad, myShard_,
+             myReplicate_, owner ? "is" : "is not", p.owner_shard, p.owner_replicate);
+    }
+  }
+
+  void checkI1I2I4(dmuon::Runtime &rt, const RunSpec &spec, int step) {
+    std::vector<uint64_t> sums;
+    for (const dmuon_param_info_t &p : muon_) {
+      dmuon_param_state_t s = rt.paramState(p.name);
+      const bool owner = isOwnerHere(p);
+      const bool column = p.owner_shard == myShard_;
+      if ((s.is_owner != 0) != owner)
+        fail("[%s %s] step %d: I1: %s is_owner=%d, but this rank (shard %d, replicate %d) %s "
+             "its owner slot (%d,%d)",
+             mesh_.text.c_str(), spec.label, step, p.name, s.is_owner, myShard_, myReplicate_,
+             owner ? "is" : "is not", p.owner_shard, p.owner_replicate);
+      if ((s.has_owned_data != 0) != column)
+        fail("[%s %s] step %d: I2: %s has_owned_data=%d, but this rank's shard %d %s the "
+             "owner's shard %d",
+             mesh_.text.c_str(), spec.label, step, p.name, s.has_owned_data, myShard_,
+             column ? "is" : "is not", p.owner_shard);
+      if ((s.has_momentum != 0) != owner)
+        fail("[%s %s] step %d: %s has_momentum=%d on a rank that %s the global owner",
+             mesh_.text.c_str(), spec.label, step, p.name, s.has_momentum,
+             owner ? "is" : "is not");
+      if (column && s.owned_checksum == 0)
+        fail("[%s %s] step %d: I4: %s owned_checksum is 0 on a rank holding owned data",
+             mesh_.text.c_str(), spec.label, step, p.name);
+      if (!column && s.owned_checksum != 0)
+        fail("[%s %s] step %d: %s owned_checksum=0x%016" PRIx64 " on a rank without owned data",
+             mesh_.text.c_str(), spec.label, step, p.name, s.owned_checksum);
+      sums.push_back(s.owned_checksum);
+    }
+    // I4: equal checksums across the owner's shard column.
+    const size_t n = sums.size();
+    std::vector<uint64_t> all(n * static_cast<size_t>(gWorld));
+    MPI_Allgather(sums.data(), static_cast<int>(n), MPI_UINT64_T, all.data(), static_cast<int>(n),
+                  MPI_UINT64_T, MPI_COMM_WORLD);
+    if (gRank != 0)
+      return; // one rank reports column disagreements
+    for (size_t i = 0; i < n; ++i) {
+      const dmuon_param_info_t &p = muon_[i];
+      const uint64_t ref = all[static_cast<size_t>(p.owner_rank) * n + i];
+      for (int r = 0; r < mesh_.replicas; ++r) {
+        const int peer = r * mesh_.shards + p.owner_shard;
+        const uint64_t got = all[static_cast<size_t>(peer) * n + i];
+        if (got != ref)
+          fail("[%s %s] step %d: I4: %s checksum 0x%016" PRIx64 " on rank %d differs from the "
+               "owner rank %d's 0x%016" PRIx64,
+               mesh_.text.c_str(), spec.label, step, p.name, got, peer, p.owner_rank, ref);
+      }
+    }
+  }
+
+  // This rank's bytes per step, worked out here from the param table and the
+  // accounting rule of docs/plan-format.md, independently of the plan's stats
+  // and the runtime: per Muon param p owned by slot (so, ro), with payload
+  // P = numel * 4 (every Muon param of the tiny model is a multiple of the
+  // 256-byte alignment, so segments carry no padding):
+  //   broadcast (per pass: forward, and backward again under Z3) within my
+  //     replicate row, root (so, my row): root sends (G-1)P, others receive P;
+  //   reduce phase 1 within my row to (so, my row): root receives (G-1)P,
+  //     others send P; phase 2 within column so to (so, ro): root receives
+  //     (R-1)P, the column's other ranks send P;
+  //   replicate within column so from (so, ro): sends (R-1)P, receives P;
+  //   all-reduce of every adamw gradient: sends and receives its payload.
+  dmuon_comm_counters_t predict(dmuon_mode_t mode) const {
+    dmuon_comm_counters_t c{};
+    const uint64_t G = static_cast<uint64_t>(mesh_.shards);
+    const uint64_t R = static_cast<uint64_t>(mesh_.replicas);
+    const uint64_t passes = mode == DMUON_MODE_Z2 ? 1 : 2;
+    for (int i = 0; i < plan_.numParams(); ++i) {
+      dmuon_param_info_t p = plan_.param(i);
+      const uint64_t P = static_cast<uint64_t>(p.numel) * sizeof(float);
+      if (p.role != DMUON_ROLE_MUON) {
+        if (gWorld > 1) {
+          c.sent[DMUON_COLLECTIVE_ALLREDUCE] += P;
+          c.received[DMUON_COLLECTIVE_ALLREDUCE] += P;
+        }
+        continue;
+      }
+      const bool column = p.owner_shard == myShard_;
+      const bool owner = column && p.owner_replicate == myReplicate_;
+      if (column) {
+        c.sent[DMUON_COLLECTIVE_BROADCAST] += passes * (G - 1) * P;
+        c.received[DMUON_COLLECTIVE_REDUCE] += (G - 1) * P;
+      } else {
+        c.received[DMUON_COLLECTIVE_BROADCAST] += passes * P;
+        c.sent[DMUON_COLLECTIVE_REDUCE] += P;
+      }
+      if (owner) {
+        c.received[DMUON_COLLECTIVE_REDUCE] += (R - 1) * P;
+        c.sent[DMUON_COLLECTIVE_REPLICATE] += (R - 1) * P;
+      } else if (column) {
+        c.sent[DMUON_COLLECTIVE_REDUCE] += P;
+        c.received[DMUON_COLLECTIVE_REPLICATE] += P;
+      }
+    }
+    return c;
+  }
+
+  void checkCounters(dmuon::Runtime &rt, const RunSpec &spec, int step) {
+    dmuon_comm_counters_t got = rt.commCounters();
+    dmuon_comm_counters_t want = rt.plannedCounters();
+    const dmuon_comm_counters_t mine = predict(spec.mode);
+    uint64_t total = 0;
+    for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k) {
+      total += want.sent[k] + want.received[k];
+      if (step == 0 && (want.sent[k] != mine.sent[k] || want.received[k] != mine.received[k]))
+        fail("[%s %s] %s: dmuon_runtime_planned_counters says sent %" PRIu64 " / received %" PRIu64
+             ", the param table and the accounting rule give %" PRIu64 " / %" PRIu64,
+             mesh_.text.c_str(), spec.label, kKinds[k], want.sent[k], want.received[k],
+             mine.sent[k], mine.received[k]);
+    }
+    if (step == 0 && gWorld > 1 && total == 0)
+      fail("[%s %s] the plan predicts no communication at all on %d ranks", mesh_.text.c_str(),
+           spec.label, gWorld);
+    if (step == 0 && gRank == 0) {
+      std::printf("[%s %s] rank 0 bytes per step (sent/received):", mesh_.text.c_str(),
+                  spec.label);
+      for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k)
+        std::printf(" %s %" PRIu64 "/%" PRIu64, kKinds[k], got.sent[k], got.received[k]);
+      std::printf("\n");
+    }
+    for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k) {
+      if (got.sent[k] != want.sent[k])
+        fail("[%s %s] step %d: %s bytes sent %" PRIu64 ", the plan predicts %" PRIu64,
+             mesh_.text.c_str(), spec.label, step, kKinds[k], got.sent[k], want.sent[k]);
+      if (got.received[k] != want.received[k])
+        fail("[%s %s] step %d: %s bytes received %" PRIu64 ", the plan predicts %" PRIu64,
+             mesh_.text.c_str(), spec.label, step, kKinds[k], got.received[k],
+             want.received[k]);
+    }
+  }
+
+  const dmuon::Plan &plan_;
+  tiny::Config cfg_;
+  Mesh mesh_;
+  tiny::PlanBinding binding_;
+  std::vector<dmuon_param_info_t> muon_;
+  int myShard_ = 0, myReplicate_ = 0;
+};
+
+// ------------------------------------------------------------ comparisons
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+void expectIdentical(const char *what, const Trajectory &a, const Trajectory &b,
+                     const std::string &mesh) {
+  const int before = gFailures;
+  int bad = 0;
+  for (size_t i = 0; i < a.losses.size() && i < b.losses.size(); ++i)
+    if (bits(a.losses[i]) != bits(b.losses[i])) {
+      if (bad++ < 3)
+        fail("[%s] %s: loss at step %zu differs: %.9g vs %.9g", mesh.c_str(), what, i,
+             static_cast<double>(a.losses[i]), static_cast<double>(b.losses[i]));
+    }
+  for (const auto &[name, va] : a.final) {
+    const std::vector<float> &vb = b.final.at(name);
+    size_t diff = 0, first = 0;
+    for (size_t i = 0; i < va.size(); ++i)
+      if (bits(va[i]) != bits(vb[i]) && diff++ == 0)
+        first = i;
+    if (diff)
+      fail("[%s] %s: %s differs in %zu of %zu elements after %d steps (first [%zu]: %.9g vs "
+           "%.9g)",
+           mesh.c_str(), what, name.c_str(), diff, va.size(), kSteps, first,
+           static_cast<double>(va[first]), static_cast<double>(vb[first]));
+  }
+  if (gFailures == before)
+    info("[%s] %s: bit-identical losses and params over %d steps", mesh.c_str(), what, kSteps);
+}
+
+void compareWithReference(const Trajectory &dist, const Trajectory &ref, const std::string &mesh) {
+  // Step 0: the same params and the same loss.
+  for (const auto &[name, v] : ref.initial)
+    if (dist.initial.at(name) != v)
+      fail("[%s] %s: gathered right after binding, differs from its initial values", mesh.c_str(),
+           name.c_str());
+  const double l0 = dist.losses[0], r0 = ref.losses[0];
+  const double lossErr = std::fabs(l0 - r0) / std::max(1e-30, std::fabs(r0));
+  if (lossErr > 1e-6)
+    fail("[%s] loss at step 0: distributed %.9g, reference %.9g (relative error %.3g)", mesh.c_str(),
+         l0, r0, lossErr);
+
+  double worst = 0;
+  std::string worstName;
+  for (const auto &[name, r] : ref.final) {
+    const std::vector<float> &d = dist.final.at(name);
+    double maxDiff = 0, maxAbs = 0;
+    for (size_t i = 0; i < r.size(); ++i) {
+      maxDiff = std::max(maxDiff, std::fabs(static_cast<double>(d[i]) - r[i]));
+      maxAbs = std::max(maxAbs, std::fabs(static_cast<double>(r[i])));
+    }
+    const double rel = maxDiff / std::max(maxAbs, 1e-30);
+    if (rel > worst) {
+      worst = rel;
+      worstName = name;
+    }
+    if (rel > kRelTol)
+      fail("[%s] %s after %d steps: relative error %.3g vs the single-process reference "
+           "(max abs diff %.3g, max abs value %.3g; tolerance %g)",
+           mesh.c_str(), name.c_str(), kSteps, rel, maxDiff, maxAbs, kRelTol);
+  }
+  info("[%s] vs single-process reference: loss step 0 %.6f (ref %.6f), step %d %.6f (ref %.6f); "
+       "worst param relative error %.3g (%s)",
+       mesh.c_str(), l0, r0, kSteps - 1, static_cast<double>(dist.losses.back()),
+       static_cast<double>(ref.losses.back()), worst, worstName.c_str());
+}
+
+// ------------------------------------------------------------- refusals
+void expectRefused(const std::string &path, dmuon_status_t want, const char *mustContain,
+                   const char *what) {
+  dmuon_plan_t plan = nullptr;
+  dmuon_status_t st = dmuon_plan_load_file(path.c_str(), &plan);
+  if (st != DMUON_SUCCESS) {
+    fail("%s: the plan '%s' does not even load: %s", what, path.c_str(), dmuon_last_error());
+    return;
+  }
+  MPI_Comm comm = MPI_COMM_WORLD;
+  dmuon_runtime_options_t opt = makeOptions(&comm, DMUON_MODE_FROM_PLAN, -1);
+  dmuon_runtime_t rt = nullptr;
+  st = dmuon_runtime_create(plan, &opt, &rt);
+  const std::string msg = dmuon_last_error();
+  if (st == DMUON_SUCCESS) {
+    fail("%s: dmuon_runtime_create accepted '%s'", what, path.c_str());
+    dmuon_runtime_destroy(rt);
+  } else {
+    if (st != want)
+      fail("%s: dmuon_runtime_create returned %s, expected %s (message: %s)", what,
+           dmuon_status_string(st), dmuon_status_string(want), msg.c_str());
+    if (rt != nullptr)
+      fail("%s: a failed dmuon_runtime_create left a runtime handle", what);
+    if (msg.empty())
+      fail("%s: no error message", what);
+    if (mustContain && msg.find(mustContain) == std::string::npos)
+      fail("%s: the message '%s' does not contain '%s'", what, msg.c_str(), mustContain);
+    if (st == want)
+      info("%s: refused with %s: %s", what, dmuon_status_string(st), msg.c_str());
+  }
+  dmuon_plan_destroy(plan);
+}
+
+// Calls out of order or with bad arguments fail with a status and a message
+// (and never abort); run on every rank alike, so no collective is left half
+// entered.
+void checkMisuse(const dmuon::Plan &plan, const tiny::Config &cfg, const std::string &mesh) {
+  const int before = gFailures;
+  MPI_Comm comm = MPI_COMM_WORLD;
+  dmuon_runtime_options_t opt = makeOptions(&comm, DMUON_MODE_Z3, 1);
+  dmuon_runtime_t rt = nullptr;
+  if (dmuon_runtime_create(plan.get(), &opt, &rt) != DMUON_SUCCESS) {
+    fail("[%s] misuse: dmuon_runtime_create failed: %s", mesh.c_str(), dmuon_last_error());
+    return;
+  }
+  auto expect = [&](dmuon_status_t got, dmuon_status_t want, const char *what) {
+    if (got != want)
+      fail("[%s] misuse: %s returned %s, expected %s (%s)", mesh.c_str(), what,
+           dmuon_status_string(got), dmuon_status_string(want), dmuon_runtime_last_error(rt));
+    else if (std::string(dmuon_runtime_last_error(rt)).empty())
+      fail("[%s] misuse: %s failed without a message", mesh.c_str(), what);
+  };
+  const std::vector<tiny::ParamSpec> specs = tiny::paramSpecs(cfg);
+  std::string muonName;
+  for (int i = 0; i < plan.numParams() && muonName.empty(); ++i)
+    if (plan.param(i).role == DMUON_ROLE_MUON)
+      muonName = plan.param(i).name;
+  std::vector<float> big(4096, 0.5f);
+
+  expect(dmuon_runtime_bind_param(rt, "no.such.param", big.data(), 4),
+         DMUON_ERROR_INVALID_ARGUMENT, "bind_param of an unknown name");
+  expect(dmuon_runtime_bind_param(rt, specs[1].name.c_str(), big.data(), specs[1].numel + 1),
+         DMUON_ERROR_INVALID_ARGUMENT, "bind_param with the wrong numel");
+  expect(dmuon_runtime_pre_forward(rt, 0), DMUON_ERROR_INVALID_STATE,
+         "pre_forward before every param is bound");
+  for (const tiny::ParamSpec &spec : specs) {
+    std::vector<float> v = tiny::initParam(cfg, spec, kSeed);
+    if (dmuon_runtime_bind_param(rt, spec.name.c_str(), v.data(), spec.numel) != DMUON_SUCCESS)
+      fail("[%s] misuse: bind_param('%s') failed after earlier refused calls: %s", mesh.c_str(),
+           spec.name.c_str(), dmuon_runtime_last_error(rt));
+  }
+  expect(dmuon_runtime_pre_forward(rt, plan.numHookGroups()), DMUON_ERROR_INVALID_ARGUMENT,
+         "pre_forward of a hook group out of range");
+  void *view = nullptr;
+  dmuon_status_t st = dmuon_runtime_param_view(rt, muonName.c_str(), &view);
+  if (st == DMUON_SUCCESS)
+    fail("[%s] misuse: param_view of Muon param '%s' outside its hook group's window succeeded",
+         mesh.c_str(), muonName.c_str());
+  float *grad = nullptr;
+  st = dmuon_runtime_grad_view(rt, muonName.c_str(), &grad);
+  if (st == DMUON_SUCCESS)
+    fail("[%s] misuse: grad_view of Muon param '%s' outside backward succeeded", mesh.c_str(),
+         muonName.c_str());
+  st = dmuon_runtime_param_view(rt, "embed.weight", &view);
+  if (st != DMUON_SUCCESS || view == nullptr)
+    fail("[%s] misuse: param_view of adamw param 'embed.weight' failed (%s)", mesh.c_str(),
+         dmuon_runtime_last_error(rt));
+  expect(dmuon_runtime_post_backward(rt, 0), DMUON_ERROR_INVALID_STATE,
+         "post_backward without pre_backward");
+  dmuon_runtime_destroy(rt);
+  dmuon_runtime_destroy(nullptr); // a no-op, as free(NULL)
+  if (gFailures == before)
+    info("[%s] misuse: bad names, sizes, indices and out-of-order calls fail with a status",
+         mesh.c_str());
+}
+
+int usage() {
+  if (gRank == 0)
+    std::fprintf(stderr, "usage: dmuon-mpi-test --plan PLAN --mesh G|RxG [--mp-plan PLAN] "
+                         "[--other-world-plan PLAN]\n");
+  return 2;
+}
+
+int runTests(int argc, char **argv) {
+  std::string planPath, meshText, mpPlan, otherWorldPlan;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string &out) {
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    bool ok = true;
+    if (a == "--plan")
+      ok = value(planPath);
+    else if (a == "--mesh")
+      ok = value(meshText);
+    else if (a == "--mp-plan")
+      ok = value(mpPlan);
+    else if (a == "--other-world-plan")
+      ok = value(otherWorldPlan);
+    else
+      ok = false;
+    if (!ok)
+      return usage();
+  }
+  if (planPath.empty() || meshText.empty())
+    return usage();
+  const Mesh mesh = parseMesh(meshText);
+  if (mesh.replicas * mesh.shards != gWorld) {
+    if (gRank == 0)
+      std::fprintf(stderr, "dmuon-mpi-test: --mesh %s needs %d ranks, running on %d\n",
+                   meshText.c_str(), mesh.replicas * mesh.shards, gWorld);
+    return 2;
+  }
+
+  // Plans the runtime must refuse.
+  if (!otherWorldPlan.empty())
+    expectRefused(otherWorldPlan, DMUON_ERROR_MISMATCH, nullptr, "plan for another world size");
+  if (!mpPlan.empty())
+    expectRefused(mpPlan, DMUON_ERROR_UNSUPPORTED, "not supported yet",
+                  "Muon params sharded on a model-parallel dim");
+
+  dmuon::Plan plan(planPath);
+  if (plan.worldSize() != gWorld) {
+    fail("the plan '%s' is for %d ranks, running on %d", planPath.c_str(), plan.worldSize(),
+         gWorld);
+    return 1;
+  }
+  tiny::Config cfg;
+  Distributed dist(plan, cfg, mesh);
+  dist.checkPlanOwners();
+  checkMisuse(plan, cfg, mesh.text);
+
+  const Trajectory ref = runReference(plan, cfg);
+
+  const RunSpec z3async{"z3/async", DMUON_MODE_Z3, 1, true};
+  const RunSpec z3sync{"z3/sync", DMUON_MODE_Z3, 0, true};
+  const RunSpec z2async{"z2/async", DMUON_MODE_Z2, 1, true};
+  const RunSpec z2sync{"z2/sync", DMUON_MODE_Z2, 0, true};
+  // Async without a synchronize between steps: the replicate broadcast really
+  // overlaps the next forward.
+  const RunSpec z3overlap{"z3/async, no synchronize between steps", DMUON_MODE_Z3, 1, false};
+  const RunSpec z2overlap{"z2/async, no synchronize between steps", DMUON_MODE_Z2, 1, false};
+
+  const Trajectory a = dist.run(z3async);
+  info("[%s] %s: %d steps, I1-I4 and byte counts checked after every step (%d failures so far)",
+       mesh.text.c_str(), z3async.label, kSteps, globalFailures());
+  compareWithReference(a, ref, mesh.text);
+
+  for (const RunSpec *spec : {&z3sync, &z2async, &z2sync, &z3overlap, &z2overlap}) {
+    const Trajectory b = dist.run(*spec);
+    std::string what = std::string(spec->label) + " vs " + z3async.label;
+    expectIdentical(what.c_str(), b, a, mesh.text);
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &gWorld);
+  int rc = 0;
+  try {
+    rc = runTests(argc, argv);
+  } catch (const std::exception &e) {
+    // An exception on one rank would leave the others in a collective.
+    std::fprintf(stderr, "rank %d: FAIL: exception: %s\n", gRank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  if (rc == 2) {
+    MPI_Finalize();
+    return 2;
+  }
+  const int failures = globalFailures();
+  if (gRank == 0)
+    std::printf("%s: %d failure(s) over %d ranks\n", failures ? "FAILED" : "PASSED", failures,
+                gWorld);
+  MPI_Finalize();
+  return failures ? 1 : rc;
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Installs the dmuon build into a temporary prefix and builds and runs an
+# out-of-tree consumer against it, via find_package(dmuon) and via pkg-config
+# (both through CMake and with a bare `cc $(pkg-config ...)`). Each consumer
+# loads a plan and prints its fingerprint, which must equal the one
+# `dmuon-plan --verify-only` reports.
+#
+# usage: run.sh BUILD_DIR PLAN DMUON_PLAN_TOOL
+set -euo pipefail
+
+build_dir=$1
+plan=$2
+dmuon_plan=$3
+here=$(cd "$(dirname "$0")" && pwd)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/dmuon-install.XXXXXX")
+cleanup() { rm -rf "$work"; }
+trap cleanup EXIT
+prefix=$work/prefix
+
+fail() { echo "install_consumer: FAIL: $*" >&2; exit 1; }
+
+echo "== cmake --install $build_dir --prefix $prefix"
+cmake --install "$build_dir" --prefix "$prefix" >"$work/install.log" || {
+  cat "$work/install.log" >&2
+  fail "cmake --install failed"
+}
+
+# What must be there.
+for f in include/dmuon/dmuon.h include/dmuon/dmuon.hpp; do
+  [ -f "$prefix/$f" ] || fail "missing $f"
+done
+lib=$(find "$prefix" -name 'libdmuon.so' | head -n1)
+[ -n "$lib" ] || fail "no libdmuon.so under $prefix"
+libdir=$(dirname "$lib")
+config=$(find "$prefix" -name dmuonConfig.cmake | head -n1)
+[ -n "$config" ] || fail "no dmuonConfig.cmake under $prefix"
+[ -f "$(dirname "$config")/dmuonConfigVersion.cmake" ] || fail "no dmuonConfigVersion.cmake"
+pc=$(find "$prefix" -name dmuon.pc | head -n1)
+[ -n "$pc" ] || fail "no dmuon.pc under $prefix"
+echo "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
+
+# The library exports only dmuon_* (plus the linker's own markers).
+others=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v -E '^(dmuon_|_init$|_fini$|_edata$|_end$|__bss_start$)' | grep -v '^DMUON' || true)
+[ -z "$others" ] || fail "libdmuon.so exports symbols other than dmuon_*: $(echo "$others" | head -5 | tr '\n' ' ')"
+
+# The fingerprint the consumers must print.
+want=$("$dmuon_plan" "$plan" --verify-only | sed -n 's/.*fingerprint \(0x[0-9a-f]*\).*/\1/p')
+[ -n "$want" ] || fail "dmuon-plan --verify-only printed no fingerprint"
+echo "expected fingerprint: $want"
+
+check_output() { # name, output
+  echo "$1: $2"
+  case "$2" in
+    *"fingerprint $want"*) ;;
+    *) fail "$1 printed '$2', expected fingerprint $want" ;;
+  esac
+}
+
+check_links_prefix() { # binary
+  local resolved
+  resolved=$(ldd "$1" | awk '/libdmuon\.so/ {print $3}')
+  case "$resolved" in
+    "$prefix"/*) ;;
+    *) fail "$1 resolves libdmuon.so to '$resolved', not into the install prefix" ;;
+  esac
+}
+
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+
+echo "== consumer via find_package(dmuon) and CMake's pkg-config module"
+export PKG_CONFIG_PATH=$(dirname "$pc")
+cmake -S "$here/consumer" -B "$work/build" "${generator[@]}" \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >"$work/configure.log" 2>&1 || {
+  cat "$work/configure.log" >&2
+  fail "configuring the consumer failed"
+}
+cmake --build "$work/build" >"$work/build.log" 2>&1 || {
+  cat "$work/build.log" >&2
+  fail "building the consumer failed"
+}
+# Both find libdmuon through the RUNPATH CMake gives them: no LD_LIBRARY_PATH.
+for exe in consumer_cpp consumer_c; do
+  check_links_prefix "$work/build/$exe"
+  check_output $exe "$(env -u LD_LIBRARY_PATH "$work/build/$exe" "$plan")"
+done
+
+echo "== consumer via a bare cc \$(pkg-config --cflags --libs dmuon)"
+version=$(pkg-config --modversion dmuon)
+echo "pkg-config: dmuon $version: $(pkg-config --cflags --libs dmuon)"
+# shellcheck disable=SC2046
+cc -std=c99 -Wall -Werror "$here/consumer/consumer.c" -o "$work/consumer_pc" $(pkg-config --cflags --libs dmuon)
+LD_LIBRARY_PATH=$libdir check_links_prefix "$work/consumer_pc"
+check_output consumer_pc "$(LD_LIBRARY_PATH=$libdir "$work/consumer_pc" "$plan")"
+
+echo "install_consumer: OK"

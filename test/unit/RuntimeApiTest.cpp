@@ -1,0 +1,242 @@
+// The C ABI on one rank: plan loading errors, option checks, call-order
+// errors (the runtime stays usable after each), and one step's numerics.
+#include "dmuon/dmuon.h"
+#include "dmuon/plan_generated.h"
+#include "kernels/cpu/MuonKernels.h"
+#include "plan/PlanFile.h"
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string planPath(const std::string &mesh) {
+  return std::string(DMUON_TINY_PLAN_DIR) + "/tiny-" + mesh + ".plan";
+}
+
+std::vector<uint8_t> readBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+dmuon_status_t loadBuffer(const std::vector<uint8_t> &bytes, dmuon_plan_t *plan) {
+  return dmuon_plan_load_buffer(bytes.data(), bytes.size(), plan);
+}
+
+std::string lastError() { return dmuon_last_error(); }
+
+dmuon_runtime_options_t mpiOptions() {
+  static MPI_Comm world = MPI_COMM_WORLD;
+  dmuon_runtime_options_t o;
+  dmuon_runtime_options_init(&o);
+  o.backend = DMUON_BACKEND_MPI;
+  o.communicator = &world;
+  return o;
+}
+
+} // namespace
+
+TEST(PlanLoad, MissingFileNamesThePath) {
+  dmuon_plan_t plan = nullptr;
+  EXPECT_EQ(dmuon_plan_load_file("/nonexistent/x.plan", &plan), DMUON_ERROR_IO);
+  EXPECT_EQ(plan, nullptr);
+  EXPECT_NE(lastError().find("'/nonexistent/x.plan'"), std::string::npos) << lastError();
+}
+
+TEST(PlanLoad, TruncatedFlippedNewerMajorEachHaveTheirOwnMessage) {
+  std::vector<uint8_t> good = readBytes(planPath("1"));
+  ASSERT_GT(good.size(), 100u);
+  dmuon_plan_t plan = nullptr;
+  ASSERT_EQ(loadBuffer(good, &plan), DMUON_SUCCESS) << lastError();
+  dmuon_plan_destroy(plan);
+
+  std::vector<uint8_t> truncated(good.begin(), good.begin() + good.size() / 2);
+  EXPECT_EQ(loadBuffer(truncated, &plan), DMUON_ERROR_INVALID_PLAN);
+  std::string truncMsg = lastError();
+
+  std::vector<uint8_t> flipped = good;
+  flipped[flipped.size() / 2] ^= 0x5a;
+  EXPECT_EQ(loadBuffer(flipped, &plan), DMUON_ERROR_INVALID_PLAN);
+  std::string flipMsg = lastError();
+
+  std::vector<uint8_t> newer = good;
+  ASSERT_TRUE(dmuon::plan::GetMutablePlan(newer.data())->mutate_format_major(2));
+  ASSERT_TRUE(dmuon::planfile::stampFingerprint(newer.data(), newer.size()));
+  EXPECT_EQ(loadBuffer(newer, &plan), DMUON_ERROR_INVALID_PLAN);
+  std::string newerMsg = lastError();
+
+  EXPECT_NE(newerMsg.find("newer than this reader"), std::string::npos) << newerMsg;
+  EXPECT_NE(truncMsg, flipMsg);
+  EXPECT_NE(truncMsg, newerMsg);
+  EXPECT_NE(flipMsg, newerMsg);
+}
+
+TEST(RuntimeCreate, PlanForAnotherWorldSizeIsAMismatch) {
+  dmuon_plan_t plan = nullptr;
+  ASSERT_EQ(dmuon_plan_load_file(planPath("4").c_str(), &plan), DMUON_SUCCESS) << lastError();
+  dmuon_runtime_options_t o = mpiOptions();
+  dmuon_runtime_t rt = nullptr;
+  EXPECT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_ERROR_MISMATCH);
+  EXPECT_EQ(rt, nullptr);
+  EXPECT_NE(lastError().find("plan for 4 ranks but the communicator has 1"), std::string::npos)
+      << lastError();
+  dmuon_plan_destroy(plan);
+}
+
+TEST(RuntimeCreate, OptionsAreChecked) {
+  dmuon_plan_t plan = nullptr;
+  ASSERT_EQ(dmuon_plan_load_file(planPath("1").c_str(), &plan), DMUON_SUCCESS) << lastError();
+  dmuon_runtime_t rt = nullptr;
+
+  dmuon_runtime_options_t raw{};
+  EXPECT_EQ(dmuon_runtime_create(plan, &raw, &rt), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("dmuon_runtime_options_init"), std::string::npos);
+
+  dmuon_runtime_options_t o = mpiOptions();
+  o.version = 99;
+  EXPECT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("newer"), std::string::npos);
+
+  o = mpiOptions();
+  o.communicator = nullptr;
+  EXPECT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("communicator"), std::string::npos);
+
+  o = mpiOptions();
+  o.backend = DMUON_BACKEND_NCCL;
+  EXPECT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_ERROR_UNSUPPORTED);
+  EXPECT_EQ(rt, nullptr);
+  dmuon_plan_destroy(plan);
+}
+
+class OneRank : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_EQ(dmuon_plan_load_file(planPath("1").c_str(), &plan), DMUON_SUCCESS) << lastError();
+    dmuon_runtime_options_t o = mpiOptions();
+    ASSERT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_SUCCESS) << lastError();
+  }
+  void TearDown() override {
+    dmuon_runtime_destroy(rt);
+    dmuon_plan_destroy(plan);
+  }
+  void bindAll(float value) {
+    for (int i = 0; i < dmuon_plan_num_params(plan); ++i) {
+      dmuon_param_info_t info;
+      ASSERT_EQ(dmuon_plan_param_info(plan, i, &info), DMUON_SUCCESS);
+      std::vector<float> v(info.numel, value);
+      ASSERT_EQ(dmuon_runtime_bind_param(rt, info.name, v.data(), info.numel), DMUON_SUCCESS)
+          << dmuon_runtime_last_error(rt);
+    }
+  }
+  std::string err() { return dmuon_runtime_last_error(rt); }
+
+  dmuon_plan_t plan = nullptr;
+  dmuon_runtime_t rt = nullptr;
+};
+
+TEST_F(OneRank, BindingErrorsNameTheParam) {
+  std::vector<float> v(7);
+  EXPECT_EQ(dmuon_runtime_bind_param(rt, "nope.weight", v.data(), 7), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("no param named 'nope.weight'"), std::string::npos) << err();
+  EXPECT_EQ(dmuon_runtime_bind_param(rt, "layers.0.fc1.weight", v.data(), 7),
+            DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("got 7 values but the plan's shape has 2048"), std::string::npos) << err();
+  EXPECT_EQ(dmuon_runtime_pre_forward(rt, 0), DMUON_ERROR_INVALID_STATE);
+  EXPECT_NE(err().find("is not bound"), std::string::npos) << err();
+}
+
+TEST_F(OneRank, CallsOutOfOrderAreRefusedAndTheRuntimeStaysUsable) {
+  bindAll(0.01f);
+  const int n = dmuon_plan_num_hook_groups(plan);
+  ASSERT_GT(n, 1);
+  EXPECT_EQ(dmuon_runtime_step(rt), DMUON_ERROR_INVALID_STATE);
+  EXPECT_EQ(dmuon_runtime_pre_forward(rt, n), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("out of range"), std::string::npos) << err();
+  void *view = nullptr;
+  EXPECT_EQ(dmuon_runtime_param_view(rt, "layers.0.fc1.weight", &view), DMUON_ERROR_INVALID_STATE);
+
+  ASSERT_EQ(dmuon_runtime_pre_forward(rt, 0), DMUON_SUCCESS) << err();
+  EXPECT_EQ(dmuon_runtime_pre_forward(rt, 0), DMUON_ERROR_INVALID_STATE);
+  EXPECT_NE(err().find("called twice"), std::string::npos) << err();
+  EXPECT_EQ(dmuon_runtime_param_view(rt, "layers.0.fc1.weight", &view), DMUON_SUCCESS) << err();
+  EXPECT_FLOAT_EQ(static_cast<float *>(view)[0], 0.01f);
+  EXPECT_EQ(dmuon_runtime_pre_backward(rt, 0), DMUON_ERROR_INVALID_STATE);
+  for (int g = 0; g < n; ++g) {
+    if (g > 0) {
+      ASSERT_EQ(dmuon_runtime_pre_forward(rt, g), DMUON_SUCCESS) << err();
+    }
+    ASSERT_EQ(dmuon_runtime_post_forward(rt, g), DMUON_SUCCESS) << err();
+  }
+  ASSERT_EQ(dmuon_runtime_pre_backward(rt, n - 1), DMUON_SUCCESS) << err();
+  ASSERT_EQ(dmuon_runtime_post_backward(rt, n - 1), DMUON_SUCCESS) << err();
+  EXPECT_EQ(dmuon_runtime_step(rt), DMUON_ERROR_INVALID_STATE);
+  EXPECT_NE(err().find("before post_backward of hook group"), std::string::npos) << err();
+  for (int g = n - 2; g >= 0; --g) {
+    ASSERT_EQ(dmuon_runtime_pre_backward(rt, g), DMUON_SUCCESS) << err();
+    ASSERT_EQ(dmuon_runtime_post_backward(rt, g), DMUON_SUCCESS) << err();
+  }
+  EXPECT_EQ(dmuon_runtime_step(rt), DMUON_SUCCESS) << err();
+  EXPECT_EQ(dmuon_runtime_bind_param(rt, "layers.0.fc1.weight", nullptr, 0),
+            DMUON_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(OneRank, OneStepEqualsTheKernelOnTheGivenGradient) {
+  const char *name = "layers.1.fc2.weight"; // [32, 64]
+  int index;
+  ASSERT_EQ(dmuon_plan_find_param(plan, name, &index), DMUON_SUCCESS);
+  dmuon_param_info_t info;
+  ASSERT_EQ(dmuon_plan_param_info(plan, index, &info), DMUON_SUCCESS);
+  std::vector<float> init(info.numel), grad(info.numel);
+  for (int64_t k = 0; k < info.numel; ++k) {
+    init[k] = std::sin(0.1f * k);
+    grad[k] = std::cos(0.37f * k);
+  }
+  bindAll(0.0f);
+  ASSERT_EQ(dmuon_runtime_bind_param(rt, name, init.data(), info.numel), DMUON_SUCCESS);
+
+  const int n = dmuon_plan_num_hook_groups(plan);
+  for (int g = 0; g < n; ++g) {
+    ASSERT_EQ(dmuon_runtime_pre_forward(rt, g), DMUON_SUCCESS) << err();
+    ASSERT_EQ(dmuon_runtime_post_forward(rt, g), DMUON_SUCCESS) << err();
+  }
+  for (int g = n - 1; g >= 0; --g) {
+    ASSERT_EQ(dmuon_runtime_pre_backward(rt, g), DMUON_SUCCESS) << err();
+    if (g == info.hook_group) {
+      float *gv = nullptr;
+      ASSERT_EQ(dmuon_runtime_grad_view(rt, name, &gv), DMUON_SUCCESS) << err();
+      std::copy(grad.begin(), grad.end(), gv);
+    }
+    ASSERT_EQ(dmuon_runtime_post_backward(rt, g), DMUON_SUCCESS) << err();
+  }
+  ASSERT_EQ(dmuon_runtime_finish_backward(rt), DMUON_SUCCESS) << err();
+  dmuon_param_state_t st;
+  ASSERT_EQ(dmuon_runtime_param_state(rt, name, &st), DMUON_SUCCESS);
+  EXPECT_TRUE(st.is_owner && st.has_owned_data && st.has_reduced_grad && st.has_momentum);
+  ASSERT_EQ(dmuon_runtime_step(rt), DMUON_SUCCESS) << err();
+  ASSERT_EQ(dmuon_runtime_param_state(rt, name, &st), DMUON_SUCCESS);
+  EXPECT_FALSE(st.has_reduced_grad);
+
+  std::vector<float> expect = init, momentum(info.numel, 0.0f);
+  dmuon::kernels::NsWorkspace ws;
+  dmuon::kernels::muonStep(expect.data(), momentum.data(), grad.data(), 1, info.shape[0],
+                           info.shape[1], dmuon::kernels::MuonHyper{}, ws);
+  std::vector<float> got(info.numel);
+  ASSERT_EQ(dmuon_runtime_gather_param(rt, name, got.data(), info.numel), DMUON_SUCCESS) << err();
+  EXPECT_EQ(got, expect); // same kernel, same inputs: bit-identical
+  EXPECT_GT(dmuon_runtime_ns_flops(rt), 0.0);
+}
+
+int main(int argc, char **argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  MPI_Init(&argc, &argv);
+  int rc = RUN_ALL_TESTS();
+  MPI_Finalize();
+  return rc;
+}
