@@ -20,6 +20,14 @@ install(TARGETS dmuon
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
+# The NCCL backend plugin (built only with CUDA and NCCL): libdmuon dlopens it
+# from its own directory, so it goes beside libdmuon.so. A MODULE, not part of
+# the exported package.
+if(TARGET dmuon-nccl)
+  install(TARGETS dmuon-nccl
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
+endif()
+
 install(FILES
   ${PROJECT_SOURCE_DIR}/include/dmuon/dmuon.h
   ${PROJECT_SOURCE_DIR}/include/dmuon/dmuon.hpp

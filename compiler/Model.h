@@ -9,6 +9,7 @@
 #include "llvm/Support/SMLoc.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -132,6 +133,9 @@ struct OptimizerDefaults {
          adamwWeightDecay = 0.0;
 };
 
+// What the partition balances (plan.fbs CostModel).
+enum class CostModel : uint8_t { Flops = 0, Table = 1 };
+
 struct Options {
   Mode mode = Mode::Z3;
   bool replicateAsync = true;
@@ -140,6 +144,10 @@ struct Options {
   std::string muonInclude, muonExclude;
   int alignment = 256;
   OptimizerDefaults optimizer;
+  CostModel costModel = CostModel::Flops;
+  std::string costTablePath; // --cost-table, as given
+  // Measured NS seconds per (rows, cols), loaded from costTablePath.
+  std::map<std::pair<int64_t, int64_t>, double> costTable;
 };
 
 struct PlanModel {

@@ -1,5 +1,6 @@
 #include "Pipeline.h"
 
+#include "CostTable.h"
 #include "Passes.h"
 
 #include "llvm/Support/Timer.h"
@@ -30,6 +31,9 @@ bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &dia
 
   model.source = opts.input;
   if (!parseMesh(opts.mesh, model.mesh, diags))
+    return false;
+  if (model.options.costModel == CostModel::Table &&
+      !loadCostTable(model.options.costTablePath, diags, model.options.costTable))
     return false;
   {
     llvm::NamedRegionTimer t("frontend", "Parse the input model", "dmuonc",

@@ -106,8 +106,10 @@ Offset<fb::Options> Writer::writeOptions() {
   auto hook = optString(o.hookBoundary);
   auto inc = optString(o.muonInclude);
   auto exc = optString(o.muonExclude);
+  auto table = optString(o.costTablePath);
   return fb::CreateOptions(b_, static_cast<fb::Mode>(o.mode), o.replicateAsync,
-                           o.smallParamThreshold, hook, inc, exc, o.alignment, opt);
+                           o.smallParamThreshold, hook, inc, exc, o.alignment, opt,
+                           static_cast<fb::CostModel>(o.costModel), table);
 }
 
 Offset<fb::Param> Writer::writeParam(const Param &p) {

@@ -1,12 +1,15 @@
 // partition (spec 000 §3.1): units -> global LPT over all G*R owner slots ->
 // owner slot per unit. Small params of one layer merge into one unit; units
 // of one layer prefer distinct slots; a bounded refinement follows LPT.
+#include "CostTable.h"
 #include "Passes.h"
 #include "passes/LowerBound.h"
 #include "passes/Partitioner.h"
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
 #include <unordered_map>
 
 namespace dmuon {
@@ -72,19 +75,38 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
 
   // Costs and layers; the lower bound is for the per-parameter problem, so
   // merging small params can only show up as a worse max/LB, never hide.
+  // Param::cost is always NS flops (the runtime counts them); what the
+  // partition balances is the cost model's: flops, or measured seconds.
+  const bool measured = model.options.costModel == CostModel::Table;
   std::map<std::string, int> layerIds;
   std::vector<int> muonParams;
-  std::vector<double> paramCosts;
+  std::vector<double> paramCosts;             // per entry of muonParams
+  std::vector<double> pcost(model.params.size(), 0.0); // partition cost per param
+  std::set<std::pair<int64_t, int64_t>> missing;
   for (size_t i = 0; i < model.params.size(); ++i) {
     Param &p = model.params[i];
     if (p.role != Role::Muon)
       continue;
     p.layer = defaultLayerOf(p.name);
     p.cost = static_cast<double>(p.batch) * nsFlops(p.rows, p.cols, steps);
+    pcost[i] = p.cost;
+    if (measured) {
+      std::optional<double> sec = lookupCost(model.options.costTable, p.rows, p.cols);
+      if (!sec) {
+        if (missing.insert({p.rows, p.cols}).second)
+          diags.fileError(model.options.costTablePath,
+                          "no measured time for shape " + std::to_string(p.rows) + "x" +
+                              std::to_string(p.cols) + " (param '" + p.name + "')");
+        continue;
+      }
+      pcost[i] = static_cast<double>(p.batch) * *sec;
+    }
     layerIds.try_emplace(p.layer, static_cast<int>(layerIds.size()));
     muonParams.push_back(static_cast<int>(i));
-    paramCosts.push_back(p.cost);
+    paramCosts.push_back(pcost[i]);
   }
+  if (diags.hasErrors())
+    return false;
   const int slots = static_cast<int>(mesh.numSlots());
   LowerBound lb = strongLowerBound(paramCosts, slots);
 
@@ -109,7 +131,8 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
       int unit = -1;
       if (p.numElements() < model.options.smallParamThreshold) {
         auto it = openSmall.find(p.layer);
-        if (it != openSmall.end() && cap > 0 && a.units[it->second].cost + p.cost > cap &&
+        if (it != openSmall.end() && cap > 0 &&
+            a.units[it->second].cost + pcost[muonParams[k]] > cap &&
             !a.units[it->second].params.empty())
           openSmall.erase(it), it = openSmall.end();
         if (it == openSmall.end()) {
@@ -133,7 +156,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
       }
       a.unitOfParam.push_back(unit);
       a.units[unit].params.push_back(muonParams[k]);
-      a.units[unit].cost += p.cost;
+      a.units[unit].cost += pcost[muonParams[k]];
     }
     // Chunks after a layer's first are named <layer>:small.<n>.
     std::unordered_map<std::string, int> chunks;
@@ -169,10 +192,12 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
       popts = soft;
     }
   }
-  double smallest = 0; // the largest small param: a smaller cap splits no more
+  // The cheapest small param: below it a cap splits no more (every small
+  // param is its own unit).
+  double smallest = 0;
   for (int i : muonParams)
-    if (model.params[i].numElements() < model.options.smallParamThreshold)
-      smallest = std::max(smallest, model.params[i].cost);
+    if (model.params[i].numElements() < model.options.smallParamThreshold && pcost[i] > 0)
+      smallest = smallest == 0 ? pcost[i] : std::min(smallest, pcost[i]);
   double cap = lb.value / 4;
   size_t prevUnits = best.units.size();
   for (int round = 0; round < 4 && best.result.maxLoad > kTarget * lb.value && smallest > 0;

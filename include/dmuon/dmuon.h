@@ -75,6 +75,22 @@ DMUON_API int dmuon_plan_num_hook_groups(dmuon_plan_t plan);
 /* The name of hook group `index` (valid while the plan lives). */
 DMUON_API const char *dmuon_plan_hook_group_name(dmuon_plan_t plan, int index);
 
+#define DMUON_MAX_MESH_DIMS 8
+
+typedef struct dmuon_mesh_info {
+  int ndim;
+  const char *dim_names[DMUON_MAX_MESH_DIMS]; /* valid while the plan lives */
+  int dim_sizes[DMUON_MAX_MESH_DIMS];
+  int shard_dim;     /* index of dp_shard, -1 if absent */
+  int replicate_dim; /* index of dp_replicate, -1 if absent */
+  int num_shards;    /* G */
+  int num_replicas;  /* R */
+  int world_size;
+} dmuon_mesh_info_t;
+
+/* The plan's mesh; a rank's coordinate is row-major over dim_sizes. */
+DMUON_API dmuon_status_t dmuon_plan_mesh(dmuon_plan_t plan, dmuon_mesh_info_t *out_mesh);
+
 typedef enum dmuon_role { DMUON_ROLE_ADAMW = 0, DMUON_ROLE_MUON = 1 } dmuon_role_t;
 typedef enum dmuon_dtype {
   DMUON_DTYPE_F32 = 0,

@@ -45,6 +45,11 @@ public:
   int numParams() const { return dmuon_plan_num_params(plan_); }
   int numHookGroups() const { return dmuon_plan_num_hook_groups(plan_); }
   std::string hookGroupName(int g) const { return dmuon_plan_hook_group_name(plan_, g); }
+  dmuon_mesh_info_t mesh() const {
+    dmuon_mesh_info_t m;
+    check(dmuon_plan_mesh(plan_, &m));
+    return m;
+  }
   dmuon_param_info_t param(int index) const {
     dmuon_param_info_t info;
     check(dmuon_plan_param_info(plan_, index, &info));

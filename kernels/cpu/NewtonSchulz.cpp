@@ -13,6 +13,7 @@
 // untransposed matrix it writes straight into `out`.
 #include "kernels/cpu/MuonKernels.h"
 #include "kernels/cpu/NsScratch.h"
+#include "kernels/NsCoefficients.h"
 
 #include <cblas.h>
 
@@ -23,38 +24,6 @@
 
 namespace dmuon::kernels {
 namespace {
-
-struct Coeffs {
-  double a, b, c;
-};
-
-// Keller Jordan's quintic, used unchanged on every iteration (torch.optim.Muon
-// defaults).
-constexpr Coeffs kOriginal = {3.4445, -4.7750, 2.0315};
-
-// The Polar Express degree-5 coefficient sets, one per iteration, as given in
-// Algorithm 1 of N. Amsel, D. Persson, C. Musco, R. M. Gower, "The Polar
-// Express: Optimal Matrix Sign Methods and Their Application to the Muon
-// Algorithm", arXiv:2505.16932 (2025). Iterations past the last set reuse it
-// (the optimal polynomials have converged numerically to (15x-10x^3+3x^5)/8).
-constexpr Coeffs kPolarExpress[] = {
-    {8.28721201814563, -23.595886519098837, 17.300387312530933},
-    {4.107059111542203, -2.9478499167379106, 0.5448431082926601},
-    {3.9486908534822946, -2.908902115962949, 0.5518191394370137},
-    {3.3184196573706015, -2.488488024314874, 0.51004894012372},
-    {2.300652019954817, -1.6689039845747493, 0.4188073119525673},
-    {1.891301407787398, -1.2679958271945868, 0.37680408948524835},
-    {1.8750014808534479, -1.2500016453999487, 0.3750001645474248},
-    {1.875, -1.25, 0.375},
-};
-constexpr int kPolarExpressCount = static_cast<int>(sizeof(kPolarExpress) / sizeof(kPolarExpress[0]));
-
-// The paper's safety factor (Section 4.4 / Algorithm 1), for stability in low
-// precision: every set but the last becomes p(x/1.01), i.e. (a/1.01,
-// b/1.01^3, c/1.01^5), and the input is normalized by 1.01*||G||_F + 1e-7
-// instead of ||G||_F + 1e-7. We keep both so that results match the
-// reference algorithm.
-constexpr double kPolarExpressSafety = 1.01;
 
 // out (cols x rows) = in (rows x cols)^T * scale, both row-major; tiled so
 // that both sides stay in cache.
@@ -73,27 +42,18 @@ void transposeScaled(const float *in, float *out, int64_t rows, int64_t cols, fl
 
 } // namespace
 
+// The coefficient tables and the Polar Express safety factor live in
+// kernels/NsCoefficients.h, shared with the CUDA kernels.
 int nsCoefficientCount(NsCoefficients set) {
-  return set == NsCoefficients::PolarExpress ? kPolarExpressCount : 1;
+  return ns::coefficientCount(set == NsCoefficients::PolarExpress);
 }
 
 float nsNormScale(NsCoefficients set) {
-  return set == NsCoefficients::PolarExpress ? static_cast<float>(kPolarExpressSafety) : 1.0f;
+  return ns::normScale(set == NsCoefficients::PolarExpress);
 }
 
 void nsCoefficients(NsCoefficients set, int iteration, float &a, float &b, float &c) {
-  if (set != NsCoefficients::PolarExpress) {
-    a = static_cast<float>(kOriginal.a);
-    b = static_cast<float>(kOriginal.b);
-    c = static_cast<float>(kOriginal.c);
-    return;
-  }
-  const int i = std::clamp(iteration, 0, kPolarExpressCount - 1);
-  const Coeffs &k = kPolarExpress[i];
-  const double s = i == kPolarExpressCount - 1 ? 1.0 : kPolarExpressSafety;
-  a = static_cast<float>(k.a / s);
-  b = static_cast<float>(k.b / (s * s * s));
-  c = static_cast<float>(k.c / (s * s * s * s * s));
+  ns::coefficients(set == NsCoefficients::PolarExpress, iteration, a, b, c);
 }
 
 int64_t nsWorkspaceFloats(int64_t rows, int64_t cols) {

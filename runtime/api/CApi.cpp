@@ -5,6 +5,8 @@
 #include "backends/mpi/MpiBackend.h"
 #include "core/Executor.h"
 #include "core/LoadedPlan.h"
+#include "devices/CpuDevice.h"
+#include "plugins/NcclPlugin.h"
 #include "plan/PlanFile.h"
 
 #include <cmath>
@@ -187,6 +189,29 @@ dmuon_status_t dmuon_plan_param_info(dmuon_plan_t plan, int index, dmuon_param_i
   });
 }
 
+dmuon_status_t dmuon_plan_mesh(dmuon_plan_t plan, dmuon_mesh_info_t *out) {
+  return guarded(nullptr, [&]() -> Status {
+    if (!plan || !out)
+      return dmuon::rt::invalidArgument("dmuon_plan_mesh: plan or out_mesh is null");
+    const dmuon::plan::Mesh &m = *plan->plan->root().mesh();
+    if (m.dims()->size() > DMUON_MAX_MESH_DIMS)
+      return dmuon::rt::unsupported("the plan's mesh has more than " +
+                                    std::to_string(DMUON_MAX_MESH_DIMS) + " dims");
+    std::memset(out, 0, sizeof *out);
+    out->ndim = static_cast<int>(m.dims()->size());
+    for (int d = 0; d < out->ndim; ++d) {
+      out->dim_names[d] = m.dims()->Get(d)->name()->c_str();
+      out->dim_sizes[d] = m.dims()->Get(d)->size();
+    }
+    out->shard_dim = m.shard_dim();
+    out->replicate_dim = m.replicate_dim();
+    out->num_shards = m.num_shards();
+    out->num_replicas = m.num_replicas();
+    out->world_size = m.world_size();
+    return Status::ok();
+  });
+}
+
 dmuon_status_t dmuon_plan_find_param(dmuon_plan_t plan, const char *name, int *out_index) {
   return guarded(nullptr, [&]() -> Status {
     if (!plan || !name || !out_index)
@@ -237,18 +262,22 @@ dmuon_status_t dmuon_runtime_create(dmuon_plan_t plan, const dmuon_runtime_optio
       return dmuon::rt::invalidArgument("options.mode " + std::to_string(options->mode) +
                                         " is not a dmuon_mode_t");
     std::unique_ptr<dmuon::rt::Backend> backend;
+    std::unique_ptr<dmuon::rt::Device> device;
     switch (options->backend) {
     case DMUON_BACKEND_MPI:
       DMUON_RETURN_IF_ERROR(dmuon::rt::createMpiBackend(options->communicator, backend));
+      device = dmuon::rt::createCpuDevice();
       break;
     case DMUON_BACKEND_NCCL:
-      return dmuon::rt::unsupported("this libdmuon was built without the NCCL backend");
+      DMUON_RETURN_IF_ERROR(dmuon::rt::createNcclFromPlugin(*options, backend, device));
+      break;
     default:
       return dmuon::rt::invalidArgument("options.backend " + std::to_string(options->backend) +
                                         " is not a dmuon_backend_t");
     }
     std::unique_ptr<Executor> ex;
-    DMUON_RETURN_IF_ERROR(Executor::create(*plan->plan, *options, std::move(backend), ex));
+    DMUON_RETURN_IF_ERROR(
+        Executor::create(*plan->plan, *options, std::move(backend), std::move(device), ex));
     *out_runtime = new dmuon_runtime{std::move(ex), {}};
     return Status::ok();
   });

@@ -45,6 +45,33 @@ public:
                            RequestId &out) = 0;
   virtual Status allReduceSum(CommGroup g, float *data, size_t count, RequestId &out) = 0;
   virtual Status wait(RequestId id) = 0;
+
+  // Collectives issued between beginGroup and endGroup may be launched as
+  // one (ncclGroupStart/End); their requests complete after endGroup.
+  virtual Status beginGroup() { return Status::ok(); }
+  virtual Status endGroup() { return Status::ok(); }
+};
+
+// Closes a collective group on every path out of a scope.
+class CollectiveGroup {
+public:
+  explicit CollectiveGroup(Backend &b) : backend_(b), status_(b.beginGroup()) {}
+  CollectiveGroup(const CollectiveGroup &) = delete;
+  CollectiveGroup &operator=(const CollectiveGroup &) = delete;
+  ~CollectiveGroup() {
+    if (!closed_)
+      (void)backend_.endGroup();
+  }
+  const Status &opened() const { return status_; }
+  Status close() {
+    closed_ = true;
+    return backend_.endGroup();
+  }
+
+private:
+  Backend &backend_;
+  Status status_;
+  bool closed_ = false;
 };
 
 } // namespace dmuon::rt

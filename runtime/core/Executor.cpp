@@ -1,6 +1,5 @@
 #include "core/Executor.h"
 
-#include "core/Precision.h"
 #include "plan/PlanFile.h"
 
 #include <cmath>
@@ -25,9 +24,11 @@ std::string groupLabel(const std::string &name, int g) {
 // ------------------------------------------------------------------ set-up
 
 Status Executor::create(const LoadedPlan &plan, const dmuon_runtime_options_t &options,
-                        std::unique_ptr<Backend> backend, std::unique_ptr<Executor> &out) {
+                        std::unique_ptr<Backend> backend, std::unique_ptr<Device> device,
+                        std::unique_ptr<Executor> &out) {
   std::unique_ptr<Executor> ex(new Executor());
   ex->backend_ = std::move(backend);
+  ex->device_ = std::move(device);
   DMUON_RETURN_IF_ERROR(ex->init(plan, options));
   out = std::move(ex);
   return Status::ok();
@@ -119,9 +120,7 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &o) 
   planNsSteps_ = od ? od->ns_steps() : 5;
   muon_.nsSteps = o.ns_steps < 0 ? planNsSteps_ : o.ns_steps;
   muon_.matchRmsAdamW = od && od->lr_scale() == fbp::LrScale::match_rms_adamw;
-  muon_.coefficients = od && od->ns_coefficients() == fbp::NsCoefficients::polar_express
-                           ? dmuon::kernels::NsCoefficients::PolarExpress
-                           : dmuon::kernels::NsCoefficients::Original;
+  muon_.polarExpress = od && od->ns_coefficients() == fbp::NsCoefficients::polar_express;
   adamw_.lr = static_cast<float>(pick(o.adamw_lr, od ? od->adamw_lr() : 1e-3));
   adamw_.beta1 = static_cast<float>(pick(o.adamw_beta1, od ? od->adamw_beta1() : 0.9));
   adamw_.beta2 = static_cast<float>(pick(o.adamw_beta2, od ? od->adamw_beta2() : 0.999));
@@ -135,7 +134,7 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &o) 
   // Params, hook groups and segments, from the plan's layout.
   const auto *units = root.units();
   params_.resize(plan.numParams());
-  size_t adamwElements = 0;
+  size_t adamwElements = 0; // adamw grads share one buffer: one all-reduce
   for (int i = 0; i < plan.numParams(); ++i) {
     const fbp::Param &pp = plan.param(i);
     ParamRt &p = params_[i];
@@ -158,7 +157,8 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &o) 
       adamwParams_.push_back(i);
     }
   }
-  adamwGrad_.assign(adamwElements, 0.0f);
+  adamwElements_ = adamwElements;
+  DMUON_RETURN_IF_ERROR(adamwGrad_.allocate(*device_, adamwElements * sizeof(float)));
 
   const auto *hgs = root.hook_groups();
   groups_.resize(hgs ? hgs->size() : 0);
@@ -220,16 +220,20 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
                            " values but the plan's shape has " + std::to_string(p.numel));
   if (started_)
     return invalidState("bind_param('" + name + "') after training started");
+  const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
   if (p.muon) {
     // I2: the owner's whole shard column keeps the fp32 master; others nothing.
-    if (p.keepsMaster)
-      p.master.assign(values, values + numel);
+    if (p.keepsMaster) {
+      DMUON_RETURN_IF_ERROR(p.master.allocate(*device_, bytes));
+      DMUON_RETURN_IF_ERROR(device_->upload(p.master.bytes(), values, bytes));
+    }
     if (p.isOwner)
-      p.momentum.assign(static_cast<size_t>(numel), 0.0f);
+      DMUON_RETURN_IF_ERROR(p.momentum.allocate(*device_, bytes));
   } else {
-    p.value.assign(values, values + numel);
-    p.adamM.assign(static_cast<size_t>(numel), 0.0f);
-    p.adamV.assign(static_cast<size_t>(numel), 0.0f);
+    DMUON_RETURN_IF_ERROR(p.value.allocate(*device_, bytes));
+    DMUON_RETURN_IF_ERROR(device_->upload(p.value.bytes(), values, bytes));
+    DMUON_RETURN_IF_ERROR(p.adamM.allocate(*device_, bytes));
+    DMUON_RETURN_IF_ERROR(p.adamV.allocate(*device_, bytes));
   }
   p.bound = true;
   return Status::ok();
@@ -242,7 +246,7 @@ Status Executor::paramView(const std::string &name, void **out) {
   if (!p.muon) {
     if (!p.bound)
       return invalidState("param '" + name + "' is not bound yet");
-    *out = p.value.data();
+    *out = p.value.bytes();
     return Status::ok();
   }
   GroupRt &grp = groups_[p.group];
@@ -250,7 +254,7 @@ Status Executor::paramView(const std::string &name, void **out) {
     return invalidState("param '" + name + "' is not unsharded: its " +
                         groupLabel(grp.name, p.group) +
                         " is between hooks (call pre_forward or pre_backward first)");
-  *out = grp.packed.data() + p.plan->offset();
+  *out = grp.packed.bytes() + p.plan->offset();
   return Status::ok();
 }
 
@@ -259,7 +263,7 @@ Status Executor::gradView(const std::string &name, float **out) {
   DMUON_RETURN_IF_ERROR(findParam(name, i));
   ParamRt &p = params_[i];
   if (!p.muon) {
-    *out = adamwGrad_.data() + p.gradOffset;
+    *out = adamwGrad_.floats() + p.gradOffset;
     return Status::ok();
   }
   GroupRt &grp = groups_[p.group];
@@ -267,24 +271,21 @@ Status Executor::gradView(const std::string &name, float **out) {
     return invalidState("no gradient buffer for param '" + name + "': its " +
                         groupLabel(grp.name, p.group) +
                         " is not between pre_backward and post_backward");
-  *out = reinterpret_cast<float *>(grp.grad.data() + p.plan->reduce_offset());
+  *out = reinterpret_cast<float *>(grp.grad.bytes() + p.plan->reduce_offset());
   return Status::ok();
 }
 
 // ---------------------------------------------------------------- unshard
 
-void Executor::pack(const SegmentRt &seg, uint8_t *dst) const {
+Status Executor::pack(const SegmentRt &seg, uint8_t *dst) {
   for (int i : seg.params) {
     const ParamRt &p = params_[i];
-    uint8_t *at = dst + p.plan->offset();
-    if (p.plan->dtype() == fbp::DType::bf16) {
-      auto *h = reinterpret_cast<uint16_t *>(at);
-      for (int64_t k = 0; k < p.numel; ++k)
-        h[k] = floatToBf16(p.master[k]);
-    } else {
-      std::memcpy(at, p.master.data(), static_cast<size_t>(p.numel) * sizeof(float));
-    }
+    const PackedType type =
+        p.plan->dtype() == fbp::DType::bf16 ? PackedType::BF16 : PackedType::F32;
+    DMUON_RETURN_IF_ERROR(
+        device_->packCast(dst + p.plan->offset(), type, p.master.floats(), p.numel));
   }
+  return Status::ok();
 }
 
 Status Executor::waitReplicate(int g) {
@@ -297,7 +298,8 @@ Status Executor::waitReplicate(int g) {
     size_t off = 0;
     for (int i : seg.params) {
       ParamRt &p = params_[i];
-      std::memcpy(p.master.data(), pr.staging.data() + off, p.numel * sizeof(float));
+      DMUON_RETURN_IF_ERROR(device_->copy(p.master.bytes(), pr.staging.floats() + off,
+                                          p.numel * sizeof(float)));
       off += static_cast<size_t>(p.numel);
     }
   }
@@ -312,14 +314,17 @@ Status Executor::unshard(int g) {
   // The packed data comes from owned data the last step's replicate
   // broadcast may still be writing.
   DMUON_RETURN_IF_ERROR(waitReplicate(g));
-  grp.packed.allocate(static_cast<size_t>(grp.bufferBytes), /*zero=*/true);
+  DMUON_RETURN_IF_ERROR(grp.packed.allocate(*device_, static_cast<size_t>(grp.bufferBytes)));
+  // One broadcast per owner, coalesced.
+  CollectiveGroup coalesced(*backend_);
+  DMUON_RETURN_IF_ERROR(coalesced.opened());
   for (const SegmentRt &seg : grp.segments) {
     if (seg.so == s_)
-      pack(seg, grp.packed.data());
+      DMUON_RETURN_IF_ERROR(pack(seg, grp.packed.bytes()));
     if (G_ == 1)
       continue;
     RequestId id;
-    DMUON_RETURN_IF_ERROR(backend_->broadcast(CommGroup::Shard, grp.packed.data() + seg.offset,
+    DMUON_RETURN_IF_ERROR(backend_->broadcast(CommGroup::Shard, grp.packed.bytes() + seg.offset,
                                               static_cast<size_t>(seg.bytes), seg.so, id));
     grp.broadcasts.push_back(id);
     const uint64_t b = static_cast<uint64_t>(seg.bytes);
@@ -329,7 +334,7 @@ Status Executor::unshard(int g) {
       count(DMUON_COLLECTIVE_BROADCAST, 0, b);
   }
   grp.state = Unshard::InFlight;
-  return Status::ok();
+  return coalesced.close();
 }
 
 Status Executor::waitUnshard(int g) {
@@ -398,8 +403,7 @@ Status Executor::preBackward(int g) {
   grp.backwardStarted = true;
   DMUON_RETURN_IF_ERROR(unshard(g)); // Z3 re-broadcasts; Z2 kept the buffer
   DMUON_RETURN_IF_ERROR(waitUnshard(g));
-  grp.grad.allocate(static_cast<size_t>(grp.reduceBufferBytes), /*zero=*/true);
-  return Status::ok();
+  return grp.grad.allocate(*device_, static_cast<size_t>(grp.reduceBufferBytes));
 }
 
 Status Executor::postBackward(int g) {
@@ -410,10 +414,12 @@ Status Executor::postBackward(int g) {
                         ") without a matching pre_backward");
   // Phase 1: average over the shard group onto the row's shard owner.
   if (G_ > 1) {
+    CollectiveGroup coalesced(*backend_);
+    DMUON_RETURN_IF_ERROR(coalesced.opened());
     for (const SegmentRt &seg : grp.segments) {
       RequestId id;
       DMUON_RETURN_IF_ERROR(backend_->reduceSum(
-          CommGroup::Shard, reinterpret_cast<float *>(grp.grad.data() + seg.reduceOffset),
+          CommGroup::Shard, reinterpret_cast<float *>(grp.grad.bytes() + seg.reduceOffset),
           static_cast<size_t>(seg.reduceBytes / 4), seg.so, id));
       grp.phase1.push_back(id);
       const uint64_t b = static_cast<uint64_t>(seg.reduceBytes);
@@ -422,6 +428,7 @@ Status Executor::postBackward(int g) {
       else
         count(DMUON_COLLECTIVE_REDUCE, b, 0);
     }
+    DMUON_RETURN_IF_ERROR(coalesced.close());
   }
   reshard(g);
   grp.backwardDone = true;
@@ -444,12 +451,14 @@ Status Executor::issuePhase2(int g) {
   if (R_ == 1)
     return Status::ok();
   // Phase 2: down the owner's shard column onto the global owner.
+  CollectiveGroup coalesced(*backend_);
+  DMUON_RETURN_IF_ERROR(coalesced.opened());
   for (const SegmentRt &seg : grp.segments) {
     if (seg.so != s_)
       continue;
     RequestId id;
     DMUON_RETURN_IF_ERROR(backend_->reduceSum(
-        CommGroup::Replicate, reinterpret_cast<float *>(grp.grad.data() + seg.reduceOffset),
+        CommGroup::Replicate, reinterpret_cast<float *>(grp.grad.bytes() + seg.reduceOffset),
         static_cast<size_t>(seg.reduceBytes / 4), seg.ro, id));
     grp.phase2.push_back(id);
     const uint64_t b = static_cast<uint64_t>(seg.reduceBytes);
@@ -458,7 +467,7 @@ Status Executor::issuePhase2(int g) {
     else
       count(DMUON_COLLECTIVE_REDUCE, b, 0);
   }
-  return Status::ok();
+  return coalesced.close();
 }
 
 Status Executor::finishBackward() {
@@ -483,11 +492,10 @@ Status Executor::finishBackward() {
         continue;
       for (int i : seg.params) {
         ParamRt &p = params_[i];
-        const float *src = reinterpret_cast<const float *>(grp.grad.data() +
-                                                           p.plan->reduce_offset());
-        p.reducedGrad.resize(static_cast<size_t>(p.numel));
-        for (int64_t k = 0; k < p.numel; ++k)
-          p.reducedGrad[k] = src[k] * scale;
+        const float *src =
+            reinterpret_cast<const float *>(grp.grad.bytes() + p.plan->reduce_offset());
+        DMUON_RETURN_IF_ERROR(p.reducedGrad.allocate(*device_, p.numel * sizeof(float)));
+        DMUON_RETURN_IF_ERROR(device_->scaleCopy(p.reducedGrad.floats(), src, scale, p.numel));
       }
     }
     grp.grad.release(); // I3: only the global owner keeps a reduced gradient
@@ -506,11 +514,11 @@ Status Executor::step() {
     if (!p.isOwner)
       continue;
     const fbp::Param &pp = *p.plan;
-    dmuon::kernels::muonStep(p.master.data(), p.momentum.data(), p.reducedGrad.data(),
-                             pp.batch(), pp.rows(), pp.cols(), muon_, workspace_);
+    DMUON_RETURN_IF_ERROR(device_->muonStep(p.master.floats(), p.momentum.floats(),
+                                            p.reducedGrad.floats(), pp.batch(), pp.rows(),
+                                            pp.cols(), muon_));
     nsFlops_ += pp.cost() / planNsSteps_ * muon_.nsSteps; // the plan prices its ns_steps
-    p.reducedGrad.clear();
-    p.reducedGrad.shrink_to_fit();
+    p.reducedGrad.release();
   }
   DMUON_RETURN_IF_ERROR(broadcastReplicas());
   if (manageAdamW_)
@@ -531,30 +539,34 @@ Status Executor::broadcastReplicas() {
     return Status::ok();
   for (size_t g = 0; g < groups_.size(); ++g) {
     GroupRt &grp = groups_[g];
+    CollectiveGroup coalesced(*backend_);
+    DMUON_RETURN_IF_ERROR(coalesced.opened());
     for (size_t si = 0; si < grp.segments.size(); ++si) {
       const SegmentRt &seg = grp.segments[si];
       if (seg.so != s_)
         continue;
       PendingReplicate pr;
       pr.segment = static_cast<int>(si);
-      pr.staging.resize(static_cast<size_t>(seg.masterElements));
+      const size_t bytes = static_cast<size_t>(seg.masterElements) * sizeof(float);
+      DMUON_RETURN_IF_ERROR(pr.staging.allocate(*device_, bytes));
       if (seg.ro == r_) {
         size_t off = 0;
         for (int i : seg.params) {
           const ParamRt &p = params_[i];
-          std::memcpy(pr.staging.data() + off, p.master.data(), p.numel * sizeof(float));
+          DMUON_RETURN_IF_ERROR(device_->copy(pr.staging.floats() + off, p.master.bytes(),
+                                              p.numel * sizeof(float)));
           off += static_cast<size_t>(p.numel);
         }
       }
-      const size_t bytes = pr.staging.size() * sizeof(float);
-      DMUON_RETURN_IF_ERROR(
-          backend_->broadcast(CommGroup::Replicate, pr.staging.data(), bytes, seg.ro, pr.request));
+      DMUON_RETURN_IF_ERROR(backend_->broadcast(CommGroup::Replicate, pr.staging.bytes(), bytes,
+                                                seg.ro, pr.request));
       if (seg.ro == r_)
         count(DMUON_COLLECTIVE_REPLICATE, (R_ - 1) * bytes, 0);
       else
         count(DMUON_COLLECTIVE_REPLICATE, 0, bytes);
       grp.replicate.push_back(std::move(pr));
     }
+    DMUON_RETURN_IF_ERROR(coalesced.close());
     // Sync mode waits here; async leaves it to the next pre_forward.
     if (!replicateAsync_)
       DMUON_RETURN_IF_ERROR(waitReplicate(static_cast<int>(g)));
@@ -568,22 +580,22 @@ Status Executor::stepAdamW() {
   ++adamwStep_;
   if (G_ * R_ > 1) {
     RequestId id;
-    DMUON_RETURN_IF_ERROR(
-        backend_->allReduceSum(CommGroup::DataParallel, adamwGrad_.data(), adamwGrad_.size(), id));
+    DMUON_RETURN_IF_ERROR(backend_->allReduceSum(CommGroup::DataParallel, adamwGrad_.floats(),
+                                                 adamwElements_, id));
     DMUON_RETURN_IF_ERROR(backend_->wait(id));
-    const uint64_t b = adamwGrad_.size() * sizeof(float);
+    const uint64_t b = adamwElements_ * sizeof(float);
     count(DMUON_COLLECTIVE_ALLREDUCE, b, b);
-    const float scale = 1.0f / static_cast<float>(G_ * R_);
-    for (float &x : adamwGrad_)
-      x *= scale;
+    DMUON_RETURN_IF_ERROR(device_->scaleCopy(adamwGrad_.floats(), adamwGrad_.floats(),
+                                             1.0f / static_cast<float>(G_ * R_),
+                                             static_cast<int64_t>(adamwElements_)));
   }
   for (int i : adamwParams_) {
     ParamRt &p = params_[i];
-    dmuon::kernels::adamwStep(p.value.data(), p.adamM.data(), p.adamV.data(),
-                              adamwGrad_.data() + p.gradOffset, p.numel, adamwStep_, adamw_);
+    DMUON_RETURN_IF_ERROR(device_->adamwStep(p.value.floats(), p.adamM.floats(),
+                                             p.adamV.floats(), adamwGrad_.floats() + p.gradOffset,
+                                             p.numel, adamwStep_, adamw_));
   }
-  std::fill(adamwGrad_.begin(), adamwGrad_.end(), 0.0f);
-  return Status::ok();
+  return device_->zero(adamwGrad_.bytes(), adamwElements_ * sizeof(float));
 }
 
 Status Executor::synchronize() {
@@ -607,17 +619,20 @@ Status Executor::gatherParam(const std::string &name, float *out, int64_t numel)
                            " values but the param has " + std::to_string(p.numel));
   if (!p.bound)
     return invalidState("gather_param('" + name + "'): param is not bound");
-  if (!p.muon) {
-    std::memcpy(out, p.value.data(), p.numel * sizeof(float));
-    return Status::ok();
-  }
+  const size_t bytes = static_cast<size_t>(p.numel) * sizeof(float);
+  if (!p.muon)
+    return device_->download(out, p.value.bytes(), bytes);
+  // The global owner's master, broadcast over the data-parallel group in a
+  // temporary device buffer (collectives work on device memory).
+  DeviceArray tmp;
+  DMUON_RETURN_IF_ERROR(tmp.allocate(*device_, bytes));
   if (p.isOwner)
-    std::memcpy(out, p.master.data(), p.numel * sizeof(float));
+    DMUON_RETURN_IF_ERROR(device_->copy(tmp.bytes(), p.master.bytes(), bytes));
   RequestId id;
-  DMUON_RETURN_IF_ERROR(backend_->broadcast(CommGroup::DataParallel, out,
-                                            static_cast<size_t>(p.numel) * sizeof(float),
-                                            p.ro * G_ + p.so, id));
-  return backend_->wait(id);
+  DMUON_RETURN_IF_ERROR(
+      backend_->broadcast(CommGroup::DataParallel, tmp.bytes(), bytes, p.ro * G_ + p.so, id));
+  DMUON_RETURN_IF_ERROR(backend_->wait(id));
+  return device_->download(out, tmp.bytes(), bytes);
 }
 
 Status Executor::paramState(const std::string &name, dmuon_param_state_t &out) const {
@@ -626,12 +641,14 @@ Status Executor::paramState(const std::string &name, dmuon_param_state_t &out) c
   const ParamRt &p = params_[i];
   out = {};
   out.is_owner = p.isOwner;
-  out.has_owned_data = !p.master.empty();
-  out.has_reduced_grad = !p.reducedGrad.empty();
-  out.has_momentum = !p.momentum.empty();
-  if (!p.master.empty())
-    out.owned_checksum = planfile::fnv1a64(reinterpret_cast<const uint8_t *>(p.master.data()),
-                                           p.master.size() * sizeof(float));
+  out.has_owned_data = p.master.live();
+  out.has_reduced_grad = p.reducedGrad.live();
+  out.has_momentum = p.momentum.live();
+  if (p.master.live()) {
+    std::vector<uint8_t> host(static_cast<size_t>(p.numel) * sizeof(float));
+    DMUON_RETURN_IF_ERROR(device_->download(host.data(), p.master.bytes(), host.size()));
+    out.owned_checksum = planfile::fnv1a64(host.data(), host.size());
+  }
   return Status::ok();
 }
 

@@ -5,10 +5,9 @@
 #define DMUON_RUNTIME_CORE_EXECUTOR_H
 
 #include "backends/Backend.h"
-#include "core/AlignedBuffer.h"
+#include "core/Device.h"
 #include "core/LoadedPlan.h"
 #include "core/Status.h"
-#include "kernels/cpu/MuonKernels.h"
 
 #include <deque>
 #include <memory>
@@ -20,7 +19,8 @@ namespace dmuon::rt {
 class Executor {
 public:
   static Status create(const LoadedPlan &plan, const dmuon_runtime_options_t &options,
-                       std::unique_ptr<Backend> backend, std::unique_ptr<Executor> &out);
+                       std::unique_ptr<Backend> backend, std::unique_ptr<Device> device,
+                       std::unique_ptr<Executor> &out);
 
   Status bindParam(const std::string &name, const float *values, int64_t numel);
   Status paramView(const std::string &name, void **out);
@@ -50,8 +50,8 @@ private:
     int group = -1;
     int so = -1, ro = -1; // owner slot
     bool isOwner = false, keepsMaster = false, bound = false;
-    std::vector<float> master, momentum, reducedGrad; // muon
-    std::vector<float> value, adamM, adamV;           // adamw (replicated)
+    DeviceArray master, momentum, reducedGrad; // muon
+    DeviceArray value, adamM, adamV;           // adamw (replicated)
     size_t gradOffset = 0;                            // adamw: into adamwGrad_
   };
   struct SegmentRt {
@@ -63,14 +63,14 @@ private:
   enum class Unshard { Sharded, InFlight, Unsharded };
   struct PendingReplicate {
     int segment;
-    std::vector<float> staging;
+    DeviceArray staging;
     RequestId request;
   };
   struct GroupRt {
     std::string name;
     std::vector<SegmentRt> segments;
     int64_t bufferBytes = 0, reduceBufferBytes = 0;
-    AlignedBuffer packed, grad;
+    DeviceArray packed, grad;
     Unshard state = Unshard::Sharded;
     std::vector<RequestId> broadcasts, phase1, phase2;
     std::vector<PendingReplicate> replicate;
@@ -87,29 +87,34 @@ private:
   Status unshard(int g);
   Status waitUnshard(int g);
   void reshard(int g);
-  void pack(const SegmentRt &seg, uint8_t *dst) const;
+  Status pack(const SegmentRt &seg, uint8_t *dst);
   Status waitReplicate(int g);
   Status issuePhase2(int g);
   Status stepAdamW();
   Status broadcastReplicas();
 
-  std::unique_ptr<Backend> backend_;
+  // Declared first so it is destroyed last: every DeviceArray below frees
+  // through it.
+  std::unique_ptr<Device> device_;
   const LoadedPlan *plan_ = nullptr;
   int rank_ = 0, G_ = 1, R_ = 1, s_ = 0, r_ = 0, planNsSteps_ = 5;
   bool z3_ = true, replicateAsync_ = true, manageAdamW_ = true, planZ3_ = true;
-  dmuon::kernels::MuonHyper muon_;
-  dmuon::kernels::AdamWHyper adamw_;
-  dmuon::kernels::NsWorkspace workspace_;
+  MuonHyper muon_;
+  AdamWHyper adamw_;
 
   std::vector<ParamRt> params_;
   std::vector<GroupRt> groups_;
   std::vector<int> adamwParams_;
-  std::vector<float> adamwGrad_;
+  DeviceArray adamwGrad_;
+  size_t adamwElements_ = 0;
   std::deque<int> phase2Queue_;
   bool allBound_ = false, started_ = false, backwardFinished_ = false;
   int64_t adamwStep_ = 0;
   double nsFlops_ = 0;
   dmuon_comm_counters_t counters_{};
+  // Declared last so it is destroyed first: it completes pending collectives
+  // before the buffers they touch are freed.
+  std::unique_ptr<Backend> backend_;
 };
 
 } // namespace dmuon::rt

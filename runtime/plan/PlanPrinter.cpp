@@ -235,7 +235,11 @@ std::string printText(const fb::Plan &plan) {
          " hook_boundary=" + quotedOr(op->hook_boundary(), "default") +
          " muon_include=" + quotedOr(op->muon_include(), "none") +
          " muon_exclude=" + quotedOr(op->muon_exclude(), "none") +
-         " alignment=" + num(int64_t(op->alignment())) + "\n";
+         " alignment=" + num(int64_t(op->alignment())) +
+         " cost_model=" + enumName(op->cost_model(), fb::EnumNameCostModel);
+    if (op->cost_table() && op->cost_table()->size())
+      o += " cost_table=" + quotedOr(op->cost_table(), "none");
+    o += "\n";
     if (const fb::OptimizerDefaults *od = op->optimizer())
       o += "optimizer: lr=" + num(od->lr()) + " momentum=" + num(od->momentum()) +
            " nesterov=" + boolName(od->nesterov()) +
@@ -641,6 +645,8 @@ std::string printJson(const fb::Plan &plan) {
       j.field("adamw_weight_decay", od->adamw_weight_decay());
       j.endObject();
     }
+    j.field("cost_model", enumName(op->cost_model(), fb::EnumNameCostModel)); // 1.1
+    jsonOptString(j, "cost_table", op->cost_table());
     j.endObject();
   }
 

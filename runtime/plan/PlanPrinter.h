@@ -14,6 +14,10 @@ namespace dmuon::planfile {
 std::string printText(const dmuon::plan::Plan &plan);
 std::string printJson(const dmuon::plan::Plan &plan);
 std::string printSummary(const dmuon::plan::Plan &plan);
+// A self-contained HTML report (inline CSS and SVG, no scripts, no external
+// references): mesh grid coloured by NS load, slot loads against the lower
+// bound, hook groups with their owners, per-rank figures. PlanHtml.cpp.
+std::string printHtml(const dmuon::plan::Plan &plan);
 
 } // namespace dmuon::planfile
 

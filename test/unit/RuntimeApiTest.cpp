@@ -77,6 +77,22 @@ TEST(PlanLoad, TruncatedFlippedNewerMajorEachHaveTheirOwnMessage) {
   EXPECT_NE(flipMsg, newerMsg);
 }
 
+TEST(PlanInfo, MeshOfAnHsdpPlan) {
+  dmuon_plan_t plan = nullptr;
+  ASSERT_EQ(dmuon_plan_load_file(planPath("2x4").c_str(), &plan), DMUON_SUCCESS) << lastError();
+  dmuon_mesh_info_t m;
+  ASSERT_EQ(dmuon_plan_mesh(plan, &m), DMUON_SUCCESS);
+  EXPECT_EQ(m.ndim, 2);
+  EXPECT_STREQ(m.dim_names[0], "dp_replicate");
+  EXPECT_EQ(m.dim_sizes[1], 4);
+  EXPECT_EQ(m.shard_dim, 1);
+  EXPECT_EQ(m.replicate_dim, 0);
+  EXPECT_EQ(m.num_shards * m.num_replicas, 8);
+  EXPECT_EQ(m.world_size, 8);
+  EXPECT_EQ(dmuon_plan_mesh(plan, nullptr), DMUON_ERROR_INVALID_ARGUMENT);
+  dmuon_plan_destroy(plan);
+}
+
 TEST(RuntimeCreate, PlanForAnotherWorldSizeIsAMismatch) {
   dmuon_plan_t plan = nullptr;
   ASSERT_EQ(dmuon_plan_load_file(planPath("4").c_str(), &plan), DMUON_SUCCESS) << lastError();
@@ -108,10 +124,25 @@ TEST(RuntimeCreate, OptionsAreChecked) {
   EXPECT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(lastError().find("communicator"), std::string::npos);
 
-  o = mpiOptions();
+  dmuon_plan_destroy(plan);
+}
+
+TEST(RuntimeCreate, NcclWithoutAStreamOrPluginIsRefused) {
+  dmuon_plan_t plan = nullptr;
+  ASSERT_EQ(dmuon_plan_load_file(planPath("1").c_str(), &plan), DMUON_SUCCESS) << lastError();
+  dmuon_runtime_options_t o = mpiOptions();
   o.backend = DMUON_BACKEND_NCCL;
-  EXPECT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_ERROR_UNSUPPORTED);
+  dmuon_runtime_t rt = nullptr;
+  dmuon_status_t st = dmuon_runtime_create(plan, &o, &rt);
   EXPECT_EQ(rt, nullptr);
+#ifdef DMUON_TEST_HAVE_NCCL_PLUGIN
+  // The plugin loads (no GPU needed) and refuses the missing compute stream.
+  EXPECT_EQ(st, DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("options.stream is null"), std::string::npos) << lastError();
+#else
+  EXPECT_EQ(st, DMUON_ERROR_UNSUPPORTED);
+  EXPECT_NE(lastError().find("NCCL backend is not available"), std::string::npos) << lastError();
+#endif
   dmuon_plan_destroy(plan);
 }
 

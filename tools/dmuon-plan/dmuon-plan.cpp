@@ -23,7 +23,7 @@ using namespace dmuon;
 
 namespace {
 
-enum class EmitKind { Text, Json, Summary };
+enum class EmitKind { Text, Json, Summary, Html };
 
 cl::OptionCategory category("dmuon-plan options");
 
@@ -36,7 +36,9 @@ cl::opt<EmitKind> emit("emit", cl::desc("Output form"), cl::init(EmitKind::Text)
                                              "line-oriented text (default)"),
                                   clEnumValN(EmitKind::Json, "json", "JSON (docs/plan-format.md)"),
                                   clEnumValN(EmitKind::Summary, "summary",
-                                             "a few human-readable lines")),
+                                             "a few human-readable lines"),
+                                  clEnumValN(EmitKind::Html, "html",
+                                             "self-contained HTML report")),
                        cl::cat(category));
 
 cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
@@ -164,7 +166,7 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "dmuon-plan: verify and print a dmuon plan (plan.bin)\n\n"
-                              "  dmuon-plan plan.bin [--emit=text|json|summary] [-o out]\n"
+                              "  dmuon-plan plan.bin [--emit=text|json|summary|html] [-o out]\n"
                               "  dmuon-plan plan.bin --verify-only\n"
                               "  dmuon-plan diff a.bin b.bin   (exit 0 if equivalent, 2 if not)\n");
 
@@ -210,6 +212,9 @@ int main(int argc, char **argv) {
       break;
     case EmitKind::Summary:
       out.os() << planfile::printSummary(p);
+      break;
+    case EmitKind::Html:
+      out.os() << planfile::printHtml(p);
       break;
     }
   }

@@ -34,12 +34,14 @@ cl::opt<std::string> meshSpec(
 cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"), cl::cat(category));
 
-enum class EmitKind { Bin, Text, Json };
+enum class EmitKind { Bin, Text, Json, Html };
 cl::opt<EmitKind> emitKind(
     "emit", cl::desc("Output form"), cl::init(EmitKind::Bin),
     cl::values(clEnumValN(EmitKind::Bin, "bin", "binary plan (FlatBuffers)"),
                clEnumValN(EmitKind::Text, "text", "line-oriented text"),
-               clEnumValN(EmitKind::Json, "json", "JSON")),
+               clEnumValN(EmitKind::Json, "json", "JSON"),
+               clEnumValN(EmitKind::Html, "html",
+                          "self-contained HTML report (inline CSS and SVG)")),
     cl::cat(category));
 cl::opt<std::string> stopAfter(
     "stop-after",
@@ -73,6 +75,19 @@ cl::opt<bool> replicateAsync(
 cl::opt<unsigned> alignment("alignment",
                             cl::desc("Byte alignment of each param in a packed buffer"),
                             cl::init(256), cl::cat(category));
+cl::opt<dmuon::CostModel> costModel(
+    "cost-model", cl::desc("What the partition balances"),
+    cl::init(dmuon::CostModel::Flops),
+    cl::values(clEnumValN(dmuon::CostModel::Flops, "flops",
+                          "Newton-Schulz flops of each matrix (default)"),
+               clEnumValN(dmuon::CostModel::Table, "table",
+                          "measured NS seconds per matrix shape (--cost-table)")),
+    cl::cat(category));
+cl::opt<std::string> costTable(
+    "cost-table",
+    cl::desc("CSV 'rows,cols,seconds' of measured NS times per matrix shape "
+             "(implies --cost-model=table)"),
+    cl::value_desc("file"), cl::cat(category));
 cl::opt<bool> timePasses("time-passes", cl::desc("Time each pass and print a report"),
                          cl::init(false), cl::cat(category));
 
@@ -113,7 +128,8 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
     }
     if (emitKind == EmitKind::Bin) {
       diags.error("--stop-after=" + stopAfter +
-                  " captures a partial plan; print it with --emit=text or --emit=json");
+                  " captures a partial plan; print it with --emit=text, --emit=json or "
+                  "--emit=html");
       return false;
     }
     popts.stopAfter = *s;
@@ -132,6 +148,17 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
                 " is too large");
     return false;
   }
+  if (!costTable.empty() && costModel.getNumOccurrences() &&
+      costModel == dmuon::CostModel::Flops) {
+    diags.error("--cost-table needs --cost-model=table");
+    return false;
+  }
+  if (costModel == dmuon::CostModel::Table && costTable.empty()) {
+    diags.error("--cost-model=table needs --cost-table=<file>");
+    return false;
+  }
+  o.costModel = costTable.empty() ? costModel.getValue() : dmuon::CostModel::Table;
+  o.costTablePath = costTable;
   o.mode = mode;
   o.replicateAsync = replicateAsync;
   o.smallParamThreshold = static_cast<int64_t>(smallParamThreshold);
@@ -173,8 +200,9 @@ int run(dmuon::Diagnostics &diags) {
     plan = dmuon::writePlan(model);
     if (emitKind != EmitKind::Bin) {
       const auto *root = dmuon::plan::GetPlan(plan.data());
-      printed = emitKind == EmitKind::Text ? dmuon::planfile::printText(*root)
-                                           : dmuon::planfile::printJson(*root);
+      printed = emitKind == EmitKind::Text   ? dmuon::planfile::printText(*root)
+                : emitKind == EmitKind::Json ? dmuon::planfile::printJson(*root)
+                                             : dmuon::planfile::printHtml(*root);
     }
   }
   std::error_code ec;

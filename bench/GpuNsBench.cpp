@@ -1,0 +1,274 @@
+// dmuon-gpu-bench: Newton-Schulz throughput on the GPU (kernels/cuda) beside
+// cuBLAS bf16 GEMM throughput of the same shapes, measured in the same run.
+//
+// For an s x l matrix (s = min side, l = max side) one NS iteration costs
+// 4 s^2 l + 2 s^3 flops (A = X X^T: 2 s^2 l; A A: 2 s^3; B X: 2 s^2 l), and
+// NS TFLOP/s = steps * that / time of dmuon::cuda::newtonSchulz (fp32 in,
+// fp32 out: norm, casts and copies included). The GEMM column times exactly
+// those three cuBLAS calls (bf16 operands and output, fp32 accumulate) with
+// nothing around them, so NS/GEMM is the fraction of the achievable GEMM rate
+// that NS keeps. Times are the median of --reps runs after --warmup runs,
+// measured with CUDA events on one stream.
+//
+// Usage: dmuon-gpu-bench [--steps N] [--reps N] [--warmup N] [--polar]
+//                        [--shape RxC ...]
+// Prints a table and a final "target:" line (NS/GEMM at 4096x4096 >= 0.60).
+// Exit status: 0 when it ran (target met or not), 1 on a CUDA error or when
+// no GPU is visible.
+#include "kernels/cuda/CudaKernels.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace cu = dmuon::cuda;
+
+constexpr double kTargetRatio = 0.60;
+
+#define CHECK_CUDA(expr)                                                                           \
+  do {                                                                                             \
+    const cudaError_t e_ = (expr);                                                                 \
+    if (e_ != cudaSuccess) {                                                                       \
+      std::fprintf(stderr, "dmuon-gpu-bench: %s: %s\n", #expr, cudaGetErrorString(e_));            \
+      std::exit(1);                                                                                \
+    }                                                                                              \
+  } while (0)
+
+#define CHECK_BLAS(expr)                                                                           \
+  do {                                                                                             \
+    const cublasStatus_t s_ = (expr);                                                              \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
+      std::fprintf(stderr, "dmuon-gpu-bench: %s: %s\n", #expr, cublasGetStatusString(s_));         \
+      std::exit(1);                                                                                \
+    }                                                                                              \
+  } while (0)
+
+#define CHECK_CU(expr)                                                                             \
+  do {                                                                                             \
+    const cu::Result r_ = (expr);                                                                  \
+    if (!r_.ok()) {                                                                                \
+      std::fprintf(stderr, "dmuon-gpu-bench: %s: %s\n", #expr, r_.message.c_str());                \
+      std::exit(1);                                                                                \
+    }                                                                                              \
+  } while (0)
+
+struct Shape {
+  int64_t rows, cols;
+};
+
+struct Options {
+  int steps = 5;
+  int reps = 5;
+  int warmup = 2;
+  bool polar = false;
+  std::vector<Shape> shapes;
+};
+
+// Uniform values in [-1, 1) from a 64-bit LCG: fast for 67M elements.
+std::vector<float> randomFill(size_t n, uint64_t seed) {
+  std::vector<float> v(n);
+  uint64_t x = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (float &f : v) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    f = static_cast<float>(static_cast<double>(x >> 40) / static_cast<double>(1ull << 23) - 1.0);
+  }
+  return v;
+}
+
+// Median of `reps` timings (ms) of fn() on `stream`, after `warmup` untimed runs.
+template <typename Fn> double timeMs(cudaStream_t stream, int warmup, int reps, Fn fn) {
+  for (int i = 0; i < warmup; ++i)
+    fn();
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    CHECK_CUDA(cudaEventRecord(start, stream));
+    fn();
+    CHECK_CUDA(cudaEventRecord(stop, stream));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float t = 0.0f;
+    CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// cudaMalloc of n elements of T (cuda_runtime_api.h has only the void** form).
+template <typename T> T *deviceAlloc(size_t n) {
+  void *p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, n * sizeof(T)));
+  return static_cast<T *>(p);
+}
+
+bool parseShape(const char *s, Shape &out) {
+  long long r = 0, c = 0;
+  if (std::sscanf(s, "%lldx%lld", &r, &c) != 2 || r <= 0 || c <= 0)
+    return false;
+  out = {r, c};
+  return true;
+}
+
+Options parse(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char * {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "dmuon-gpu-bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--steps") {
+      o.steps = std::max(1, std::atoi(next()));
+    } else if (a == "--reps") {
+      o.reps = std::max(1, std::atoi(next()));
+    } else if (a == "--warmup") {
+      o.warmup = std::max(0, std::atoi(next()));
+    } else if (a == "--polar") {
+      o.polar = true;
+    } else if (a == "--shape") {
+      Shape s{};
+      const char *v = next();
+      if (!parseShape(v, s)) {
+        std::fprintf(stderr, "dmuon-gpu-bench: bad shape '%s' (want RxC)\n", v);
+        std::exit(2);
+      }
+      o.shapes.push_back(s);
+    } else {
+      std::fprintf(stderr,
+                   "usage: dmuon-gpu-bench [--steps N] [--reps N] [--warmup N] [--polar] "
+                   "[--shape RxC ...]\n");
+      std::exit(a == "--help" || a == "-h" ? 0 : 2);
+    }
+  }
+  if (o.shapes.empty())
+    o.shapes = {{1024, 1024}, {2048, 2048}, {4096, 4096},
+                {8192, 8192}, {4096, 16384}, {8192, 2048}};
+  return o;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  const Options opt = parse(argc, argv);
+  if (cu::deviceCount() == 0) {
+    std::fprintf(stderr, "dmuon-gpu-bench: no CUDA device visible\n");
+    return 1;
+  }
+  CHECK_CUDA(cudaSetDevice(0));
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cu::Context *ctx = nullptr;
+  CHECK_CU(cu::createContext(0, stream, &ctx));
+
+  // The GEMM baseline gets its own handle with the same workspace size.
+  cublasHandle_t blas;
+  CHECK_BLAS(cublasCreate(&blas));
+  CHECK_BLAS(cublasSetStream(blas, stream));
+  void *blasWs = nullptr;
+  const size_t blasWsBytes = size_t{32} << 20;
+  CHECK_CUDA(cudaMalloc(&blasWs, blasWsBytes));
+  CHECK_BLAS(cublasSetWorkspace(blas, blasWs, blasWsBytes));
+
+  std::printf("dmuon-gpu-bench: %s (sm_%d%d, %d SMs), NS %d steps, %s coefficients, "
+              "median of %d reps after %d warm-up\n",
+              prop.name, prop.major, prop.minor, prop.multiProcessorCount, opt.steps,
+              opt.polar ? "PolarExpress" : "Original", opt.reps, opt.warmup);
+  std::printf("%-14s %10s %12s %12s %14s %9s\n", "shape", "NS ms", "NS TFLOP/s", "GEMM ms/it",
+              "GEMM TFLOP/s", "NS/GEMM");
+
+  double targetRatio = -1.0;
+  for (const Shape &sh : opt.shapes) {
+    const int64_t s = std::min(sh.rows, sh.cols), l = std::max(sh.rows, sh.cols);
+    const size_t n = static_cast<size_t>(sh.rows * sh.cols);
+    const double flopsPerIter = 4.0 * static_cast<double>(s) * static_cast<double>(s) *
+                                    static_cast<double>(l) +
+                                2.0 * static_cast<double>(s) * static_cast<double>(s) *
+                                    static_cast<double>(s);
+
+    // NS through the library, fp32 in and out.
+    float *in = deviceAlloc<float>(n);
+    float *out = deviceAlloc<float>(n);
+    {
+      const std::vector<float> host = randomFill(n, static_cast<uint64_t>(sh.rows * 31 + sh.cols));
+      CHECK_CUDA(cudaMemcpy(in, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+      CHECK_CUDA(cudaDeviceSynchronize()); // a pageable copy may return before its DMA lands
+    }
+    CHECK_CU(cu::reserveWorkspace(ctx, 1, sh.rows, sh.cols));
+    const cu::Coefficients set = opt.polar ? cu::Coefficients::PolarExpress
+                                           : cu::Coefficients::Original;
+    const double nsMs = timeMs(stream, opt.warmup, opt.reps, [&] {
+      CHECK_CU(cu::newtonSchulz(ctx, in, out, 1, sh.rows, sh.cols, opt.steps, set));
+    });
+    CHECK_CU(cu::synchronize(ctx));
+    CHECK_CUDA(cudaFree(in));
+    CHECK_CUDA(cudaFree(out));
+
+    // The three GEMMs of one iteration, bare (wide layout: X^T is l x s);
+    // bf16 buffers held as uint16_t.
+    uint16_t *x = deviceAlloc<uint16_t>(static_cast<size_t>(s * l));
+    uint16_t *y = deviceAlloc<uint16_t>(static_cast<size_t>(s * l));
+    uint16_t *a = deviceAlloc<uint16_t>(static_cast<size_t>(s * s));
+    uint16_t *b = deviceAlloc<uint16_t>(static_cast<size_t>(s * s));
+    CHECK_CUDA(cudaMemsetAsync(x, 0, static_cast<size_t>(s * l) * sizeof(uint16_t), stream));
+    CHECK_CUDA(cudaMemsetAsync(a, 0, static_cast<size_t>(s * s) * sizeof(uint16_t), stream));
+    const int S = static_cast<int>(s), L = static_cast<int>(l);
+    const float one = 1.0f, zero = 0.0f;
+    const double gemmMs = timeMs(stream, opt.warmup, opt.reps, [&] {
+      CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, S, S, L, &one, x, CUDA_R_16BF, L, x,
+                              CUDA_R_16BF, L, &zero, a, CUDA_R_16BF, S, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+      CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, S, S, S, &one, a, CUDA_R_16BF, S, a,
+                              CUDA_R_16BF, S, &zero, b, CUDA_R_16BF, S, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+      CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, L, S, S, &one, x, CUDA_R_16BF, L, b,
+                              CUDA_R_16BF, S, &zero, y, CUDA_R_16BF, L, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+    });
+    CHECK_CUDA(cudaFree(x));
+    CHECK_CUDA(cudaFree(y));
+    CHECK_CUDA(cudaFree(a));
+    CHECK_CUDA(cudaFree(b));
+
+    const double nsTflops = opt.steps * flopsPerIter / (nsMs * 1e-3) / 1e12;
+    const double gemmTflops = flopsPerIter / (gemmMs * 1e-3) / 1e12;
+    const double ratio = nsTflops / gemmTflops;
+    const std::string name = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
+    std::printf("%-14s %10.3f %12.1f %12.3f %14.1f %9.2f\n", name.c_str(), nsMs, nsTflops, gemmMs,
+                gemmTflops, ratio);
+    std::fflush(stdout);
+    if (sh.rows == 4096 && sh.cols == 4096)
+      targetRatio = ratio;
+  }
+
+  if (targetRatio >= 0.0)
+    std::printf("target: NS/GEMM at 4096x4096 = %.2f (>= %.2f): %s\n", targetRatio, kTargetRatio,
+                targetRatio >= kTargetRatio ? "PASS" : "FAIL");
+  else
+    std::printf("target: 4096x4096 not measured\n");
+
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  cublasDestroy(blas);
+  cudaFree(blasWs);
+  cu::destroyContext(ctx);
+  cudaStreamDestroy(stream);
+  return 0;
+}

@@ -1,0 +1,86 @@
+// GPU kernels of the optimizer step, all enqueued on a caller's stream:
+// Newton-Schulz with cuBLAS (bf16 inputs, fp32 accumulate), the fused Muon
+// momentum/decay/update on the fp32 master, AdamW, and the casts between
+// fp32 masters and packed broadcast buffers. Plain C++ interface (no CUDA
+// headers needed to include it) so the runtime can call it from .cpp files.
+#ifndef DMUON_KERNELS_CUDA_CUDAKERNELS_H
+#define DMUON_KERNELS_CUDA_CUDAKERNELS_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dmuon::cuda {
+
+// 0 = success; otherwise the message describes the CUDA/cuBLAS failure.
+// code: the cudaError_t for CUDA failures, the cublasStatus_t for cuBLAS
+// failures, -1 for invalid arguments (null context, negative sizes, a matrix
+// side cuBLAS cannot address).
+struct Result {
+  int code = 0;
+  std::string message;
+  bool ok() const { return code == 0; }
+};
+
+enum class Coefficients { Original, PolarExpress };
+enum class PackedType { F32 = 0, BF16 = 1 };
+
+// Per-runtime GPU state: a cuBLAS handle bound to the stream and the NS
+// workspaces, allocated once and grown only when a larger matrix arrives.
+// Not thread-safe: one host thread drives a context at a time. Every call
+// makes `device` current for its duration and restores the caller's device.
+class Context;
+
+// `stream` is a cudaStream_t passed as void* (nullptr = the legacy default
+// stream). On failure *out is nullptr.
+Result createContext(int device, void *stream, Context **out);
+// Waits for the stream, then frees the workspaces and the cuBLAS handle.
+void destroyContext(Context *ctx);
+
+// Sizes the workspaces for newtonSchulz/muonStep on batch x rows x cols up
+// front (optional: they grow on demand, which synchronizes the stream once
+// before freeing the old buffer). Call it with the largest Muon tensor so that
+// no step allocates.
+Result reserveWorkspace(Context *ctx, int64_t batch, int64_t rows, int64_t cols);
+// Device bytes the context holds: NS/Muon scratch plus the cuBLAS workspace.
+int64_t workspaceBytes(const Context *ctx);
+// Waits for the context's stream and reports any asynchronous error.
+Result synchronize(Context *ctx);
+
+// Frobenius-normalize, transpose tall matrices, run `steps` iterations of
+// X <- aX + (bA + cA^2)X with bf16 operands and fp32 accumulation, write the
+// fp32 result. `in`/`out` are device pointers to batch x rows x cols fp32
+// (row-major); `out` may equal `in`. Asynchronous on the stream; the last
+// iteration accumulates straight into the fp32 `out`.
+Result newtonSchulz(Context *ctx, const float *in, float *out, int64_t batch, int64_t rows,
+                    int64_t cols, int steps, Coefficients set);
+
+struct MuonHyper {
+  float lr = 0.02f, momentum = 0.95f, weightDecay = 0.0f;
+  bool nesterov = true, matchRmsAdamW = false;
+  int nsSteps = 5;
+  Coefficients coefficients = Coefficients::Original;
+};
+
+// buf <- mu*buf + g; u = nesterov ? g + mu*buf : buf; p <- p*(1-lr*wd);
+// p <- p - lr*scale*NS(u). Same semantics as kernels/cpu/MuonKernels.h.
+Result muonStep(Context *ctx, float *param, float *momentum, const float *grad, int64_t batch,
+                int64_t rows, int64_t cols, const MuonHyper &h);
+
+struct AdamWHyper {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.0f;
+};
+Result adamwStep(Context *ctx, float *param, float *m, float *v, const float *grad, int64_t n,
+                 int64_t step, const AdamWHyper &h);
+
+// dst[i] = cast(src[i]) into the packed buffer's type.
+Result packCast(Context *ctx, void *dst, PackedType type, const float *src, int64_t n);
+// dst[i] = src[i] * scale (fp32).
+Result scaleCopy(Context *ctx, float *dst, const float *src, float scale, int64_t n);
+
+// Number of CUDA devices visible (0 when no driver or no GPU).
+int deviceCount();
+
+} // namespace dmuon::cuda
+
+#endif

@@ -1,0 +1,256 @@
+#include "backends/nccl/NcclBackend.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace dmuon::rt {
+
+namespace {
+
+Status cudaCheck(cudaError_t e, const char *what) {
+  if (e == cudaSuccess)
+    return Status::ok();
+  return backendError(std::string(what) + " failed: " + cudaGetErrorString(e));
+}
+
+class NcclBackend final : public Backend {
+public:
+  NcclBackend(ncclComm_t world, cudaStream_t compute, int device)
+      : world_(world), compute_(compute), device_(device) {}
+
+  ~NcclBackend() override {
+    cudaSetDevice(device_);
+    for (auto &[id, ev] : pending_) {
+      cudaEventSynchronize(ev);
+      cudaEventDestroy(ev);
+    }
+    for (ncclComm_t &c : groups_)
+      if (c)
+        ncclCommDestroy(c);
+    for (cudaStream_t s : {broadcastStream_, reduceStream_, replicateStream_})
+      if (s)
+        cudaStreamDestroy(s);
+  }
+
+  Status init() {
+    DMUON_RETURN_IF_ERROR(cudaCheck(cudaSetDevice(device_), "cudaSetDevice"));
+    DMUON_RETURN_IF_ERROR(check(ncclCommUserRank(world_, &rank_), "ncclCommUserRank", world_));
+    DMUON_RETURN_IF_ERROR(check(ncclCommCount(world_, &size_), "ncclCommCount", world_));
+    // Shard-dim traffic (intra-node) goes first, as FSDP2 does; the
+    // replicate traffic (inter-node) must not starve it.
+    int least = 0, greatest = 0;
+    DMUON_RETURN_IF_ERROR(cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                                    "cudaDeviceGetStreamPriorityRange"));
+    DMUON_RETURN_IF_ERROR(cudaCheck(
+        cudaStreamCreateWithPriority(&broadcastStream_, cudaStreamNonBlocking, greatest),
+        "cudaStreamCreateWithPriority"));
+    DMUON_RETURN_IF_ERROR(cudaCheck(
+        cudaStreamCreateWithPriority(&reduceStream_, cudaStreamNonBlocking, greatest),
+        "cudaStreamCreateWithPriority"));
+    DMUON_RETURN_IF_ERROR(cudaCheck(
+        cudaStreamCreateWithPriority(&replicateStream_, cudaStreamNonBlocking, 0),
+        "cudaStreamCreateWithPriority"));
+    return Status::ok();
+  }
+
+  int worldRank() const override { return rank_; }
+  int worldSize() const override { return size_; }
+
+  Status allGather(uint64_t value, std::vector<uint64_t> &out) override {
+    out.assign(size_, 0);
+    uint64_t *dev = nullptr;
+    DMUON_RETURN_IF_ERROR(cudaCheck(cudaMallocAsync(reinterpret_cast<void **>(&dev),
+                                                    sizeof(uint64_t) * (size_ + 1), compute_),
+                                    "cudaMallocAsync"));
+    Status s = cudaCheck(cudaMemcpyAsync(dev + size_, &value, sizeof value,
+                                         cudaMemcpyHostToDevice, compute_),
+                         "cudaMemcpyAsync");
+    if (s)
+      s = check(ncclAllGather(dev + size_, dev, 1, ncclUint64, world_, compute_),
+                "ncclAllGather", world_);
+    if (s)
+      s = cudaCheck(cudaMemcpyAsync(out.data(), dev, sizeof(uint64_t) * size_,
+                                    cudaMemcpyDeviceToHost, compute_),
+                    "cudaMemcpyAsync");
+    cudaFreeAsync(dev, compute_);
+    if (s)
+      s = cudaCheck(cudaStreamSynchronize(compute_), "cudaStreamSynchronize");
+    return s;
+  }
+
+  Status createGroups(Split shard, Split replicate, Split dp) override {
+    const Split splits[] = {shard, replicate, dp};
+    for (int g = 0; g < 3; ++g)
+      DMUON_RETURN_IF_ERROR(check(
+          ncclCommSplit(world_, splits[g].color, splits[g].key, &groups_[g], nullptr),
+          "ncclCommSplit", world_));
+    return Status::ok();
+  }
+
+  int groupRank(CommGroup g) const override {
+    int r = 0;
+    ncclCommUserRank(comm(g), &r);
+    return r;
+  }
+  int groupSize(CommGroup g) const override {
+    int n = 0;
+    ncclCommCount(comm(g), &n);
+    return n;
+  }
+
+  Status broadcast(CommGroup g, void *data, size_t bytes, int root, RequestId &out) override {
+    cudaStream_t s = g == CommGroup::Shard ? broadcastStream_
+                     : g == CommGroup::Replicate ? replicateStream_
+                                                 : reduceStream_;
+    return issue(s, out, [&] {
+      return check(ncclBroadcast(data, data, bytes, ncclUint8, root, comm(g), s), "ncclBroadcast",
+                   comm(g));
+    });
+  }
+
+  Status reduceSum(CommGroup g, float *data, size_t count, int root, RequestId &out) override {
+    cudaStream_t s = g == CommGroup::Replicate ? replicateStream_ : reduceStream_;
+    return issue(s, out, [&] {
+      return check(ncclReduce(data, data, count, ncclFloat, ncclSum, root, comm(g), s),
+                   "ncclReduce", comm(g));
+    });
+  }
+
+  Status allReduceSum(CommGroup g, float *data, size_t count, RequestId &out) override {
+    return issue(reduceStream_, out, [&] {
+      return check(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm(g), reduceStream_),
+                   "ncclAllReduce", comm(g));
+    });
+  }
+
+  // The compute stream waits on the device; the host never blocks here.
+  Status wait(RequestId id) override {
+    auto it = pending_.find(id);
+    if (it == pending_.end())
+      return Status::ok();
+    cudaEvent_t ev = it->second;
+    pending_.erase(it);
+    Status s = cudaCheck(cudaStreamWaitEvent(compute_, ev, 0), "cudaStreamWaitEvent");
+    cudaEventDestroy(ev);
+    if (!s)
+      return s;
+    return asyncErrors();
+  }
+
+  Status beginGroup() override {
+    DMUON_RETURN_IF_ERROR(check(ncclGroupStart(), "ncclGroupStart", world_));
+    ++groupDepth_;
+    return Status::ok();
+  }
+
+  // The group's collectives launch here; only now can their completion
+  // events be recorded.
+  Status endGroup() override {
+    if (groupDepth_ == 0)
+      return Status::ok();
+    --groupDepth_;
+    DMUON_RETURN_IF_ERROR(check(ncclGroupEnd(), "ncclGroupEnd", world_));
+    if (groupDepth_ > 0)
+      return Status::ok();
+    std::vector<std::pair<RequestId, cudaStream_t>> ops = std::move(grouped_);
+    grouped_.clear();
+    for (auto &[id, s] : ops)
+      DMUON_RETURN_IF_ERROR(recordDone(id, s));
+    return Status::ok();
+  }
+
+private:
+  Status recordDone(RequestId id, cudaStream_t s) {
+    cudaEvent_t done = nullptr;
+    DMUON_RETURN_IF_ERROR(cudaCheck(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
+                                    "cudaEventCreate"));
+    Status st = cudaCheck(cudaEventRecord(done, s), "cudaEventRecord");
+    if (!st) {
+      cudaEventDestroy(done);
+      return st;
+    }
+    pending_.emplace(id, done);
+    return Status::ok();
+  }
+
+  ncclComm_t comm(CommGroup g) const {
+    return g == CommGroup::World ? world_ : groups_[static_cast<int>(g)];
+  }
+
+  Status check(ncclResult_t r, const char *what, ncclComm_t c) const {
+    if (r == ncclSuccess || r == ncclInProgress)
+      return Status::ok();
+    std::string msg = std::string(what) + " failed: " + ncclGetErrorString(r);
+    const char *last = ncclGetLastError(c);
+    if (last && *last)
+      msg += std::string(" (") + last + ")";
+    return backendError(msg);
+  }
+
+  // NCCL reports failures of enqueued work (a peer died, a network error)
+  // asynchronously; surface them as statuses instead of hanging or aborting.
+  Status asyncErrors() const {
+    for (ncclComm_t c : {world_, groups_[0], groups_[1], groups_[2]}) {
+      if (!c)
+        continue;
+      ncclResult_t async = ncclSuccess;
+      ncclResult_t r = ncclCommGetAsyncError(c, &async);
+      DMUON_RETURN_IF_ERROR(check(r, "ncclCommGetAsyncError", c));
+      DMUON_RETURN_IF_ERROR(check(async, "an asynchronous NCCL operation", c));
+    }
+    return Status::ok();
+  }
+
+  // The collective's stream first waits for the data the compute stream
+  // produced; an event after it is the request the executor waits on.
+  template <typename F> Status issue(cudaStream_t s, RequestId &out, F &&launch) {
+    cudaEvent_t ready = nullptr;
+    DMUON_RETURN_IF_ERROR(cudaCheck(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
+                                    "cudaEventCreate"));
+    Status st = cudaCheck(cudaEventRecord(ready, compute_), "cudaEventRecord");
+    if (st)
+      st = cudaCheck(cudaStreamWaitEvent(s, ready, 0), "cudaStreamWaitEvent");
+    cudaEventDestroy(ready);
+    DMUON_RETURN_IF_ERROR(st);
+    DMUON_RETURN_IF_ERROR(launch());
+    out = next_++;
+    if (groupDepth_ > 0) {
+      grouped_.emplace_back(out, s);
+      return Status::ok();
+    }
+    return recordDone(out, s);
+  }
+
+  ncclComm_t world_;
+  cudaStream_t compute_;
+  int device_;
+  int rank_ = 0, size_ = 1;
+  ncclComm_t groups_[3] = {nullptr, nullptr, nullptr};
+  cudaStream_t broadcastStream_ = nullptr, reduceStream_ = nullptr, replicateStream_ = nullptr;
+  RequestId next_ = 1;
+  std::unordered_map<RequestId, cudaEvent_t> pending_;
+  int groupDepth_ = 0;
+  std::vector<std::pair<RequestId, cudaStream_t>> grouped_;
+};
+
+} // namespace
+
+Status createNcclBackend(void *communicator, void *stream, int device,
+                         std::unique_ptr<Backend> &out) {
+  if (!communicator)
+    return invalidArgument("options.communicator is null; pass a pointer to an ncclComm_t");
+  if (!stream)
+    return invalidArgument("options.stream is null; pass the host's compute cudaStream_t");
+  auto backend = std::make_unique<NcclBackend>(*static_cast<ncclComm_t *>(communicator),
+                                               static_cast<cudaStream_t>(stream), device);
+  DMUON_RETURN_IF_ERROR(backend->init());
+  out = std::move(backend);
+  return Status::ok();
+}
+
+} // namespace dmuon::rt

@@ -1,0 +1,92 @@
+// Memory and math of one rank's optimizer work, on the host (CpuDevice) or a
+// GPU (CudaDevice). Like Backend, the executor calls only this interface.
+// Device operations are ordered among themselves (a CUDA device runs them on
+// the host's compute stream); download() completes before it returns.
+#ifndef DMUON_RUNTIME_CORE_DEVICE_H
+#define DMUON_RUNTIME_CORE_DEVICE_H
+
+#include "core/Status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+namespace dmuon::rt {
+
+enum class PackedType { F32 = 0, BF16 = 1 };
+
+struct MuonHyper {
+  float lr = 0.02f, momentum = 0.95f, weightDecay = 0.0f;
+  bool nesterov = true, matchRmsAdamW = false, polarExpress = false;
+  int nsSteps = 5;
+};
+
+struct AdamWHyper {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.0f;
+};
+
+class Device {
+public:
+  virtual ~Device() = default;
+
+  // Zero-filled memory of `bytes` (at least 256-byte aligned).
+  virtual Status allocate(size_t bytes, void **out) = 0;
+  virtual void release(void *p) = 0;
+  virtual Status upload(void *dst, const void *hostSrc, size_t bytes) = 0;
+  virtual Status download(void *hostDst, const void *src, size_t bytes) = 0;
+  virtual Status copy(void *dst, const void *src, size_t bytes) = 0;
+  virtual Status zero(void *dst, size_t bytes) = 0;
+
+  virtual Status packCast(void *dst, PackedType type, const float *src, int64_t n) = 0;
+  virtual Status scaleCopy(float *dst, const float *src, float scale, int64_t n) = 0;
+  virtual Status muonStep(float *param, float *momentum, const float *grad, int64_t batch,
+                          int64_t rows, int64_t cols, const MuonHyper &h) = 0;
+  virtual Status adamwStep(float *param, float *m, float *v, const float *grad, int64_t n,
+                           int64_t step, const AdamWHyper &h) = 0;
+  virtual Status synchronize() = 0;
+};
+
+// Device memory owned for the lifetime of the array (RAII over Device).
+class DeviceArray {
+public:
+  DeviceArray() = default;
+  DeviceArray(const DeviceArray &) = delete;
+  DeviceArray &operator=(const DeviceArray &) = delete;
+  DeviceArray(DeviceArray &&o) noexcept { *this = std::move(o); }
+  DeviceArray &operator=(DeviceArray &&o) noexcept {
+    std::swap(dev_, o.dev_);
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  ~DeviceArray() { release(); }
+
+  Status allocate(Device &dev, size_t bytes) {
+    release();
+    void *p = nullptr;
+    DMUON_RETURN_IF_ERROR(dev.allocate(bytes, &p));
+    dev_ = &dev;
+    ptr_ = p;
+    bytes_ = bytes;
+    return Status::ok();
+  }
+  void release() {
+    if (ptr_)
+      dev_->release(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  bool live() const { return ptr_ != nullptr; }
+  uint8_t *bytes() const { return static_cast<uint8_t *>(ptr_); }
+  float *floats() const { return static_cast<float *>(ptr_); }
+  size_t size() const { return bytes_; }
+
+private:
+  Device *dev_ = nullptr;
+  void *ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+} // namespace dmuon::rt
+
+#endif

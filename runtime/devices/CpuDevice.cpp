@@ -1,0 +1,87 @@
+#include "devices/CpuDevice.h"
+
+#include "core/Precision.h"
+#include "kernels/cpu/MuonKernels.h"
+
+#include <cstring>
+#include <new>
+
+namespace dmuon::rt {
+
+namespace {
+
+constexpr size_t kAlignment = 256;
+
+class CpuDevice final : public Device {
+public:
+  Status allocate(size_t bytes, void **out) override {
+    if (bytes == 0)
+      bytes = kAlignment; // a live array always has storage
+    void *p = ::operator new(bytes, std::align_val_t(kAlignment), std::nothrow);
+    if (!p)
+      return {DMUON_ERROR_OUT_OF_MEMORY,
+              "cannot allocate " + std::to_string(bytes) + " bytes of host memory"};
+    std::memset(p, 0, bytes);
+    *out = p;
+    return Status::ok();
+  }
+  void release(void *p) override { ::operator delete(p, std::align_val_t(kAlignment)); }
+  Status upload(void *dst, const void *src, size_t bytes) override { return copy(dst, src, bytes); }
+  Status download(void *dst, const void *src, size_t bytes) override {
+    return copy(dst, src, bytes);
+  }
+  Status copy(void *dst, const void *src, size_t bytes) override {
+    if (bytes)
+      std::memmove(dst, src, bytes);
+    return Status::ok();
+  }
+  Status zero(void *dst, size_t bytes) override {
+    std::memset(dst, 0, bytes);
+    return Status::ok();
+  }
+
+  Status packCast(void *dst, PackedType type, const float *src, int64_t n) override {
+    if (type == PackedType::BF16) {
+      auto *h = static_cast<uint16_t *>(dst);
+      for (int64_t k = 0; k < n; ++k)
+        h[k] = floatToBf16(src[k]);
+      return Status::ok();
+    }
+    return copy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  }
+  Status scaleCopy(float *dst, const float *src, float scale, int64_t n) override {
+    for (int64_t k = 0; k < n; ++k)
+      dst[k] = src[k] * scale;
+    return Status::ok();
+  }
+  Status muonStep(float *param, float *momentum, const float *grad, int64_t batch, int64_t rows,
+                  int64_t cols, const MuonHyper &h) override {
+    kernels::MuonHyper k;
+    k.lr = h.lr;
+    k.momentum = h.momentum;
+    k.weightDecay = h.weightDecay;
+    k.nesterov = h.nesterov;
+    k.matchRmsAdamW = h.matchRmsAdamW;
+    k.nsSteps = h.nsSteps;
+    k.coefficients = h.polarExpress ? kernels::NsCoefficients::PolarExpress
+                                    : kernels::NsCoefficients::Original;
+    kernels::muonStep(param, momentum, grad, batch, rows, cols, k, workspace_);
+    return Status::ok();
+  }
+  Status adamwStep(float *param, float *m, float *v, const float *grad, int64_t n, int64_t step,
+                   const AdamWHyper &h) override {
+    kernels::AdamWHyper k{h.lr, h.beta1, h.beta2, h.eps, h.weightDecay};
+    kernels::adamwStep(param, m, v, grad, n, step, k);
+    return Status::ok();
+  }
+  Status synchronize() override { return Status::ok(); }
+
+private:
+  kernels::NsWorkspace workspace_; // grown once, reused every step
+};
+
+} // namespace
+
+std::unique_ptr<Device> createCpuDevice() { return std::make_unique<CpuDevice>(); }
+
+} // namespace dmuon::rt

@@ -1,0 +1,109 @@
+#include "devices/cuda/CudaDevice.h"
+
+#include "kernels/cuda/CudaKernels.h"
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace dmuon::rt {
+
+namespace {
+
+Status cudaCheck(cudaError_t e, const char *what) {
+  if (e == cudaSuccess)
+    return Status::ok();
+  if (e == cudaErrorMemoryAllocation)
+    return {DMUON_ERROR_OUT_OF_MEMORY, std::string(what) + ": " + cudaGetErrorString(e)};
+  return backendError(std::string(what) + " failed: " + cudaGetErrorString(e));
+}
+
+Status kernelCheck(const cuda::Result &r) {
+  return r.ok() ? Status::ok() : backendError(r.message);
+}
+
+class CudaDevice final : public Device {
+public:
+  CudaDevice(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+  ~CudaDevice() override {
+    cudaStreamSynchronize(stream_);
+    cuda::destroyContext(ctx_);
+  }
+
+  Status init() {
+    DMUON_RETURN_IF_ERROR(cudaCheck(cudaSetDevice(device_), "cudaSetDevice"));
+    return kernelCheck(cuda::createContext(device_, stream_, &ctx_));
+  }
+
+  Status allocate(size_t bytes, void **out) override {
+    if (bytes == 0)
+      bytes = 256;
+    DMUON_RETURN_IF_ERROR(cudaCheck(cudaMallocAsync(out, bytes, stream_), "cudaMallocAsync"));
+    return cudaCheck(cudaMemsetAsync(*out, 0, bytes, stream_), "cudaMemsetAsync");
+  }
+  void release(void *p) override { cudaFreeAsync(p, stream_); }
+  Status upload(void *dst, const void *src, size_t bytes) override {
+    DMUON_RETURN_IF_ERROR(cudaCheck(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync"));
+    return synchronize(); // the host may reuse its buffer as soon as we return
+  }
+  Status download(void *dst, const void *src, size_t bytes) override {
+    DMUON_RETURN_IF_ERROR(cudaCheck(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync"));
+    return synchronize();
+  }
+  Status copy(void *dst, const void *src, size_t bytes) override {
+    return cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+                     "cudaMemcpyAsync");
+  }
+  Status zero(void *dst, size_t bytes) override {
+    return cudaCheck(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync");
+  }
+  Status packCast(void *dst, PackedType type, const float *src, int64_t n) override {
+    return kernelCheck(cuda::packCast(
+        ctx_, dst, type == PackedType::BF16 ? cuda::PackedType::BF16 : cuda::PackedType::F32, src,
+        n));
+  }
+  Status scaleCopy(float *dst, const float *src, float scale, int64_t n) override {
+    return kernelCheck(cuda::scaleCopy(ctx_, dst, src, scale, n));
+  }
+  Status muonStep(float *param, float *momentum, const float *grad, int64_t batch, int64_t rows,
+                  int64_t cols, const MuonHyper &h) override {
+    cuda::MuonHyper k;
+    k.lr = h.lr;
+    k.momentum = h.momentum;
+    k.weightDecay = h.weightDecay;
+    k.nesterov = h.nesterov;
+    k.matchRmsAdamW = h.matchRmsAdamW;
+    k.nsSteps = h.nsSteps;
+    k.coefficients = h.polarExpress ? cuda::Coefficients::PolarExpress
+                                    : cuda::Coefficients::Original;
+    return kernelCheck(cuda::muonStep(ctx_, param, momentum, grad, batch, rows, cols, k));
+  }
+  Status adamwStep(float *param, float *m, float *v, const float *grad, int64_t n, int64_t step,
+                   const AdamWHyper &h) override {
+    cuda::AdamWHyper k{h.lr, h.beta1, h.beta2, h.eps, h.weightDecay};
+    return kernelCheck(cuda::adamwStep(ctx_, param, m, v, grad, n, step, k));
+  }
+  Status synchronize() override {
+    return cudaCheck(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
+private:
+  int device_;
+  cudaStream_t stream_;
+  cuda::Context *ctx_ = nullptr; // cuBLAS handle and NS workspaces, once per runtime
+};
+
+} // namespace
+
+Status createCudaDevice(int device, void *stream, std::unique_ptr<Device> &out) {
+  if (!stream)
+    return invalidArgument("options.stream is null; pass the host's compute cudaStream_t");
+  auto dev = std::make_unique<CudaDevice>(device, static_cast<cudaStream_t>(stream));
+  DMUON_RETURN_IF_ERROR(dev->init());
+  out = std::move(dev);
+  return Status::ok();
+}
+
+} // namespace dmuon::rt

@@ -1,0 +1,53 @@
+#include "plugins/NcclPlugin.h"
+
+#include <dlfcn.h>
+
+#include <string>
+
+namespace dmuon::rt {
+
+namespace {
+
+std::string libraryDirectory() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void *>(&createNcclFromPlugin), &info) == 0 || !info.dli_fname)
+    return {};
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+}
+
+} // namespace
+
+Status createNcclFromPlugin(const dmuon_runtime_options_t &options,
+                            std::unique_ptr<Backend> &backend, std::unique_ptr<Device> &device) {
+  // Loaded once and kept for the life of the process: runtimes may come and go.
+  static void *handle = nullptr;
+  static std::string loadError;
+  if (!handle) {
+    std::string beside = libraryDirectory() + kNcclPluginFile;
+    handle = dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      loadError = dlerror();
+      handle = dlopen(kNcclPluginFile, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!handle)
+      return unsupported("the NCCL backend is not available: cannot load " +
+                         std::string(kNcclPluginFile) + " (" + loadError +
+                         "); build dmuon with CUDA and NCCL");
+  }
+  auto create = reinterpret_cast<NcclPluginCreateFn>(dlsym(handle, kNcclPluginEntry));
+  if (!create)
+    return unsupported(std::string(kNcclPluginFile) + " has no entry point " + kNcclPluginEntry);
+  Backend *b = nullptr;
+  Device *d = nullptr;
+  char error[1024] = {0};
+  int code = create(kNcclPluginAbi, &options, &b, &d, error, sizeof error);
+  if (code != DMUON_SUCCESS)
+    return {static_cast<dmuon_status_t>(code), error};
+  backend.reset(b);
+  device.reset(d);
+  return Status::ok();
+}
+
+} // namespace dmuon::rt
