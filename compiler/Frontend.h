@@ -8,6 +8,7 @@
 #include "Model.h"
 
 #include <string>
+#include <string_view>
 
 namespace dmuon {
 
@@ -15,8 +16,15 @@ enum class InputFormat { Auto, Toml, Onnx };
 
 // TOML manifest, docs/manifest-format.md.
 bool loadTomlManifest(const std::string &path, PlanModel &model, Diagnostics &diags);
+// The same on manifest text already in memory; `name` stands for the file in
+// diagnostics and gives the default model name (its stem).
+bool loadTomlManifestFromBuffer(std::string_view text, const std::string &name,
+                                PlanModel &model, Diagnostics &diags);
 // ONNX model: initializers' names, dims and types only.
 bool loadOnnxModel(const std::string &path, PlanModel &model, Diagnostics &diags);
+// The same on the serialized model's bytes in memory (`name` as above).
+bool loadOnnxModelFromBuffer(std::string_view bytes, const std::string &name,
+                             PlanModel &model, Diagnostics &diags);
 // Picks the frontend from `format` or the file extension.
 bool loadModel(const std::string &path, InputFormat format, PlanModel &model,
                Diagnostics &diags);

@@ -12,6 +12,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libopenblas-dev liblapacke-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: clang with libFuzzer
 )
 
 missing=()

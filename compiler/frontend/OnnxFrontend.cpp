@@ -126,6 +126,8 @@ public:
   OnnxFrontend(const std::string &path, PlanModel &model, Diagnostics &diags)
       : path_(path), model_(model), diags_(diags) {}
   bool run();
+  // The model's serialized bytes, already in memory.
+  bool runOnBytes(std::string_view bytes);
 
 private:
   void visit(const onnx::GraphProto &g);
@@ -193,16 +195,19 @@ bool OnnxFrontend::run() {
     return false;
   }
   const llvm::MemoryBuffer &buf = **bufOr;
-  if (buf.getBufferSize() > static_cast<size_t>(INT_MAX)) {
+  return runOnBytes(std::string_view(buf.getBufferStart(), buf.getBufferSize()));
+}
+
+bool OnnxFrontend::runOnBytes(std::string_view bytes) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
     diags_.fileError(path_, "the ONNX file is larger than 2 GiB, which protobuf cannot parse");
     return false;
   }
 
   onnx::ModelProto proto;
   {
-    google::protobuf::io::CodedInputStream in(
-        reinterpret_cast<const uint8_t *>(buf.getBufferStart()),
-        static_cast<int>(buf.getBufferSize()));
+    google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t *>(bytes.data()),
+                                              static_cast<int>(bytes.size()));
     in.SetTotalBytesLimit(INT_MAX);
     if (!proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
       diags_.fileError(path_, "not a valid ONNX model (protobuf parse failed)");
@@ -299,16 +304,30 @@ bool OnnxFrontend::run() {
 
 } // namespace
 
-bool loadOnnxModel(const std::string &path, PlanModel &model, Diagnostics &diags) {
+namespace {
+
+bool loadOnnx(const std::string &path, const std::string_view *bytes, PlanModel &model,
+              Diagnostics &diags) {
   try {
     OnnxFrontend fe(path, model, diags);
-    return fe.run();
+    return bytes ? fe.runOnBytes(*bytes) : fe.run();
   } catch (const std::bad_alloc &) {
     diags.fileError(path, "out of memory while reading the ONNX model");
   } catch (const std::exception &e) {
     diags.fileError(path, e.what());
   }
   return false;
+}
+
+} // namespace
+
+bool loadOnnxModel(const std::string &path, PlanModel &model, Diagnostics &diags) {
+  return loadOnnx(path, nullptr, model, diags);
+}
+
+bool loadOnnxModelFromBuffer(std::string_view bytes, const std::string &name,
+                             PlanModel &model, Diagnostics &diags) {
+  return loadOnnx(name, &bytes, model, diags);
 }
 
 } // namespace dmuon

@@ -97,7 +97,8 @@ public:
   TomlFrontend(const std::string &path, PlanModel &model, Diagnostics &diags)
       : path_(path), model_(model), diags_(diags) {}
 
-  bool run();
+  // Reads the file named by the path, or takes `text` when given.
+  bool run(const std::string_view *text = nullptr);
 
 private:
   // --- locations -----------------------------------------------------------
@@ -893,20 +894,26 @@ void TomlFrontend::expand(const std::vector<Item> &items) {
   }
 }
 
-bool TomlFrontend::run() {
-  // Read the file.
-  auto bufOr = llvm::MemoryBuffer::getFile(path_, /*IsText=*/false,
-                                           /*RequiresNullTerminator=*/false);
-  if (!bufOr) {
-    std::error_code ec = bufOr.getError();
-    diags_.fileError(path_, ec == std::errc::no_such_file_or_directory
-                                ? std::string("No such file or directory")
-                                : ec.message());
-    return false;
+bool TomlFrontend::run(const std::string_view *source) {
+  std::unique_ptr<llvm::MemoryBuffer> mb;
+  if (source) {
+    mb = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(source->data(), source->size()),
+                                              path_);
+  } else {
+    // Read the file.
+    auto bufOr = llvm::MemoryBuffer::getFile(path_, /*IsText=*/false,
+                                             /*RequiresNullTerminator=*/false);
+    if (!bufOr) {
+      std::error_code ec = bufOr.getError();
+      diags_.fileError(path_, ec == std::errc::no_such_file_or_directory
+                                  ? std::string("No such file or directory")
+                                  : ec.message());
+      return false;
+    }
+    mb = std::move(*bufOr);
+    if (mb->getBufferIdentifier() != path_)
+      mb = llvm::MemoryBuffer::getMemBufferCopy(mb->getBuffer(), path_);
   }
-  std::unique_ptr<llvm::MemoryBuffer> mb = std::move(*bufOr);
-  if (mb->getBufferIdentifier() != path_)
-    mb = llvm::MemoryBuffer::getMemBufferCopy(mb->getBuffer(), path_);
   bufStart_ = mb->getBufferStart();
   bufSize_ = mb->getBufferSize();
   buffer_ = diags_.addBuffer(std::move(mb));
@@ -982,16 +989,30 @@ bool TomlFrontend::run() {
 
 } // namespace
 
-bool loadTomlManifest(const std::string &path, PlanModel &model, Diagnostics &diags) {
+namespace {
+
+bool loadToml(const std::string &path, const std::string_view *text, PlanModel &model,
+              Diagnostics &diags) {
   try {
     TomlFrontend fe(path, model, diags);
-    return fe.run();
+    return fe.run(text);
   } catch (const std::bad_alloc &) {
     diags.fileError(path, "out of memory while reading the manifest");
   } catch (const std::exception &e) {
     diags.fileError(path, e.what());
   }
   return false;
+}
+
+} // namespace
+
+bool loadTomlManifest(const std::string &path, PlanModel &model, Diagnostics &diags) {
+  return loadToml(path, nullptr, model, diags);
+}
+
+bool loadTomlManifestFromBuffer(std::string_view text, const std::string &name,
+                                PlanModel &model, Diagnostics &diags) {
+  return loadToml(name, &text, model, diags);
 }
 
 } // namespace dmuon

@@ -180,11 +180,13 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   // First the strict same-layer rule; if it costs balance, the rule becomes
   // a preference bounded by the target.
   PartitionOptions popts;
+  popts.lowerBound = lb.value;
   Attempt best;
   buildUnits(0, best, popts);
   if (best.result.maxLoad > kTarget * lb.value) {
     PartitionOptions soft;
     soft.layerTarget = kTarget * lb.value;
+    soft.lowerBound = lb.value;
     Attempt a;
     buildUnits(0, a, soft);
     if (a.result.maxLoad < best.result.maxLoad) {
@@ -209,6 +211,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
         popts.layerTarget == 0) {
       PartitionOptions soft;
       soft.layerTarget = kTarget * lb.value;
+      soft.lowerBound = lb.value;
       Attempt b;
       buildUnits(std::max(cap, smallest), b, soft);
       if (b.result.maxLoad < a.result.maxLoad)

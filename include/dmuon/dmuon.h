@@ -156,6 +156,11 @@ typedef struct dmuon_runtime_options {
   int nesterov;        /* -1: plan */
   int ns_steps;        /* -1: plan */
   double adamw_lr, adamw_beta1, adamw_beta2, adamw_eps, adamw_weight_decay;
+  /* Seconds to wait for any one collective before giving up with
+   * DMUON_ERROR_BACKEND (0: wait forever). After a timeout the runtime only
+   * refuses further work and can be destroyed; with NCCL its communicators
+   * are aborted. With NCCL a timeout makes waits poll on the host. */
+  double collective_timeout_s;
 } dmuon_runtime_options_t;
 
 DMUON_API void dmuon_runtime_options_init(dmuon_runtime_options_t *options);
@@ -204,6 +209,22 @@ DMUON_API dmuon_status_t dmuon_runtime_synchronize(dmuon_runtime_t runtime);
  * rank (a collective over the world; for checkpoints and tests). */
 DMUON_API dmuon_status_t dmuon_runtime_gather_param(dmuon_runtime_t runtime, const char *name,
                                                    float *out_values, int64_t numel);
+
+/* ------------------------------------------------------------ checkpoints */
+
+/* Saves every param's fp32 master and optimizer state (Muon momentum, AdamW
+ * moments and step) keyed by param name into the directory `path`, with the
+ * plan's fingerprint and `step` (docs/checkpoint-format.md). Collective; call
+ * between steps. Atomic: until the new manifest replaces the old one, the
+ * previous checkpoint in `path` stays loadable. */
+DMUON_API dmuon_status_t dmuon_checkpoint_save(dmuon_runtime_t runtime, const char *path,
+                                              int64_t step);
+/* Restores a checkpoint saved under this plan or under a plan of the same
+ * model for another mesh (state moves to the new owners). Binds every param.
+ * Collective; a checkpoint that is truncated, corrupt or from another model
+ * is refused and the runtime is left unchanged. `out_step` may be null. */
+DMUON_API dmuon_status_t dmuon_checkpoint_load(dmuon_runtime_t runtime, const char *path,
+                                              int64_t *out_step);
 
 /* ---------------------------------------------------------- introspection */
 

@@ -103,6 +103,14 @@ public:
   void gatherParam(const std::string &name, float *out, int64_t numel) {
     call(dmuon_runtime_gather_param(rt_, name.c_str(), out, numel));
   }
+  void saveCheckpoint(const std::string &path, int64_t step) {
+    call(dmuon_checkpoint_save(rt_, path.c_str(), step));
+  }
+  int64_t loadCheckpoint(const std::string &path) {
+    int64_t step = 0;
+    call(dmuon_checkpoint_load(rt_, path.c_str(), &step));
+    return step;
+  }
   dmuon_param_state_t paramState(const std::string &name) {
     dmuon_param_state_t s;
     call(dmuon_runtime_param_state(rt_, name.c_str(), &s));

@@ -257,6 +257,8 @@ dmuon_status_t dmuon_runtime_create(dmuon_plan_t plan, const dmuon_runtime_optio
           "options are not initialized (struct_size " + std::to_string(options->struct_size) +
           ", version " + std::to_string(options->version) +
           "); call dmuon_runtime_options_init first");
+    if (!(options->collective_timeout_s >= 0))
+      return dmuon::rt::invalidArgument("options.collective_timeout_s must be >= 0 (0: no timeout)");
     if (options->mode != DMUON_MODE_FROM_PLAN && options->mode != DMUON_MODE_Z2 &&
         options->mode != DMUON_MODE_Z3)
       return dmuon::rt::invalidArgument("options.mode " + std::to_string(options->mode) +
@@ -275,6 +277,7 @@ dmuon_status_t dmuon_runtime_create(dmuon_plan_t plan, const dmuon_runtime_optio
       return dmuon::rt::invalidArgument("options.backend " + std::to_string(options->backend) +
                                         " is not a dmuon_backend_t");
     }
+    backend->setTimeout(options->collective_timeout_s);
     std::unique_ptr<Executor> ex;
     DMUON_RETURN_IF_ERROR(
         Executor::create(*plan->plan, *options, std::move(backend), std::move(device), ex));
@@ -352,6 +355,24 @@ dmuon_status_t dmuon_runtime_gather_param(dmuon_runtime_t rt, const char *name, 
     DMUON_RETURN_IF_ERROR(requireRuntime(rt));
     DMUON_RETURN_IF_ERROR(requireName(name));
     return rt->executor->gatherParam(name, out, numel);
+  });
+}
+
+dmuon_status_t dmuon_checkpoint_save(dmuon_runtime_t rt, const char *path, int64_t step) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    if (!path || !*path)
+      return dmuon::rt::invalidArgument("checkpoint_save: path is empty");
+    return rt->executor->saveCheckpoint(path, step);
+  });
+}
+
+dmuon_status_t dmuon_checkpoint_load(dmuon_runtime_t rt, const char *path, int64_t *out_step) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    if (!path || !*path)
+      return dmuon::rt::invalidArgument("checkpoint_load: path is empty");
+    return rt->executor->loadCheckpoint(path, out_step);
   });
 }
 

@@ -45,6 +45,9 @@ public:
                            RequestId &out) = 0;
   virtual Status allReduceSum(CommGroup g, float *data, size_t count, RequestId &out) = 0;
   virtual Status wait(RequestId id) = 0;
+  // A wait longer than this fails, and the backend refuses all further work
+  // (a peer is gone or stuck; the collective cannot be taken back). 0: none.
+  virtual void setTimeout(double seconds) = 0;
 
   // Collectives issued between beginGroup and endGroup may be launched as
   // one (ncclGroupStart/End); their requests complete after endGroup.

@@ -35,6 +35,8 @@ public:
   Status synchronize();
 
   Status gatherParam(const std::string &name, float *out, int64_t numel);
+  Status saveCheckpoint(const std::string &dir, int64_t step);
+  Status loadCheckpoint(const std::string &dir, int64_t *step);
   Status paramState(const std::string &name, dmuon_param_state_t &out) const;
   const dmuon_comm_counters_t &counters() const { return counters_; }
   void resetCounters() { counters_ = {}; }
@@ -90,6 +92,9 @@ private:
   Status pack(const SegmentRt &seg, uint8_t *dst);
   Status waitReplicate(int g);
   Status issuePhase2(int g);
+  bool midStep() const;
+  uint64_t modelFingerprint() const;
+  Status agree(const Status &local, const std::string &what);
   Status stepAdamW();
   Status broadcastReplicas();
 

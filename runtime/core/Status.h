@@ -5,6 +5,7 @@
 
 #include "dmuon/dmuon.h"
 
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -31,6 +32,13 @@ inline Status invalidState(std::string m) { return {DMUON_ERROR_INVALID_STATE, s
 inline Status mismatch(std::string m) { return {DMUON_ERROR_MISMATCH, std::move(m)}; }
 inline Status unsupported(std::string m) { return {DMUON_ERROR_UNSUPPORTED, std::move(m)}; }
 inline Status backendError(std::string m) { return {DMUON_ERROR_BACKEND, std::move(m)}; }
+
+// "1.5" rather than std::to_string's "1.500000", for messages.
+inline std::string formatSeconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
 
 #define DMUON_RETURN_IF_ERROR(expr)                                                        \
   do {                                                                                     \

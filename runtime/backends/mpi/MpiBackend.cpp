@@ -3,6 +3,8 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <climits>
 #include <string>
 #include <unordered_map>
@@ -36,6 +38,8 @@ public:
     MPI_Finalized(&finalized);
     if (finalized)
       return; // the host finalized MPI first; nothing can be freed any more
+    if (!failure_.isOk())
+      return; // collectives still in flight after a timeout: leave them be
     for (auto &[id, reqs] : pending_)
       for (MPI_Request &r : reqs)
         if (r != MPI_REQUEST_NULL)
@@ -66,6 +70,7 @@ public:
   int worldSize() const override { return size_; }
 
   Status allGather(uint64_t value, std::vector<uint64_t> &out) override {
+    DMUON_RETURN_IF_ERROR(failure_);
     out.assign(size_, 0);
     unsigned long long v = value;
     return check(MPI_Allgather(&v, 1, MPI_UNSIGNED_LONG_LONG, out.data(), 1,
@@ -95,6 +100,7 @@ public:
   }
 
   Status broadcast(CommGroup g, void *data, size_t bytes, int root, RequestId &out) override {
+    DMUON_RETURN_IF_ERROR(failure_);
     std::vector<MPI_Request> reqs;
     auto *p = static_cast<uint8_t *>(data);
     for (size_t off = 0; off < bytes || (bytes == 0 && off == 0); off += kMaxChunk) {
@@ -110,6 +116,7 @@ public:
   }
 
   Status reduceSum(CommGroup g, float *data, size_t count, int root, RequestId &out) override {
+    DMUON_RETURN_IF_ERROR(failure_);
     std::vector<MPI_Request> reqs;
     const bool isRoot = groupRank(g) == root;
     const size_t chunk = kMaxChunk / sizeof(float);
@@ -127,6 +134,7 @@ public:
   }
 
   Status allReduceSum(CommGroup g, float *data, size_t count, RequestId &out) override {
+    DMUON_RETURN_IF_ERROR(failure_);
     std::vector<MPI_Request> reqs;
     const size_t chunk = kMaxChunk / sizeof(float);
     for (size_t off = 0; off < count; off += chunk) {
@@ -142,16 +150,44 @@ public:
   }
 
   Status wait(RequestId id) override {
+    DMUON_RETURN_IF_ERROR(failure_);
     auto it = pending_.find(id);
     if (it == pending_.end())
       return Status::ok();
-    std::vector<MPI_Request> reqs = std::move(it->second);
-    pending_.erase(it);
-    if (reqs.empty())
-      return Status::ok();
-    return check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE),
-                 "MPI_Waitall");
+    std::vector<MPI_Request> &reqs = it->second;
+    if (timeout_ <= 0) {
+      Status s = check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(),
+                                   MPI_STATUSES_IGNORE),
+                       "MPI_Waitall");
+      pending_.erase(it);
+      return s;
+    }
+    // MPI has no timed wait: poll, backing off, until the deadline.
+    const auto start = std::chrono::steady_clock::now();
+    auto pause = std::chrono::microseconds(10);
+    while (true) {
+      int done = 0;
+      Status s = check(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done,
+                                   MPI_STATUSES_IGNORE),
+                       "MPI_Testall");
+      if (!s || done) {
+        pending_.erase(it);
+        return s;
+      }
+      std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+      if (waited.count() > timeout_) {
+        failure_ = backendError(
+            "timed out after " + formatSeconds(timeout_) + " s waiting for a collective on rank " +
+            std::to_string(rank_) + " (a peer may have failed or skipped a hook); the runtime "
+            "refuses further work and must be destroyed");
+        return failure_;
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(2000));
+    }
   }
+
+  void setTimeout(double seconds) override { timeout_ = seconds; }
 
 private:
   MPI_Comm comm(CommGroup g) const {
@@ -169,6 +205,8 @@ private:
   int rank_ = 0, size_ = 1;
   RequestId next_ = 1;
   std::unordered_map<RequestId, std::vector<MPI_Request>> pending_;
+  double timeout_ = 0;
+  Status failure_; // set once a wait timed out
 };
 
 } // namespace

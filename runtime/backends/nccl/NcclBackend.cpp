@@ -3,7 +3,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -26,7 +28,8 @@ public:
   ~NcclBackend() override {
     cudaSetDevice(device_);
     for (auto &[id, ev] : pending_) {
-      cudaEventSynchronize(ev);
+      if (!aborted_)
+        cudaEventSynchronize(ev);
       cudaEventDestroy(ev);
     }
     for (ncclComm_t &c : groups_)
@@ -130,10 +133,13 @@ public:
 
   // The compute stream waits on the device; the host never blocks here.
   Status wait(RequestId id) override {
+    DMUON_RETURN_IF_ERROR(failure_);
     auto it = pending_.find(id);
     if (it == pending_.end())
       return Status::ok();
     cudaEvent_t ev = it->second;
+    if (timeout_ > 0)
+      DMUON_RETURN_IF_ERROR(pollUntilDone(ev));
     pending_.erase(it);
     Status s = cudaCheck(cudaStreamWaitEvent(compute_, ev, 0), "cudaStreamWaitEvent");
     cudaEventDestroy(ev);
@@ -141,6 +147,8 @@ public:
       return s;
     return asyncErrors();
   }
+
+  void setTimeout(double seconds) override { timeout_ = seconds; }
 
   Status beginGroup() override {
     DMUON_RETURN_IF_ERROR(check(ncclGroupStart(), "ncclGroupStart", world_));
@@ -165,6 +173,36 @@ public:
   }
 
 private:
+  // With a timeout the host polls the collective's event; a collective that
+  // does not finish in time aborts every communicator (NCCL's way to unblock
+  // the GPU) and the backend refuses further work.
+  Status pollUntilDone(cudaEvent_t ev) {
+    const auto start = std::chrono::steady_clock::now();
+    while (true) {
+      cudaError_t q = cudaEventQuery(ev);
+      if (q == cudaSuccess)
+        return asyncErrors();
+      if (q != cudaErrorNotReady)
+        return cudaCheck(q, "cudaEventQuery");
+      DMUON_RETURN_IF_ERROR(asyncErrors());
+      std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+      if (waited.count() > timeout_) {
+        for (ncclComm_t &c : groups_)
+          if (c) {
+            ncclCommAbort(c);
+            c = nullptr;
+          }
+        aborted_ = true;
+        failure_ = backendError("timed out after " + formatSeconds(timeout_) +
+                                " s waiting for a collective on rank " + std::to_string(rank_) +
+                                "; the runtime's NCCL communicators were aborted and the "
+                                "runtime must be destroyed");
+        return failure_;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
   Status recordDone(RequestId id, cudaStream_t s) {
     cudaEvent_t done = nullptr;
     DMUON_RETURN_IF_ERROR(cudaCheck(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
@@ -209,6 +247,7 @@ private:
   // The collective's stream first waits for the data the compute stream
   // produced; an event after it is the request the executor waits on.
   template <typename F> Status issue(cudaStream_t s, RequestId &out, F &&launch) {
+    DMUON_RETURN_IF_ERROR(failure_);
     cudaEvent_t ready = nullptr;
     DMUON_RETURN_IF_ERROR(cudaCheck(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
                                     "cudaEventCreate"));
@@ -235,6 +274,9 @@ private:
   RequestId next_ = 1;
   std::unordered_map<RequestId, cudaEvent_t> pending_;
   int groupDepth_ = 0;
+  double timeout_ = 0;
+  bool aborted_ = false;
+  Status failure_;
   std::vector<std::pair<RequestId, cudaStream_t>> grouped_;
 };
 

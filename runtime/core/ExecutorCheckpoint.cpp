@@ -1,0 +1,212 @@
+// Checkpoints of the executor's training state: masters, Muon momentum and
+// AdamW moments by param name (core/CheckpointFile.h), so a checkpoint saved
+// under one mesh loads under another. Both calls are collective.
+#include "core/CheckpointFile.h"
+#include "core/Executor.h"
+#include "plan/PlanFile.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
+namespace dmuon::rt {
+
+namespace {
+
+std::string shardName(uint64_t planFingerprint, int64_t step, int rank) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "shard-%016" PRIx64 "-%" PRId64 "-r%05d.dmck", planFingerprint,
+                step, rank);
+  return buf;
+}
+
+} // namespace
+
+uint64_t Executor::modelFingerprint() const {
+  // Names and shapes, independent of order, mesh and options.
+  std::vector<std::string> keys;
+  for (const ParamRt &p : params_) {
+    std::string k = p.name + ":";
+    for (int64_t d : *p.plan->shape())
+      k += std::to_string(d) + ",";
+    keys.push_back(std::move(k));
+  }
+  std::sort(keys.begin(), keys.end());
+  std::string all;
+  for (const std::string &k : keys)
+    all += k + ";";
+  return planfile::fnv1a64(reinterpret_cast<const uint8_t *>(all.data()), all.size());
+}
+
+bool Executor::midStep() const {
+  for (const GroupRt &g : groups_)
+    if (g.forwardStarted || g.backwardStarted)
+      return true;
+  return false;
+}
+
+// Every rank learns whether every rank succeeded, so all return together.
+Status Executor::agree(const Status &local, const std::string &what) {
+  std::vector<uint64_t> codes;
+  DMUON_RETURN_IF_ERROR(backend_->allGather(static_cast<uint64_t>(local.code()), codes));
+  if (!local)
+    return local;
+  for (size_t r = 0; r < codes.size(); ++r)
+    if (codes[r] != DMUON_SUCCESS)
+      return Status(static_cast<dmuon_status_t>(codes[r]),
+                    what + " failed on rank " + std::to_string(r) + " (see that rank's error)");
+  return Status::ok();
+}
+
+Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
+  if (midStep())
+    return invalidState("checkpoint_save inside a step; save after step() and before the next "
+                        "pre_forward");
+  if (!allBound_)
+    for (const ParamRt &p : params_)
+      if (!p.bound)
+        return invalidState("checkpoint_save: param '" + p.name + "' is not bound");
+  DMUON_RETURN_IF_ERROR(synchronize()); // replicate broadcasts land first
+
+  const uint64_t planFp = plan_->fingerprint();
+  const std::string name = shardName(planFp, step, rank_);
+  Status local = ckpt::ensureDirectory(dir);
+  if (local) {
+    ckpt::ShardWriter writer;
+    local = writer.open(dir + "/" + name);
+    std::vector<float> host;
+    auto add = [&](const ParamRt &p, ckpt::Kind kind, const DeviceArray &a) -> Status {
+      host.resize(static_cast<size_t>(p.numel));
+      DMUON_RETURN_IF_ERROR(device_->download(host.data(), a.bytes(), host.size() * 4));
+      return writer.add(p.name, kind, host.data(), host.size() * 4);
+    };
+    // Global owners write Muon state; rank 0 the replicated AdamW state.
+    std::vector<const ParamRt *> mine;
+    for (const ParamRt &p : params_)
+      if ((p.muon && p.isOwner) || (!p.muon && rank_ == 0))
+        mine.push_back(&p);
+    for (size_t k = 0; local && k < mine.size(); ++k) {
+      if (k == mine.size() / 2 && ckpt::crashInjectedFor(rank_))
+        ::_exit(86); // fault injection: die with half a shard written
+      const ParamRt &p = *mine[k];
+      if (p.muon) {
+        local = add(p, ckpt::Kind::Value, p.master);
+        if (local)
+          local = add(p, ckpt::Kind::Momentum, p.momentum);
+      } else {
+        local = add(p, ckpt::Kind::Value, p.value);
+        if (local)
+          local = add(p, ckpt::Kind::AdamM, p.adamM);
+        if (local)
+          local = add(p, ckpt::Kind::AdamV, p.adamV);
+      }
+    }
+    if (local)
+      local = writer.commit();
+  }
+  DMUON_RETURN_IF_ERROR(agree(local, "writing checkpoint shards"));
+
+  // Only now does the checkpoint replace the previous one: the manifest is
+  // the single atomic switch.
+  Status manifest = Status::ok();
+  if (rank_ == 0) {
+    ckpt::Manifest m;
+    m.step = step;
+    m.adamwStep = adamwStep_;
+    m.planFingerprint = planFp;
+    m.modelFingerprint = modelFingerprint();
+    m.worldSize = backend_->worldSize();
+    for (int r = 0; r < m.worldSize; ++r)
+      m.shards.push_back(shardName(planFp, step, r));
+    manifest = ckpt::writeManifest(dir, m);
+    if (manifest)
+      ckpt::removeStaleShards(dir, m);
+  }
+  return agree(manifest, "writing the checkpoint manifest");
+}
+
+Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
+  if (midStep())
+    return invalidState("checkpoint_load inside a step; load between steps");
+  DMUON_RETURN_IF_ERROR(synchronize());
+
+  // Read and check everything this rank needs before changing any state, so
+  // a refused checkpoint leaves the runtime as it was.
+  struct Staged {
+    ParamRt *param;
+    std::vector<float> value, momentum, m, v;
+  };
+  std::vector<Staged> staged;
+  ckpt::Manifest manifest;
+  Status local = ckpt::readManifest(dir, manifest);
+  if (local && manifest.modelFingerprint != modelFingerprint())
+    local = invalidArgument("checkpoint '" + dir +
+                            "' is for a different model (its params' names or shapes differ "
+                            "from this plan's)");
+  std::vector<ckpt::ShardIndex> shards(manifest.shards.size());
+  for (size_t i = 0; local && i < shards.size(); ++i)
+    local = ckpt::readShardIndex(dir + "/" + manifest.shards[i], shards[i]);
+  auto fetch = [&](const ParamRt &p, ckpt::Kind kind, std::vector<float> &out) -> Status {
+    for (const ckpt::ShardIndex &s : shards) {
+      auto it = s.byKey.find({p.name, kind});
+      if (it == s.byKey.end())
+        continue;
+      const ckpt::Entry &e = s.entries[it->second];
+      if (e.bytes != static_cast<uint64_t>(p.numel) * 4)
+        return invalidArgument("checkpoint '" + dir + "': " + ckpt::kindName(kind) + " of '" +
+                               p.name + "' has " + std::to_string(e.bytes / 4) +
+                               " values but the param has " + std::to_string(p.numel));
+      out.resize(static_cast<size_t>(p.numel));
+      return ckpt::readEntry(s, e, out.data());
+    }
+    return invalidArgument("checkpoint '" + dir + "' has no " + ckpt::kindName(kind) +
+                           " for param '" + p.name + "'");
+  };
+  for (ParamRt &p : params_) {
+    if (!local)
+      break;
+    Staged st{&p, {}, {}, {}, {}};
+    if (p.muon) {
+      if (p.keepsMaster)
+        local = fetch(p, ckpt::Kind::Value, st.value);
+      if (local && p.isOwner)
+        local = fetch(p, ckpt::Kind::Momentum, st.momentum);
+    } else {
+      local = fetch(p, ckpt::Kind::Value, st.value);
+      if (local)
+        local = fetch(p, ckpt::Kind::AdamM, st.m);
+      if (local)
+        local = fetch(p, ckpt::Kind::AdamV, st.v);
+    }
+    staged.push_back(std::move(st));
+  }
+  DMUON_RETURN_IF_ERROR(agree(local, "reading checkpoint '" + dir + "'"));
+
+  auto put = [&](DeviceArray &a, const std::vector<float> &host) -> Status {
+    if (host.empty())
+      return Status::ok();
+    if (!a.live())
+      DMUON_RETURN_IF_ERROR(a.allocate(*device_, host.size() * 4));
+    return device_->upload(a.bytes(), host.data(), host.size() * 4);
+  };
+  for (Staged &st : staged) {
+    ParamRt &p = *st.param;
+    if (p.muon) {
+      DMUON_RETURN_IF_ERROR(put(p.master, st.value));
+      DMUON_RETURN_IF_ERROR(put(p.momentum, st.momentum));
+    } else {
+      DMUON_RETURN_IF_ERROR(put(p.value, st.value));
+      DMUON_RETURN_IF_ERROR(put(p.adamM, st.m));
+      DMUON_RETURN_IF_ERROR(put(p.adamV, st.v));
+    }
+    p.bound = true;
+  }
+  adamwStep_ = manifest.adamwStep;
+  if (step)
+    *step = manifest.step;
+  return Status::ok();
+}
+
+} // namespace dmuon::rt

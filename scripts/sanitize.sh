@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds dmuon with AddressSanitizer + UndefinedBehaviorSanitizer
+# (-DDMUON_SANITIZE=address,undefined, RelWithDebInfo, the system compiler)
+# into ${BUILD_DIR:-build-asan} and runs the unit tests, the lit suite, the
+# fuzz regression replays and one MPI test under the sanitizers. Any report
+# (memory error, leak, undefined behaviour) fails its test.
+#
+# Environment: BUILD_DIR. Extra args go to ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+scripts/install-deps.sh
+
+build_dir=${BUILD_DIR:-build-asan}
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DDMUON_SANITIZE=address,undefined -DDMUON_ENABLE_CUDA=OFF \
+  -DDMUON_BUILD_BENCHMARKS=OFF >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"
+
+# abort_on_error: a report kills the process with SIGABRT, so that lit's
+# `not <cmd>` (which expects a plain failure) cannot mistake it for one.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:disable_coredump=1:strict_init_order=1:detect_stack_use_after_return=1
+export LSAN_OPTIONS=suppressions=$root/test/sanitize/lsan.supp:print_suppressions=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:abort_on_error=1
+# MPI tests run as root in CI.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OPENBLAS_NUM_THREADS=1
+ulimit -c 0
+
+# Everything but the multi-rank tests, the trainer, the install consumer and
+# the GPU tests; then one MPI test (4 ranks, HSDP 2x2).
+ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" --no-tests=error \
+  -E '^(mpi_|trainer_|install_|nccl_|cuda\.)' "$@"
+ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -R '^mpi_hsdp2x2$' "$@"
