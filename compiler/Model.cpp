@@ -53,6 +53,36 @@ std::optional<Stage> parseStage(std::string_view name) {
   return std::nullopt;
 }
 
+int64_t Param::localNumElements() const {
+  int64_t n = 1;
+  for (int64_t d : localShape)
+    n *= d;
+  return n;
+}
+
+MatrixView matrixViewOf(const std::vector<int64_t> &shape, bool conv) {
+  MatrixView v;
+  size_t n = shape.size();
+  if (n < 2) {
+    v.rows = n == 1 ? 1 : 0;
+    v.cols = n == 1 ? shape[0] : 0;
+    return v;
+  }
+  if (conv) {
+    // Conv weights [out, in, k...] are orthogonalized as [out, in*k...].
+    v.rows = shape[0];
+    v.cols = 1;
+    for (size_t i = 1; i < n; ++i)
+      v.cols *= shape[i];
+    return v;
+  }
+  for (size_t i = 0; i + 2 < n; ++i)
+    v.batch *= shape[i];
+  v.rows = shape[n - 2];
+  v.cols = shape[n - 1];
+  return v;
+}
+
 int64_t Param::numElements() const {
   int64_t n = 1;
   for (int64_t d : shape)

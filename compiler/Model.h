@@ -32,6 +32,13 @@ enum class Stage : uint8_t {
   Frontend, Select, Validate, Group, Partition, Hooks, Layout, Complete
 };
 const char *stageName(Stage s);
+
+// The matrix Muon sees in a shape: batch x rows x cols over the last two dims,
+// or [out, in*k...] for a conv weight.
+struct MatrixView {
+  int64_t batch = 1, rows = 0, cols = 0;
+};
+MatrixView matrixViewOf(const std::vector<int64_t> &shape, bool conv);
 std::optional<Stage> parseStage(std::string_view name);
 
 struct Param {
@@ -51,9 +58,16 @@ struct Param {
   Role role = Role::AdamW;
   RoleReason roleReason = RoleReason::DefaultVector;
   int64_t batch = 1, rows = 0, cols = 0; // the matrix view
+  // validate: this rank's shard (the shape divided by the non-ownership mesh
+  // dims that shard it; equal on every rank) and its matrix view.
+  std::vector<int64_t> localShape;
+  int64_t localBatch = 1, localRows = 0, localCols = 0;
   // group
   ShardingGroupKind group = ShardingGroupKind::None;
   int commGroup = -1;
+  // comm params: the one non-ownership mesh dim that shards the matrix dims
+  // (gathered for NS) and the tensor dim it shards; -1 otherwise.
+  int gatherMeshDim = -1, gatherTensorDim = -1;
   // partition
   std::string layer;
   int unit = -1;
@@ -62,8 +76,10 @@ struct Param {
   int hookGroup = -1;
   // layout
   int64_t offset = -1, bytes = 0, reduceOffset = -1, reduceBytes = 0;
+  int computeIndex = -1; // comm params: coordinate along gatherMeshDim that runs NS
 
   int64_t numElements() const;
+  int64_t localNumElements() const;
 };
 
 struct Unit {
@@ -104,6 +120,7 @@ struct RankFigures {
   double nsFlops = 0;
   int64_t broadcastSend = 0, broadcastRecv = 0, reduceSend = 0, reduceRecv = 0;
   int64_t replicateSend = 0, replicateRecv = 0, allreduceBytes = 0;
+  int64_t gatherSend = 0, gatherRecv = 0, scatterSend = 0, scatterRecv = 0;
 };
 
 struct Stats {

@@ -40,8 +40,8 @@ public:
   // deterministic) and large enough that a big plan is not copied on every
   // doubling of the builder's buffer.
   explicit Writer(const PlanModel &m)
-      : m_(m), b_(64 * 1024 + 480 * m.params.size() + 64 * m.units.size() +
-                  128 * static_cast<size_t>(m.mesh.worldSize())) {}
+      : m_(m), b_(64 * 1024 + 560 * m.params.size() + 64 * m.units.size() +
+                  160 * static_cast<size_t>(m.mesh.worldSize())) {}
 
   std::vector<uint8_t> run();
 
@@ -130,6 +130,8 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
         pl.kind == PlacementKind::StridedShard ? pl.splitFactor : 0, op));
   }
   auto placements = b_.CreateVector(pls);
+  auto localShape = reached(Stage::Validate) ? b_.CreateVector(p.localShape)
+                                             : Offset<flatbuffers::Vector<int64_t>>();
   auto layer = reached(Stage::Partition) ? optString(p.layer) : Offset<String>();
 
   int32_t ownerShard = -1, ownerReplicate = -1, ownerRank = -1;
@@ -155,9 +157,17 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
     pb.add_rows(p.rows);
     pb.add_cols(p.cols);
   }
+  if (reached(Stage::Validate)) {
+    pb.add_local_shape(localShape);
+    pb.add_local_batch(p.localBatch);
+    pb.add_local_rows(p.localRows);
+    pb.add_local_cols(p.localCols);
+  }
   if (reached(Stage::Group)) {
     pb.add_group(static_cast<fb::ShardingGroupKind>(p.group));
     pb.add_comm_group(p.commGroup);
+    pb.add_gather_mesh_dim(p.gatherMeshDim);
+    pb.add_gather_tensor_dim(p.gatherTensorDim);
   }
   if (reached(Stage::Partition)) {
     pb.add_layer(layer);
@@ -174,6 +184,7 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
     pb.add_bytes(p.bytes);
     pb.add_reduce_offset(p.reduceOffset);
     pb.add_reduce_bytes(p.reduceBytes);
+    pb.add_compute_index(p.computeIndex);
   }
   return pb.Finish();
 }
@@ -241,7 +252,8 @@ Offset<fb::Stats> Writer::writeStats() {
       ranks.push_back(fb::CreateRankFigures(
           b_, static_cast<int32_t>(r.rank), r.ownedParams, r.ownedElements, r.masterBytes,
           r.momentumBytes, r.peakBufferBytes, r.nsFlops, r.broadcastSend, r.broadcastRecv,
-          r.reduceSend, r.reduceRecv, r.replicateSend, r.replicateRecv, r.allreduceBytes));
+          r.reduceSend, r.reduceRecv, r.replicateSend, r.replicateRecv, r.allreduceBytes,
+          r.gatherSend, r.gatherRecv, r.scatterSend, r.scatterRecv));
   }
   auto ranksVec = b_.CreateVector(ranks);
   auto lbKind = partitioned ? optString(s.lowerBoundKind) : Offset<String>();

@@ -63,6 +63,24 @@ bool runGroup(PlanModel &model, Diagnostics &) {
       continue;
     }
     p.group = ShardingGroupKind::Comm;
+    // The mesh dim gathered for NS: the one model-parallel mesh dim whose
+    // Shard touches the matrix dims. Anything else (several such mesh dims,
+    // StridedShard) is not supported yet; partition reports it.
+    int gatherDims = 0, gatherMeshDim = -1;
+    bool strided = false;
+    for (size_t d = 0; d < p.placements.size(); ++d) {
+      const Placement &pl = p.placements[d];
+      if (mesh.isOwnershipDim(static_cast<int>(d)) || !pl.isShard() ||
+          !(p.conv || pl.dim >= ndim - 2))
+        continue;
+      ++gatherDims;
+      gatherMeshDim = static_cast<int>(d);
+      strided = strided || pl.kind == PlacementKind::StridedShard;
+    }
+    if (gatherDims == 1 && !strided) {
+      p.gatherMeshDim = gatherMeshDim;
+      p.gatherTensorDim = p.placements[gatherMeshDim].dim;
+    }
     auto [it, inserted] =
         groupByKey.try_emplace(key, static_cast<int>(model.commGroups.size()));
     if (inserted) {

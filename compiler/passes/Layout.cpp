@@ -26,10 +26,49 @@ bool runLayout(PlanModel &model, Diagnostics &) {
   const int64_t G = mesh.numShards(), R = mesh.numReplicas(), S = G * R;
   const int64_t unshardsPerStep = model.options.mode == Mode::Z3 ? 2 : 1;
 
+  // Every rank holds and moves its local shard.
   for (Param &p : model.params) {
-    p.bytes = p.numElements() * dtypeBytes(p.dtype);
+    p.bytes = p.localNumElements() * dtypeBytes(p.dtype);
     if (p.role == Role::Muon)
-      p.reduceBytes = p.numElements() * kReduceElementBytes;
+      p.reduceBytes = p.localNumElements() * kReduceElementBytes;
+  }
+
+  // compute_index of comm params: per owner slot and gather mesh dim, LPT
+  // over the coordinates of that dim (largest cost first, ties by name; each
+  // to the coordinate with the least comm NS load so far, ties to the lower).
+  // commBySlot: the comm params each slot owns, in that order.
+  std::vector<std::vector<int>> commBySlot(S);
+  {
+    std::vector<int> comm;
+    for (size_t i = 0; i < model.params.size(); ++i) {
+      const Param &p = model.params[i];
+      if (p.role == Role::Muon && p.group == ShardingGroupKind::Comm && p.unit >= 0 &&
+          p.gatherMeshDim >= 0)
+        comm.push_back(static_cast<int>(i));
+    }
+    std::sort(comm.begin(), comm.end(), [&](int a, int b) {
+      const Param &x = model.params[a], &y = model.params[b];
+      if (x.cost != y.cost)
+        return x.cost > y.cost;
+      if (x.name != y.name)
+        return x.name < y.name;
+      return a < b;
+    });
+    std::map<std::pair<int, int>, std::vector<double>> load; // (slot, mesh dim)
+    for (int i : comm) {
+      Param &p = model.params[i];
+      const int slot = model.units[p.unit].slot;
+      std::vector<double> &l = load[{slot, p.gatherMeshDim}];
+      if (l.empty())
+        l.assign(static_cast<size_t>(mesh.dims[p.gatherMeshDim].size), 0.0);
+      size_t best = 0;
+      for (size_t c = 1; c < l.size(); ++c)
+        if (l[c] < l[best])
+          best = c;
+      l[best] += p.cost;
+      p.computeIndex = static_cast<int>(best);
+      commBySlot[slot].push_back(i);
+    }
   }
 
   for (HookGroup &g : model.hookGroups) {
@@ -64,8 +103,10 @@ bool runLayout(PlanModel &model, Diagnostics &) {
   }
 
   // Figures for every slot coordinate (s, r); ranks that differ only in
-  // model-parallel dims see the same traffic. The shard-dim collectives run
-  // in every replicate row, so they depend only on the shard column's share.
+  // model-parallel dims see the same data-parallel traffic (of their local
+  // shards); comm params' gather/scatter and NS are added per rank below.
+  // The shard-dim collectives run in every replicate row, so they depend
+  // only on the shard column's share.
   std::vector<RankFigures> bySlot(S);
   std::vector<int64_t> columnBytes(G, 0), columnReduceBytes(G, 0);
   int64_t totalBytes = 0, totalReduceBytes = 0;
@@ -79,9 +120,12 @@ bool runLayout(PlanModel &model, Diagnostics &) {
       int64_t master = 0, elements = 0;
       double flops = 0;
       for (int i : seg.params) {
-        master += model.params[i].numElements() * kMasterElementBytes;
-        elements += model.params[i].numElements();
-        flops += model.params[i].cost;
+        const Param &p = model.params[i];
+        master += p.localNumElements() * kMasterElementBytes;
+        elements += p.localNumElements();
+        // A comm param's NS runs on one rank of its gather group (below).
+        if (p.group != ShardingGroupKind::Comm)
+          flops += p.cost;
       }
       for (int64_t r = 0; r < R; ++r) {
         RankFigures &f = bySlot[r * G + so];
@@ -134,7 +178,7 @@ bool runLayout(PlanModel &model, Diagnostics &) {
   int64_t adamwPayload = 0;
   for (const Param &p : model.params)
     if (p.role == Role::AdamW)
-      adamwPayload += p.numElements() * kMasterElementBytes;
+      adamwPayload += p.localNumElements() * kMasterElementBytes;
 
   model.stats.ranks.clear();
   for (int64_t rank = 0; rank < mesh.worldSize(); ++rank) {
@@ -142,6 +186,22 @@ bool runLayout(PlanModel &model, Diagnostics &) {
     int64_t s = mesh.shardDim >= 0 ? c[mesh.shardDim] : 0;
     int64_t r = mesh.replicateDim >= 0 ? c[mesh.replicateDim] : 0;
     RankFigures f = bySlot[r * G + s];
+    // The comm params this slot owns: gathered over their gather mesh dim
+    // to the computing member, orthogonalized there, scattered back (fp32
+    // local slices; payload accounting as for broadcast/reduce).
+    for (int i : commBySlot[r * G + s]) {
+      const Param &p = model.params[i];
+      const int64_t K = mesh.dims[p.gatherMeshDim].size;
+      const int64_t L = p.localNumElements() * kMasterElementBytes;
+      if (c[p.gatherMeshDim] == p.computeIndex) {
+        f.nsFlops += p.cost;
+        f.gatherRecv += (K - 1) * L;
+        f.scatterSend += (K - 1) * L;
+      } else {
+        f.gatherSend += L;
+        f.scatterRecv += L;
+      }
+    }
     f.rank = rank;
     f.peakBufferBytes = peak;
     f.allreduceBytes = S > 1 ? adamwPayload : 0;

@@ -26,6 +26,53 @@ bool isDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+std::string placementsStr(const Param &p) {
+  std::string s = "[";
+  for (size_t i = 0; i < p.placements.size(); ++i)
+    s += (i ? "," : "") + p.placements[i].str();
+  return s + "]";
+}
+
+// What the runtime supports of a Muon param's model-parallel placements:
+// no Partial, and a comm param's matrix dims sharded by exactly one mesh dim
+// with a plain Shard (the one it gathers over for NS; see runGroup).
+bool checkModelParallel(const Param &p, const Mesh &mesh, Diagnostics &diags) {
+  const std::string who = "Muon param '" + p.name + "' with placements " + placementsStr(p);
+  for (size_t d = 0; d < p.placements.size(); ++d)
+    if (p.placements[d].kind == PlacementKind::Partial) {
+      diags.error(p.loc, who + " is " + p.placements[d].str() + " on mesh dim '" +
+                             mesh.dims[d].name +
+                             "': Partial placement on a Muon param is not supported: "
+                             "reduce it before the optimizer");
+      return false;
+    }
+  if (p.group != ShardingGroupKind::Comm || p.gatherMeshDim >= 0)
+    return true;
+  const int ndim = static_cast<int>(p.shape.size());
+  std::string dims, strided;
+  int count = 0;
+  for (size_t d = 0; d < p.placements.size(); ++d) {
+    const Placement &pl = p.placements[d];
+    if (mesh.isOwnershipDim(static_cast<int>(d)) || !pl.isShard() ||
+        !(p.conv || pl.dim >= ndim - 2))
+      continue;
+    ++count;
+    dims += (dims.empty() ? "'" : ", '") + mesh.dims[d].name + "'";
+    if (pl.kind == PlacementKind::StridedShard && strided.empty())
+      strided = pl.str() + " on mesh dim '" + mesh.dims[d].name + "'";
+  }
+  if (count > 1)
+    diags.error(p.loc, who + ": sharding the matrix dims over more than one mesh dim (" +
+                           dims + ") is not supported yet");
+  else if (!strided.empty())
+    diags.error(p.loc, who + ": StridedShard on a matrix dim (" + strided +
+                           ") is not supported yet");
+  else
+    diags.error(p.loc, who + ": its matrix dims are not sharded by a model-parallel "
+                           "mesh dim; this is not supported yet");
+  return false;
+}
+
 } // namespace
 
 std::string defaultLayerOf(const std::string &paramName) {
@@ -63,12 +110,17 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   for (Param &p : model.params) {
     if (p.role != Role::Muon)
       continue;
+    bool ok = true;
     for (size_t d = 0; d < p.placements.size(); ++d)
-      if (mesh.isOwnershipDim(static_cast<int>(d)) && !p.placements[d].isReplicate())
+      if (mesh.isOwnershipDim(static_cast<int>(d)) && !p.placements[d].isReplicate()) {
         diags.error(p.loc, "Muon param '" + p.name + "' is " + p.placements[d].str() +
                                " on data-parallel mesh dim '" + mesh.dims[d].name +
                                "'; dmuon owns the data-parallel placement of Muon "
                                "params, declare it Replicate");
+        ok = false;
+      }
+    if (ok)
+      ok = checkModelParallel(p, mesh, diags);
   }
   if (diags.hasErrors())
     return false;
@@ -88,18 +140,25 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
     if (p.role != Role::Muon)
       continue;
     p.layer = defaultLayerOf(p.name);
-    p.cost = static_cast<double>(p.batch) * nsFlops(p.rows, p.cols, steps);
+    // NS runs on the local matrices of a no_comm param (every model-parallel
+    // rank of the owner slot, on its own shard), and on the gathered full
+    // matrices of a comm param (one rank of the gather group): local batch
+    // either way.
+    const bool comm = p.group == ShardingGroupKind::Comm;
+    const int64_t nsRows = comm ? p.rows : p.localRows;
+    const int64_t nsCols = comm ? p.cols : p.localCols;
+    p.cost = static_cast<double>(p.localBatch) * nsFlops(nsRows, nsCols, steps);
     pcost[i] = p.cost;
     if (measured) {
-      std::optional<double> sec = lookupCost(model.options.costTable, p.rows, p.cols);
+      std::optional<double> sec = lookupCost(model.options.costTable, nsRows, nsCols);
       if (!sec) {
-        if (missing.insert({p.rows, p.cols}).second)
+        if (missing.insert({nsRows, nsCols}).second)
           diags.fileError(model.options.costTablePath,
-                          "no measured time for shape " + std::to_string(p.rows) + "x" +
-                              std::to_string(p.cols) + " (param '" + p.name + "')");
+                          "no measured time for shape " + std::to_string(nsRows) + "x" +
+                              std::to_string(nsCols) + " (param '" + p.name + "')");
         continue;
       }
-      pcost[i] = static_cast<double>(p.batch) * *sec;
+      pcost[i] = static_cast<double>(p.localBatch) * *sec;
     }
     layerIds.try_emplace(p.layer, static_cast<int>(layerIds.size()));
     muonParams.push_back(static_cast<int>(i));

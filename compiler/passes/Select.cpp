@@ -36,30 +36,6 @@ bool compile(const std::string &pattern, const char *flag,
   return true;
 }
 
-void setMatrixView(Param &p) {
-  size_t n = p.shape.size();
-  if (n < 2) {
-    p.batch = 1;
-    p.rows = n == 1 ? 1 : 0;
-    p.cols = n == 1 ? p.shape[0] : 0;
-    return;
-  }
-  if (p.conv) {
-    // Conv weights [out, in, k...] are orthogonalized as [out, in*k...].
-    p.batch = 1;
-    p.rows = p.shape[0];
-    p.cols = 1;
-    for (size_t i = 1; i < n; ++i)
-      p.cols *= p.shape[i];
-    return;
-  }
-  p.batch = 1;
-  for (size_t i = 0; i + 2 < n; ++i)
-    p.batch *= p.shape[i];
-  p.rows = p.shape[n - 2];
-  p.cols = p.shape[n - 1];
-}
-
 } // namespace
 
 bool runSelect(PlanModel &model, Diagnostics &diags) {
@@ -70,7 +46,10 @@ bool runSelect(PlanModel &model, Diagnostics &diags) {
   llvm::Regex defaultExclude(kDefaultExclude);
 
   for (Param &p : model.params) {
-    setMatrixView(p);
+    MatrixView v = matrixViewOf(p.shape, p.conv);
+    p.batch = v.batch;
+    p.rows = v.rows;
+    p.cols = v.cols;
     if (p.roleOverride) {
       p.role = *p.roleOverride;
       p.roleReason = RoleReason::ManifestOverride;

@@ -24,7 +24,8 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
   const Mesh &mesh = model.mesh;
   for (Param &p : model.params) {
     const int ndim = static_cast<int>(p.shape.size());
-    const std::string what = "param '" + p.name + "' with shape " + shapeStr(p.shape);
+    // Built only for a diagnostic: most params of a large model have none.
+    auto describe = [&p] { return "param '" + p.name + "' with shape " + shapeStr(p.shape); };
 
     int64_t elems = 1;
     bool overflow = false, empty = false;
@@ -37,42 +38,80 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
         elems *= d;
     }
     if (overflow) {
-      diags.error(p.loc, what + " has more than 2^48 elements");
+      diags.error(p.loc, describe() + " has more than 2^48 elements");
       continue;
     }
     if (p.role == Role::Muon && ndim < 2) {
-      diags.error(p.loc, what + " cannot use Muon: Muon orthogonalizes matrices and "
+      diags.error(p.loc, describe() + " cannot use Muon: Muon orthogonalizes matrices and "
                                 "needs at least 2 dims; leave it to AdamW");
       continue;
     }
     if (p.role == Role::Muon && empty) {
-      diags.error(p.loc, what + " cannot use Muon: it has no elements");
+      diags.error(p.loc, describe() + " cannot use Muon: it has no elements");
       continue;
     }
     if (p.placements.size() != mesh.dims.size()) {
-      diags.error(p.loc, what + " has " + std::to_string(p.placements.size()) +
+      diags.error(p.loc, describe() + " has " + std::to_string(p.placements.size()) +
                              " placements for a " + std::to_string(mesh.dims.size()) +
                              "-dim mesh");
       continue;
     }
+    bool placementsOk = true;
     for (size_t i = 0; i < p.placements.size(); ++i) {
       Placement &pl = p.placements[i];
       if (!pl.isShard())
         continue;
       int dim = pl.dim < 0 ? pl.dim + ndim : pl.dim;
       if (dim < 0 || dim >= ndim) {
-        diags.error(p.loc, what + ": " + pl.str() + " on mesh dim '" + mesh.dims[i].name +
+        diags.error(p.loc, describe() + ": " + pl.str() + " on mesh dim '" + mesh.dims[i].name +
                                "' is out of range for a " + std::to_string(ndim) +
                                "-D tensor");
+        placementsOk = false;
         continue;
       }
       pl.dim = dim;
-      if (p.shape[dim] < mesh.dims[i].size)
-        diags.error(p.loc, what + ": " + pl.str() + " splits dim " + std::to_string(dim) +
+      if (p.shape[dim] < mesh.dims[i].size) {
+        diags.error(p.loc, describe() + ": " + pl.str() + " splits dim " + std::to_string(dim) +
                                " of size " + std::to_string(p.shape[dim]) + " over " +
                                std::to_string(mesh.dims[i].size) + " ranks of mesh dim '" +
                                mesh.dims[i].name + "', leaving some shards empty");
+        placementsOk = false;
+      }
     }
+
+    // The local shard: every model-parallel (non-ownership) mesh dim that
+    // shards a tensor dim divides it, evenly; several on one dim multiply.
+    // (Ownership dims are dmuon's: Replicate for Muon params.)
+    p.localShape = p.shape;
+    bool mpSharded = false;
+    for (size_t i = 0; i < p.placements.size(); ++i)
+      mpSharded |= p.placements[i].isShard() && !mesh.isOwnershipDim(static_cast<int>(i));
+    if (placementsOk && mpSharded) {
+      std::vector<int64_t> divisor(ndim, 1);
+      std::vector<std::string> by(ndim);
+      for (size_t i = 0; i < p.placements.size(); ++i) {
+        const Placement &pl = p.placements[i];
+        if (!pl.isShard() || mesh.isOwnershipDim(static_cast<int>(i)))
+          continue;
+        divisor[pl.dim] *= mesh.dims[i].size;
+        by[pl.dim] += (by[pl.dim].empty() ? "" : ", ") + pl.str() + " on mesh dim '" +
+                      mesh.dims[i].name + "'";
+      }
+      for (int d = 0; d < ndim; ++d) {
+        if (divisor[d] == 1)
+          continue;
+        if (p.shape[d] % divisor[d] != 0)
+          diags.error(p.loc, describe() + ": dim " + std::to_string(d) + " of size " +
+                                 std::to_string(p.shape[d]) + " is not divisible by " +
+                                 std::to_string(divisor[d]) + " (" + by[d] + ")");
+        else
+          p.localShape[d] = p.shape[d] / divisor[d];
+      }
+    }
+    MatrixView local = matrixViewOf(p.localShape, p.conv);
+    p.localBatch = local.batch;
+    p.localRows = local.rows;
+    p.localCols = local.cols;
   }
   return !diags.hasErrors();
 }

@@ -149,7 +149,7 @@ bool parseFlags(int argc, char **argv, Flags &f, std::string &err) {
 }
 
 const char *kCollectiveNames[DMUON_COLLECTIVE_COUNT] = {"broadcast", "reduce", "replicate",
-                                                        "allreduce"};
+                                                        "allreduce", "gather",  "scatter"};
 
 std::string human(double bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -174,9 +174,11 @@ DMUON_API dmuon_status_t dmuon_runtime_create(dmuon_plan_t plan,
 DMUON_API void dmuon_runtime_destroy(dmuon_runtime_t runtime);
 DMUON_API const char *dmuon_runtime_last_error(dmuon_runtime_t runtime);
 
-/* Gives the runtime a param's initial full fp32 values (every rank passes the
- * same values; ranks that keep no copy ignore them). `numel` must match the
- * plan. Every param must be bound before the first pre_forward. */
+/* Gives the runtime a param's initial fp32 values: the full param, or this
+ * rank's local shard for a param sharded on model-parallel dims (as with
+ * DTensor's to_local()). Every data-parallel rank passes the same values;
+ * ranks that keep no copy ignore them. `numel` must match the plan's local
+ * shape. Every param must be bound before the first pre_forward. */
 DMUON_API dmuon_status_t dmuon_runtime_bind_param(dmuon_runtime_t runtime, const char *name,
                                                  const float *values, int64_t numel);
 
@@ -205,8 +207,9 @@ DMUON_API dmuon_status_t dmuon_runtime_step(dmuon_runtime_t runtime);
  * broadcast (I4 holds afterwards). */
 DMUON_API dmuon_status_t dmuon_runtime_synchronize(dmuon_runtime_t runtime);
 
-/* Full fp32 values of a param as the optimizer sees them, gathered to every
- * rank (a collective over the world; for checkpoints and tests). */
+/* This rank's fp32 values of a param as the optimizer sees them (its local
+ * shard for a model-parallel param), from the global owner to every rank of
+ * the data-parallel group (a collective over it; for checkpoints and tests). */
 DMUON_API dmuon_status_t dmuon_runtime_gather_param(dmuon_runtime_t runtime, const char *name,
                                                    float *out_values, int64_t numel);
 
@@ -244,7 +247,9 @@ typedef enum dmuon_collective {
   DMUON_COLLECTIVE_REDUCE = 1,    /* gradient reduces, both HSDP phases */
   DMUON_COLLECTIVE_REPLICATE = 2, /* post-step replicate broadcasts */
   DMUON_COLLECTIVE_ALLREDUCE = 3, /* adamw gradient all-reduce */
-  DMUON_COLLECTIVE_COUNT = 4
+  DMUON_COLLECTIVE_GATHER = 4,    /* TP shards of a matrix gathered for NS */
+  DMUON_COLLECTIVE_SCATTER = 5,   /* orthogonalized slices sent back */
+  DMUON_COLLECTIVE_COUNT = 6
 } dmuon_collective_t;
 
 /* Logical payload bytes this rank sent and received, per collective kind,

@@ -65,6 +65,15 @@ struct AdamWHyper {
   float weightDecay = 0.0f;
 };
 
+// The two halves of muonStep around NS, for matrices whose NS runs elsewhere
+// (gathered over a model-parallel group): the momentum update producing the
+// NS input u, and decay + update with the orthogonalized u of the full
+// rows x cols matrix (which sets the lr scale). muonStep is exactly
+// muonMomentum, newtonSchulz, muonApply.
+void muonMomentum(float *buf, const float *g, float *u, int64_t n, float mu, bool nesterov);
+void muonApply(float *p, const float *ortho, int64_t n, int64_t rows, int64_t cols,
+               const MuonHyper &h);
+
 // One AdamW step (decoupled weight decay, bias-corrected); `step` counts from 1.
 void adamwStep(float *param, float *m, float *v, const float *grad, int64_t n, int64_t step,
                const AdamWHyper &h);

@@ -36,6 +36,32 @@ float muonLrScale(int64_t rows, int64_t cols, bool matchRmsAdamW) {
 // two differ by the constant factor (1-mu) in buf and u, which NS's
 // normalization removes, so the parameter updates agree (up to the 1e-7
 // epsilon's relative weight).
+void muonMomentum(float *buf, const float *g, float *u, int64_t n, float mu, bool nesterov) {
+  if (nesterov) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float b = mu * buf[i] + g[i];
+      buf[i] = b;
+      u[i] = g[i] + mu * b;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const float b = mu * buf[i] + g[i];
+      buf[i] = b;
+      u[i] = b;
+    }
+  }
+}
+
+void muonApply(float *p, const float *ortho, int64_t n, int64_t rows, int64_t cols,
+               const MuonHyper &h) {
+  const auto decay =
+      static_cast<float>(1.0 - static_cast<double>(h.lr) * static_cast<double>(h.weightDecay));
+  const auto step =
+      static_cast<float>(static_cast<double>(h.lr) * lrScale(rows, cols, h.matchRmsAdamW));
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = p[i] * decay - step * ortho[i];
+}
+
 void muonStep(float *param, float *momentumBuf, const float *grad, int64_t batch, int64_t rows,
               int64_t cols, const MuonHyper &h, NsWorkspace &ws) {
   if (batch <= 0 || rows <= 0 || cols <= 0)
@@ -46,33 +72,10 @@ void muonStep(float *param, float *momentumBuf, const float *grad, int64_t batch
     ws.buffer.resize(need);
   float *u = ws.buffer.data();
   float *scratch = u + n;
-
-  const float mu = h.momentum;
-  const auto decay =
-      static_cast<float>(1.0 - static_cast<double>(h.lr) * static_cast<double>(h.weightDecay));
-  const auto step =
-      static_cast<float>(static_cast<double>(h.lr) * lrScale(rows, cols, h.matchRmsAdamW));
-
   for (int64_t bi = 0; bi < batch; ++bi) {
-    float *p = param + bi * n;
-    float *buf = momentumBuf + bi * n;
-    const float *g = grad + bi * n;
-    if (h.nesterov) {
-      for (int64_t i = 0; i < n; ++i) {
-        const float b = mu * buf[i] + g[i];
-        buf[i] = b;
-        u[i] = g[i] + mu * b;
-      }
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        const float b = mu * buf[i] + g[i];
-        buf[i] = b;
-        u[i] = b;
-      }
-    }
+    muonMomentum(momentumBuf + bi * n, grad + bi * n, u, n, h.momentum, h.nesterov);
     newtonSchulzScratch(u, u, rows, cols, h.nsSteps, h.coefficients, scratch);
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = p[i] * decay - step * u[i];
+    muonApply(param + bi * n, u, n, rows, cols, h);
   }
 }
 

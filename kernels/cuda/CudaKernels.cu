@@ -607,6 +607,36 @@ Result muonStep(Context *ctx, float *param, float *momentum, const float *grad, 
   return {};
 }
 
+Result muonMomentum(Context *ctx, float *momentum, const float *grad, float *u, int64_t n,
+                    float mu, bool nesterov) {
+  if (!ctx)
+    return invalid("muonMomentum: null context");
+  if (n <= 0)
+    return {};
+  DeviceGuard guard(ctx->device);
+  DMUON_RESULT_TRY(guard.status());
+  momentumKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(momentum, grad, u, mu, nesterov, n);
+  DMUON_LAUNCH_CHECK("launching the momentum kernel");
+  return {};
+}
+
+Result muonApply(Context *ctx, float *param, const float *ortho, int64_t n, int64_t rows,
+                 int64_t cols, const MuonHyper &h) {
+  if (!ctx)
+    return invalid("muonApply: null context");
+  if (n <= 0)
+    return {};
+  DeviceGuard guard(ctx->device);
+  DMUON_RESULT_TRY(guard.status());
+  const auto decay =
+      static_cast<float>(1.0 - static_cast<double>(h.lr) * static_cast<double>(h.weightDecay));
+  const auto step =
+      static_cast<float>(static_cast<double>(h.lr) * lrScale(rows, cols, h.matchRmsAdamW));
+  updateKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(param, ortho, decay, step, n);
+  DMUON_LAUNCH_CHECK("launching the Muon update kernel");
+  return {};
+}
+
 Result adamwStep(Context *ctx, float *param, float *m, float *v, const float *grad, int64_t n,
                  int64_t step, const AdamWHyper &h) {
   if (!ctx)

@@ -67,6 +67,14 @@ struct MuonHyper {
 Result muonStep(Context *ctx, float *param, float *momentum, const float *grad, int64_t batch,
                 int64_t rows, int64_t cols, const MuonHyper &h);
 
+// The halves of muonStep around NS (see kernels/cpu/MuonKernels.h): the
+// momentum update writing the NS input `u`, and decay + update with the
+// orthogonalized full rows x cols matrix's slice `ortho`.
+Result muonMomentum(Context *ctx, float *momentum, const float *grad, float *u, int64_t n,
+                    float mu, bool nesterov);
+Result muonApply(Context *ctx, float *param, const float *ortho, int64_t n, int64_t rows,
+                 int64_t cols, const MuonHyper &h);
+
 struct AdamWHyper {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.0f;
 };

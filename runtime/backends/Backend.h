@@ -15,7 +15,9 @@ namespace dmuon::rt {
 // Which communicator: the ranks of one replicate row that differ only in
 // shard (Shard), one shard column (Replicate), every data-parallel rank with
 // the same model-parallel coordinate (DataParallel), or everyone (World).
-enum class CommGroup { Shard = 0, Replicate = 1, DataParallel = 2, World = 3 };
+// Groups from createGroup follow (values 4, 5, ...): the ranks along one
+// model-parallel mesh dim, for gathering TP-sharded matrices.
+enum class CommGroup : int { Shard = 0, Replicate = 1, DataParallel = 2, World = 3 };
 
 // An in-flight collective; waiting completes it.
 using RequestId = int64_t;
@@ -35,6 +37,7 @@ public:
     int key;
   };
   virtual Status createGroups(Split shard, Split replicate, Split dataParallel) = 0;
+  virtual Status createGroup(Split split, CommGroup &out) = 0;
   virtual int groupRank(CommGroup g) const = 0;
   virtual int groupSize(CommGroup g) const = 0;
 
@@ -44,6 +47,14 @@ public:
   virtual Status reduceSum(CommGroup g, float *data, size_t count, int root,
                            RequestId &out) = 0;
   virtual Status allReduceSum(CommGroup g, float *data, size_t count, RequestId &out) = 0;
+  // `count` floats from every rank into `recv` on `root`, in group-rank
+  // order (recv holds size*count floats there; ignored elsewhere).
+  virtual Status gather(CommGroup g, const float *send, float *recv, size_t count, int root,
+                        RequestId &out) = 0;
+  // The inverse: group rank k receives floats [k*count, (k+1)*count) of
+  // `send` on `root`.
+  virtual Status scatter(CommGroup g, const float *send, float *recv, size_t count, int root,
+                         RequestId &out) = 0;
   virtual Status wait(RequestId id) = 0;
   // A wait longer than this fails, and the backend refuses all further work
   // (a peer is gone or stuck; the collective cannot be taken back). 0: none.

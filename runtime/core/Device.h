@@ -43,6 +43,25 @@ public:
                           int64_t rows, int64_t cols, const MuonHyper &h) = 0;
   virtual Status adamwStep(float *param, float *m, float *v, const float *grad, int64_t n,
                            int64_t step, const AdamWHyper &h) = 0;
+
+  // The pieces of muonStep for a matrix gathered over a model-parallel group
+  // (muonStep == muonMomentum, newtonSchulz, muonApply).
+  virtual Status muonMomentum(float *momentum, const float *grad, float *u, int64_t n,
+                              const MuonHyper &h) = 0;
+  virtual Status newtonSchulz(float *x, int64_t batch, int64_t rows, int64_t cols,
+                              const MuonHyper &h) = 0;
+  // Decay and update with the orthogonalized slice; rows x cols is the full
+  // matrix, which sets the lr scale.
+  virtual Status muonApply(float *param, const float *ortho, int64_t n, int64_t rows,
+                           int64_t cols, const MuonHyper &h) = 0;
+  // `height` rows of `width` bytes between pitched buffers.
+  virtual Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
+                        size_t width, size_t height) = 0;
+  // Sizes NS scratch once for the largest matrix, so steps do not allocate.
+  virtual Status reserve(int64_t batch, int64_t rows, int64_t cols) {
+    (void)batch, (void)rows, (void)cols;
+    return Status::ok();
+  }
   virtual Status synchronize() = 0;
 };
 

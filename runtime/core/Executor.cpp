@@ -65,11 +65,22 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &o) 
   for (int i = 0; i < plan.numParams(); ++i) {
     const fbp::Param &p = plan.param(i);
     const auto *pls = p.placements();
-    for (flatbuffers::uoffset_t d = 0; pls && d < pls->size(); ++d)
-      if (pls->Get(d)->kind() != fbp::PlacementKind::replicate)
-        return unsupported("param '" + p.name()->str() + "' is sharded or partial on mesh dim '" +
+    for (flatbuffers::uoffset_t d = 0; pls && d < pls->size(); ++d) {
+      const fbp::Placement &pl = *pls->Get(d);
+      if (pl.kind() == fbp::PlacementKind::partial)
+        return unsupported("param '" + p.name()->str() + "' is Partial on mesh dim '" +
                            mesh.dims()->Get(d)->name()->str() +
-                           "'; model-parallel placements are not supported yet");
+                           "'; Partial placements are not supported yet");
+      if (p.role() == fbp::Role::muon && p.group() == fbp::ShardingGroupKind::comm &&
+          pl.kind() == fbp::PlacementKind::strided_shard)
+        return unsupported("Muon param '" + p.name()->str() +
+                           "' is StridedShard on a matrix dim; not supported yet");
+    }
+    if (p.role() == fbp::Role::muon && p.group() == fbp::ShardingGroupKind::comm &&
+        (p.gather_mesh_dim() < 0 || p.compute_index() < 0))
+      return unsupported("Muon param '" + p.name()->str() +
+                         "' is sharded on a matrix dim but the plan names no gather group; "
+                         "recompile it with this dmuonc (not supported yet otherwise)");
     if (p.role() == fbp::Role::muon && p.dtype() != fbp::DType::f32 &&
         p.dtype() != fbp::DType::bf16)
       return unsupported("Muon param '" + p.name()->str() + "' has dtype " +
@@ -132,6 +143,17 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &o) 
                            " must be between 1 and 100");
 
   // Params, hook groups and segments, from the plan's layout.
+  // One communicator per model-parallel mesh dim that gathers matrices.
+  std::vector<CommGroup> gatherGroups(dims->size(), CommGroup::World);
+  for (int i = 0; i < plan.numParams(); ++i) {
+    int d = plan.param(i).gather_mesh_dim();
+    if (plan.param(i).role() != fbp::Role::muon || d < 0 || gatherGroups[d] != CommGroup::World)
+      continue;
+    std::vector<int> c0 = coord;
+    c0[d] = 0;
+    DMUON_RETURN_IF_ERROR(backend_->createGroup({rankOf(c0), coord[d]}, gatherGroups[d]));
+  }
+
   const auto *units = root.units();
   params_.resize(plan.numParams());
   size_t adamwElements = 0; // adamw grads share one buffer: one all-reduce
@@ -141,9 +163,29 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &o) 
     p.plan = &pp;
     p.name = pp.name()->str();
     p.muon = pp.role() == fbp::Role::muon;
+    // A model-parallel param is held as this rank's local shard.
+    const auto *shape = pp.local_shape() && pp.local_shape()->size() ? pp.local_shape() : pp.shape();
     p.numel = 1;
-    for (int64_t d : *pp.shape())
+    for (int64_t d : *shape)
       p.numel *= d;
+    p.localBatch = pp.local_shape() && pp.local_shape()->size() ? pp.local_batch() : pp.batch();
+    p.localRows = pp.local_shape() && pp.local_shape()->size() ? pp.local_rows() : pp.rows();
+    p.localCols = pp.local_shape() && pp.local_shape()->size() ? pp.local_cols() : pp.cols();
+    if (p.muon && pp.group() == fbp::ShardingGroupKind::comm) {
+      const int d = pp.gather_mesh_dim(), td = pp.gather_tensor_dim();
+      p.comm = true;
+      p.gatherGroup = gatherGroups[d];
+      p.gatherSize = dims->Get(d)->size();
+      p.gatherCoord = coord[d];
+      p.computeIndex = pp.compute_index();
+      for (int k = 0; k < static_cast<int>(shape->size()); ++k) {
+        if (k < td)
+          p.concatOuter *= shape->Get(k);
+        else if (k > td)
+          p.concatInner *= shape->Get(k);
+      }
+      p.concatLocal = shape->Get(td);
+    }
     if (p.muon) {
       int slot = units->Get(pp.unit())->slot();
       p.so = slot % G_;
@@ -157,6 +199,22 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &o) 
       adamwParams_.push_back(i);
     }
   }
+  // NS scratch sized once for the largest matrix this rank orthogonalizes.
+  int64_t big = 0, bigBatch = 1, bigRows = 0, bigCols = 0;
+  for (const ParamRt &p : params_) {
+    if (!p.isOwner)
+      continue;
+    const int64_t rows = p.comm ? p.plan->rows() : p.localRows;
+    const int64_t cols = p.comm ? p.plan->cols() : p.localCols;
+    if (p.localBatch * rows * cols > big) {
+      big = p.localBatch * rows * cols;
+      bigBatch = p.localBatch;
+      bigRows = rows;
+      bigCols = cols;
+    }
+  }
+  if (big > 0)
+    DMUON_RETURN_IF_ERROR(device_->reserve(bigBatch, bigRows, bigCols));
   adamwElements_ = adamwElements;
   DMUON_RETURN_IF_ERROR(adamwGrad_.allocate(*device_, adamwElements * sizeof(float)));
 
@@ -514,10 +572,15 @@ Status Executor::step() {
     if (!p.isOwner)
       continue;
     const fbp::Param &pp = *p.plan;
-    DMUON_RETURN_IF_ERROR(device_->muonStep(p.master.floats(), p.momentum.floats(),
-                                            p.reducedGrad.floats(), pp.batch(), pp.rows(),
-                                            pp.cols(), muon_));
-    nsFlops_ += pp.cost() / planNsSteps_ * muon_.nsSteps; // the plan prices its ns_steps
+    if (p.comm) {
+      DMUON_RETURN_IF_ERROR(stepGathered(p));
+    } else {
+      DMUON_RETURN_IF_ERROR(device_->muonStep(p.master.floats(), p.momentum.floats(),
+                                              p.reducedGrad.floats(), p.localBatch, p.localRows,
+                                              p.localCols, muon_));
+    }
+    if (!p.comm || p.gatherCoord == p.computeIndex)
+      nsFlops_ += pp.cost() / planNsSteps_ * muon_.nsSteps; // the plan prices its ns_steps
     p.reducedGrad.release();
   }
   DMUON_RETURN_IF_ERROR(broadcastReplicas());
@@ -532,6 +595,54 @@ Status Executor::step() {
   // Z2 kept the buffers through backward; post_backward freed them.
   backwardFinished_ = false;
   return Status::ok();
+}
+
+// A matrix sharded on a matrix dim over a model-parallel group: every owner
+// shard forms its momentum input, the group gathers it onto the rank the plan
+// chose, that rank runs NS on the whole matrix, and each shard gets its slice
+// of the result back.
+Status Executor::stepGathered(ParamRt &p) {
+  const size_t local = static_cast<size_t>(p.numel), bytes = local * sizeof(float);
+  const int K = p.gatherSize;
+  const bool computes = p.gatherCoord == p.computeIndex;
+  DeviceArray u, ortho, chunks, full;
+  DMUON_RETURN_IF_ERROR(u.allocate(*device_, bytes));
+  DMUON_RETURN_IF_ERROR(ortho.allocate(*device_, bytes));
+  DMUON_RETURN_IF_ERROR(
+      device_->muonMomentum(p.momentum.floats(), p.reducedGrad.floats(), u.floats(), p.numel, muon_));
+  if (computes) {
+    DMUON_RETURN_IF_ERROR(chunks.allocate(*device_, bytes * K));
+    DMUON_RETURN_IF_ERROR(full.allocate(*device_, bytes * K));
+  }
+  RequestId id;
+  DMUON_RETURN_IF_ERROR(
+      backend_->gather(p.gatherGroup, u.floats(), chunks.floats(), local, p.computeIndex, id));
+  DMUON_RETURN_IF_ERROR(backend_->wait(id));
+  // Chunk k is the local tensor of coordinate k; the whole tensor is their
+  // concatenation along the gathered tensor dim.
+  const size_t row = static_cast<size_t>(p.concatLocal * p.concatInner) * sizeof(float);
+  const size_t height = static_cast<size_t>(p.concatOuter);
+  if (computes) {
+    for (int k = 0; k < K; ++k)
+      DMUON_RETURN_IF_ERROR(device_->copy2D(full.bytes() + k * row, row * K,
+                                            chunks.bytes() + k * bytes, row, row, height));
+    const fbp::Param &pp = *p.plan;
+    DMUON_RETURN_IF_ERROR(device_->newtonSchulz(full.floats(), p.localBatch, pp.rows(), pp.cols(),
+                                                muon_));
+    for (int k = 0; k < K; ++k)
+      DMUON_RETURN_IF_ERROR(device_->copy2D(chunks.bytes() + k * bytes, row,
+                                            full.bytes() + k * row, row * K, row, height));
+    count(DMUON_COLLECTIVE_GATHER, 0, (K - 1) * bytes);
+    count(DMUON_COLLECTIVE_SCATTER, (K - 1) * bytes, 0);
+  } else {
+    count(DMUON_COLLECTIVE_GATHER, bytes, 0);
+    count(DMUON_COLLECTIVE_SCATTER, 0, bytes);
+  }
+  DMUON_RETURN_IF_ERROR(
+      backend_->scatter(p.gatherGroup, chunks.floats(), ortho.floats(), local, p.computeIndex, id));
+  DMUON_RETURN_IF_ERROR(backend_->wait(id));
+  return device_->muonApply(p.master.floats(), ortho.floats(), p.numel, p.plan->rows(),
+                            p.plan->cols(), muon_);
 }
 
 Status Executor::broadcastReplicas() {
@@ -668,6 +779,10 @@ dmuon_comm_counters_t Executor::plannedCounters() const {
     c.sent[DMUON_COLLECTIVE_ALLREDUCE] = f->allreduce_bytes();
     c.received[DMUON_COLLECTIVE_ALLREDUCE] = f->allreduce_bytes();
   }
+  c.sent[DMUON_COLLECTIVE_GATHER] = f->gather_send_bytes();
+  c.received[DMUON_COLLECTIVE_GATHER] = f->gather_recv_bytes();
+  c.sent[DMUON_COLLECTIVE_SCATTER] = f->scatter_send_bytes();
+  c.received[DMUON_COLLECTIVE_SCATTER] = f->scatter_recv_bytes();
   return c;
 }
 

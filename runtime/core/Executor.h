@@ -51,6 +51,13 @@ private:
     int64_t numel = 0;
     int group = -1;
     int so = -1, ro = -1; // owner slot
+    // Model-parallel: the local matrix view, and for comm params the group
+    // that gathers the full matrix for NS and who in it runs NS.
+    int64_t localBatch = 1, localRows = 0, localCols = 0;
+    bool comm = false;
+    CommGroup gatherGroup = CommGroup::World;
+    int gatherSize = 1, gatherCoord = 0, computeIndex = 0;
+    int64_t concatOuter = 1, concatInner = 1, concatLocal = 1; // along the gathered dim
     bool isOwner = false, keepsMaster = false, bound = false;
     DeviceArray master, momentum, reducedGrad; // muon
     DeviceArray value, adamM, adamV;           // adamw (replicated)
@@ -94,8 +101,10 @@ private:
   Status issuePhase2(int g);
   bool midStep() const;
   uint64_t modelFingerprint() const;
+  std::vector<const dmuon::plan::Param *> planParams() const;
   Status agree(const Status &local, const std::string &what);
   Status stepAdamW();
+  Status stepGathered(ParamRt &p);
   Status broadcastReplicas();
 
   // Declared first so it is destroyed last: every DeviceArray below frees

@@ -24,6 +24,13 @@ std::string shardName(uint64_t planFingerprint, int64_t step, int rank) {
 
 } // namespace
 
+std::vector<const dmuon::plan::Param *> Executor::planParams() const {
+  std::vector<const dmuon::plan::Param *> out;
+  for (const ParamRt &p : params_)
+    out.push_back(p.plan);
+  return out;
+}
+
 uint64_t Executor::modelFingerprint() const {
   // Names and shapes, independent of order, mesh and options.
   std::vector<std::string> keys;
@@ -38,6 +45,19 @@ uint64_t Executor::modelFingerprint() const {
   for (const std::string &k : keys)
     all += k + ";";
   return planfile::fnv1a64(reinterpret_cast<const uint8_t *>(all.data()), all.size());
+}
+
+// Checkpoint entries hold whole params; local shards would need their
+// coordinates recorded and resharding on load.
+static Status refuseSharded(const std::vector<const dmuon::plan::Param *> &params) {
+  for (const dmuon::plan::Param *p : params) {
+    const auto *local = p->local_shape();
+    if (local && local->size() && !std::equal(local->begin(), local->end(), p->shape()->begin()))
+      return unsupported("param '" + p->name()->str() +
+                         "' is sharded on a model-parallel dim; checkpoints of such params "
+                         "are not supported yet");
+  }
+  return Status::ok();
 }
 
 bool Executor::midStep() const {
@@ -61,6 +81,7 @@ Status Executor::agree(const Status &local, const std::string &what) {
 }
 
 Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
+  DMUON_RETURN_IF_ERROR(refuseSharded(planParams()));
   if (midStep())
     return invalidState("checkpoint_save inside a step; save after step() and before the next "
                         "pre_forward");
@@ -128,6 +149,7 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
 }
 
 Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
+  DMUON_RETURN_IF_ERROR(refuseSharded(planParams()));
   if (midStep())
     return invalidState("checkpoint_load inside a step; load between steps");
   DMUON_RETURN_IF_ERROR(synchronize());

@@ -12,6 +12,19 @@ namespace {
 
 constexpr size_t kAlignment = 256;
 
+kernels::MuonHyper toKernels(const MuonHyper &h) {
+  kernels::MuonHyper k;
+  k.lr = h.lr;
+  k.momentum = h.momentum;
+  k.weightDecay = h.weightDecay;
+  k.nesterov = h.nesterov;
+  k.matchRmsAdamW = h.matchRmsAdamW;
+  k.nsSteps = h.nsSteps;
+  k.coefficients =
+      h.polarExpress ? kernels::NsCoefficients::PolarExpress : kernels::NsCoefficients::Original;
+  return k;
+}
+
 class CpuDevice final : public Device {
 public:
   Status allocate(size_t bytes, void **out) override {
@@ -56,16 +69,32 @@ public:
   }
   Status muonStep(float *param, float *momentum, const float *grad, int64_t batch, int64_t rows,
                   int64_t cols, const MuonHyper &h) override {
-    kernels::MuonHyper k;
-    k.lr = h.lr;
-    k.momentum = h.momentum;
-    k.weightDecay = h.weightDecay;
-    k.nesterov = h.nesterov;
-    k.matchRmsAdamW = h.matchRmsAdamW;
-    k.nsSteps = h.nsSteps;
-    k.coefficients = h.polarExpress ? kernels::NsCoefficients::PolarExpress
-                                    : kernels::NsCoefficients::Original;
-    kernels::muonStep(param, momentum, grad, batch, rows, cols, k, workspace_);
+    kernels::muonStep(param, momentum, grad, batch, rows, cols, toKernels(h), workspace_);
+    return Status::ok();
+  }
+  Status muonMomentum(float *momentum, const float *grad, float *u, int64_t n,
+                      const MuonHyper &h) override {
+    kernels::muonMomentum(momentum, grad, u, n, h.momentum, h.nesterov);
+    return Status::ok();
+  }
+  Status newtonSchulz(float *x, int64_t batch, int64_t rows, int64_t cols,
+                      const MuonHyper &h) override {
+    const kernels::MuonHyper k = toKernels(h);
+    for (int64_t b = 0; b < batch; ++b)
+      kernels::newtonSchulz(x + b * rows * cols, x + b * rows * cols, rows, cols, k.nsSteps,
+                            k.coefficients, workspace_);
+    return Status::ok();
+  }
+  Status muonApply(float *param, const float *ortho, int64_t n, int64_t rows, int64_t cols,
+                   const MuonHyper &h) override {
+    kernels::muonApply(param, ortho, n, rows, cols, toKernels(h));
+    return Status::ok();
+  }
+  Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t width,
+                size_t height) override {
+    for (size_t r = 0; r < height; ++r)
+      std::memcpy(static_cast<uint8_t *>(dst) + r * dstPitch,
+                  static_cast<const uint8_t *>(src) + r * srcPitch, width);
     return Status::ok();
   }
   Status adamwStep(float *param, float *m, float *v, const float *grad, int64_t n, int64_t step,

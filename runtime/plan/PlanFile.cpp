@@ -97,6 +97,7 @@ private:
   std::string checkAlignment();
   std::string checkMesh();
   std::string checkParams();
+  std::string checkModelParallel(const fb::Param &q, const std::string &who);
   std::string checkUnits();
   std::string checkGroups();
   std::string checkHooks();
@@ -160,6 +161,9 @@ std::string Checker::checkAlignment() {
     const fb::Param *q = p_.params()->Get(i);
     if (q->shape() && misaligned(q->shape()))
       return "corrupt plan: param #" + std::to_string(i) + " has a misaligned shape vector";
+    if (q->local_shape() && misaligned(q->local_shape()))
+      return "corrupt plan: param #" + std::to_string(i) +
+             " has a misaligned local_shape vector";
   }
   if (p_.stats() && p_.stats()->slot_load() && misaligned(p_.stats()->slot_load()))
     return "corrupt plan: stats.slot_load is misaligned";
@@ -251,6 +255,8 @@ std::string Checker::checkParams() {
           return who + ": unknown placement kind " +
                  std::to_string(static_cast<int>(pl->kind()));
     }
+    if (auto e = checkModelParallel(*q, who); !e.empty())
+      return e;
     if (auto e = range(who + ": unit", q->unit(), numUnits_, "units", true); !e.empty())
       return e;
     if (auto e = range(who + ": comm_group", q->comm_group(), numComm_, "comm groups", true);
@@ -301,6 +307,59 @@ std::string Checker::checkParams() {
                std::to_string(h->reduce_buffer_bytes()) + " bytes";
     }
   }
+  return {};
+}
+
+// local_shape (from validate on) is a shard of shape; a comm Muon param
+// (from group on) gathers over a model-parallel mesh dim that Shards the
+// tensor dim it names, and (from layout on) has a compute index on that dim.
+std::string Checker::checkModelParallel(const fb::Param &q, const std::string &who) {
+  const int64_t ndims = static_cast<int64_t>(dimSizes_.size());
+  if (reached(fb::Stage::validate)) {
+    if (!q.local_shape())
+      return who + " has no local_shape";
+    if (q.local_shape()->size() != q.shape()->size())
+      return who + " has a local_shape of " + std::to_string(q.local_shape()->size()) +
+             " dims for a shape of " + std::to_string(q.shape()->size());
+    for (uint32_t d = 0; d < q.shape()->size(); ++d) {
+      int64_t global = q.shape()->Get(d), local = q.local_shape()->Get(d);
+      if (local < 0 || (local == 0 ? global != 0 : global % local != 0))
+        return who + ": local_shape dim " + std::to_string(d) + " of size " +
+               std::to_string(local) + " does not divide its global size " +
+               std::to_string(global);
+    }
+  }
+  const bool comm = q.role() == fb::Role::muon && q.group() == fb::ShardingGroupKind::comm;
+  if (!reached(fb::Stage::group))
+    return {};
+  if (!comm) {
+    if (q.gather_mesh_dim() != -1 || q.compute_index() != -1)
+      return who + " is not a comm Muon param but has a gather mesh dim or compute index";
+    return {};
+  }
+  // A comm param's gather is checked once partition has accepted it.
+  if (!reached(fb::Stage::partition) && q.gather_mesh_dim() == -1)
+    return {};
+  const int32_t g = q.gather_mesh_dim();
+  if (g < 0 || g >= ndims)
+    return who + ": gather_mesh_dim " + std::to_string(g) + " out of range (mesh has " +
+           std::to_string(ndims) + " dims)";
+  if (g == shardDim_ || g == replicateDim_)
+    return who + ": gather_mesh_dim " + std::to_string(g) + " is a data-parallel mesh dim";
+  const int32_t t = q.gather_tensor_dim();
+  const fb::Placement *pl =
+      q.placements() && static_cast<int64_t>(q.placements()->size()) == ndims
+          ? q.placements()->Get(static_cast<uint32_t>(g))
+          : nullptr;
+  if (t < 0 || t >= static_cast<int64_t>(q.shape()->size()) || !pl ||
+      pl->kind() != fb::PlacementKind::shard || pl->dim() != t)
+    return who + ": gather_tensor_dim " + std::to_string(t) +
+           " is not the tensor dim its gather mesh dim " + std::to_string(g) + " shards";
+  if (reached(fb::Stage::layout) &&
+      (q.compute_index() < 0 || q.compute_index() >= dimSizes_[g]))
+    return who + ": compute_index " + std::to_string(q.compute_index()) +
+           " out of range (gather mesh dim " + std::to_string(g) + " has size " +
+           std::to_string(dimSizes_[g]) + ")";
   return {};
 }
 
@@ -428,7 +487,11 @@ std::string Checker::checkStats() {
           {"reduce_recv_bytes", r->reduce_recv_bytes()},
           {"replicate_send_bytes", r->replicate_send_bytes()},
           {"replicate_recv_bytes", r->replicate_recv_bytes()},
-          {"allreduce_bytes", r->allreduce_bytes()}};
+          {"allreduce_bytes", r->allreduce_bytes()},
+          {"gather_send_bytes", r->gather_send_bytes()},
+          {"gather_recv_bytes", r->gather_recv_bytes()},
+          {"scatter_send_bytes", r->scatter_send_bytes()},
+          {"scatter_recv_bytes", r->scatter_recv_bytes()}};
       for (const auto &[name, value] : figures)
         if (value < 0)
           return who + "." + name + " is negative (" + std::to_string(value) + ")";

@@ -647,14 +647,29 @@ private:
           "(docs/plan-format.md \xC2\xA7 Communication accounting). Master and momentum are "
           "fp32 copies; peak buffer is the largest unsharded hook-group buffer resident at "
           "once.</p>\n";
+    // The verifier lets a plan omit the per-rank figures (an empty list).
+    if (n == 0) {
+      o_ += "<p class=\"note\">This plan records no per-rank figures.</p>\n";
+      return;
+    }
     // Which rows: all ranks if few; else the first kMaxRankRows and the
     // extremes (busiest NS load, most master bytes, most bytes moved).
     auto moved = [](const fb::RankFigures *r) {
       return double(r->broadcast_send_bytes()) + double(r->broadcast_recv_bytes()) +
              double(r->reduce_send_bytes()) + double(r->reduce_recv_bytes()) +
              double(r->replicate_send_bytes()) + double(r->replicate_recv_bytes()) +
-             2 * double(r->allreduce_bytes());
+             2 * double(r->allreduce_bytes()) + double(r->gather_send_bytes()) +
+             double(r->gather_recv_bytes()) + double(r->scatter_send_bytes()) +
+             double(r->scatter_recv_bytes());
     };
+    // The model-parallel gather/scatter columns only when some rank has any.
+    bool mp = false;
+    for (uint32_t i = 0; i < n && !mp; ++i) {
+      const fb::RankFigures *r = s->ranks()->Get(i);
+      mp = r->gather_send_bytes() || r->gather_recv_bytes() || r->scatter_send_bytes() ||
+           r->scatter_recv_bytes();
+    }
+    const std::string span = mp ? "20" : "16";
     uint32_t busiest = 0, heaviest = 0, chattiest = 0;
     for (uint32_t i = 1; i < n; ++i) {
       const fb::RankFigures *r = s->ranks()->Get(i);
@@ -683,8 +698,12 @@ private:
       coordHead += (i ? "," : "") + mesh_.names[i];
     o_ += "<table class=\"ranks\">\n<tr><th>rank</th><th class=\"l\">coord<br>(" + esc(coordHead) +
           ")</th>";
-    for (const char *c : cols)
+    for (const char *c : cols) {
+      if (mp && std::string(c) == "moved")
+        o_ += "<th>gather send</th><th>gather recv</th><th>scatter send</th>"
+              "<th>scatter recv</th>";
       o_ += std::string("<th>") + c + "</th>";
+    }
     o_ += "</tr>\n";
     auto cellBytes = [&](int64_t b) {
       return "<td title=\"" + grouped(b) + " bytes\">" + bytes(double(b)) + "</td>";
@@ -698,13 +717,17 @@ private:
             cellBytes(r->broadcast_send_bytes()) + cellBytes(r->broadcast_recv_bytes()) +
             cellBytes(r->reduce_send_bytes()) + cellBytes(r->reduce_recv_bytes()) +
             cellBytes(r->replicate_send_bytes()) + cellBytes(r->replicate_recv_bytes()) +
-            cellBytes(r->allreduce_bytes()) + "<td>" + bytes(moved(r)) + "</td></tr>\n";
+            cellBytes(r->allreduce_bytes()) +
+            (mp ? cellBytes(r->gather_send_bytes()) + cellBytes(r->gather_recv_bytes()) +
+                      cellBytes(r->scatter_send_bytes()) + cellBytes(r->scatter_recv_bytes())
+                : std::string()) +
+            "<td>" + bytes(moved(r)) + "</td></tr>\n";
     };
     uint32_t prev = 0;
     bool first = true;
     for (uint32_t i : rows) {
       if (!first && i != prev + 1)
-        o_ += "<tr class=\"gap\"><td colspan=\"16\">\xE2\x8B\xAF " + i64(i - prev - 1) +
+        o_ += "<tr class=\"gap\"><td colspan=\"" + span + "\">\xE2\x8B\xAF " + i64(i - prev - 1) +
               " ranks not shown \xE2\x8B\xAF</td></tr>\n";
       const fb::RankFigures *r = s->ranks()->Get(i);
       const char *cls = nullptr;
@@ -715,7 +738,7 @@ private:
       first = false;
     }
     if (n > 0 && prev + 1 < n)
-      o_ += "<tr class=\"gap\"><td colspan=\"16\">\xE2\x8B\xAF " + i64(n - prev - 1) +
+      o_ += "<tr class=\"gap\"><td colspan=\"" + span + "\">\xE2\x8B\xAF " + i64(n - prev - 1) +
             " ranks not shown \xE2\x8B\xAF</td></tr>\n";
     // Min and max over all ranks.
     if (n > 1) {
@@ -737,7 +760,11 @@ private:
               b(DM_PICK(broadcast_send_bytes)) + b(DM_PICK(broadcast_recv_bytes)) +
               b(DM_PICK(reduce_send_bytes)) + b(DM_PICK(reduce_recv_bytes)) +
               b(DM_PICK(replicate_send_bytes)) + b(DM_PICK(replicate_recv_bytes)) +
-              b(DM_PICK(allreduce_bytes)) + b(pick(moved)) + "</tr>\n";
+              b(DM_PICK(allreduce_bytes)) +
+              (mp ? b(DM_PICK(gather_send_bytes)) + b(DM_PICK(gather_recv_bytes)) +
+                        b(DM_PICK(scatter_send_bytes)) + b(DM_PICK(scatter_recv_bytes))
+                  : std::string()) +
+              b(pick(moved)) + "</tr>\n";
 #undef DM_PICK
       };
       agg(false);

@@ -61,8 +61,10 @@ class View {
 public:
   explicit View(const fb::Plan &p) : p(p) {
     if (const fb::Mesh *m = p.mesh()) {
-      for (uint32_t i = 0; i < size(m->dims()); ++i)
+      for (uint32_t i = 0; i < size(m->dims()); ++i) {
         dims.push_back(m->dims()->Get(i)->size());
+        dimNames.push_back(str(m->dims()->Get(i)->name()));
+      }
       shardDim = m->shard_dim();
       replicateDim = m->replicate_dim();
       G = m->num_shards() > 0 ? m->num_shards() : 1;
@@ -122,9 +124,13 @@ public:
     return s;
   }
   int64_t worldSize() const { return p.mesh() ? p.mesh()->world_size() : 0; }
+  std::string dimName(int64_t i) const {
+    return i >= 0 && i < static_cast<int64_t>(dimNames.size()) ? dimNames[i] : "?";
+  }
 
   const fb::Plan &p;
   std::vector<int64_t> dims;
+  std::vector<std::string> dimNames;
   int shardDim = -1, replicateDim = -1;
   int64_t G = 1, R = 1;
 };
@@ -153,6 +159,21 @@ bool recovered(const fb::Param &q) {
   return q.name_origin() == fb::NameOrigin::recovered_from_node;
 }
 bool isMuon(const fb::Param &q) { return q.role() == fb::Role::muon; }
+// A comm param that gathers over a model-parallel mesh dim for NS.
+bool gathers(const fb::Param &q) {
+  return q.group() == fb::ShardingGroupKind::comm && q.gather_mesh_dim() >= 0;
+}
+// local_shape, when the plan has it and it differs from shape.
+bool localDiffers(const fb::Param &q) {
+  if (!q.local_shape())
+    return false;
+  if (size(q.local_shape()) != size(q.shape()))
+    return true;
+  for (uint32_t i = 0; i < size(q.shape()); ++i)
+    if (q.local_shape()->Get(i) != q.shape()->Get(i))
+      return true;
+  return false;
+}
 
 std::string nameList(const View &v, const flatbuffers::Vector<int32_t> *list) {
   std::string s = "[";
@@ -180,6 +201,15 @@ void textParam(const View &v, const fb::Param &q, std::string &o) {
     o += placementString(*q.placements()->Get(i));
   }
   o += ']';
+  if (v.reached(fb::Stage::validate) && localDiffers(q)) {
+    o += " local=[";
+    for (uint32_t i = 0; i < size(q.local_shape()); ++i) {
+      if (i)
+        o += ',';
+      o += num(q.local_shape()->Get(i));
+    }
+    o += ']';
+  }
   if (q.conv())
     o += " conv";
   if (recovered(q))
@@ -191,8 +221,15 @@ void textParam(const View &v, const fb::Param &q, std::string &o) {
        " reason=" + enumName(q.role_reason(), fb::EnumNameRoleReason);
   if (muon)
     o += " matrix=" + num(q.batch()) + "x" + num(q.rows()) + "x" + num(q.cols());
-  if (muon && v.reached(fb::Stage::group))
+  if (muon && v.reached(fb::Stage::group)) {
     o += " group=" + enumName(q.group(), fb::EnumNameShardingGroupKind);
+    if (gathers(q)) {
+      o += " gather=" + v.dimName(q.gather_mesh_dim()) + ":" +
+           num(int64_t(q.gather_tensor_dim()));
+      if (v.reached(fb::Stage::layout))
+        o += " compute=" + num(int64_t(q.compute_index()));
+    }
+  }
   if (muon && v.reached(fb::Stage::partition))
     o += " layer=" + orDash(str(q.layer())) + " unit=" + num(int64_t(q.unit())) +
          " owner=" + num(int64_t(q.owner_rank())) + " slot=(" +
@@ -358,7 +395,11 @@ std::string printText(const fb::Plan &plan) {
              " reduce_recv=" + num(r->reduce_recv_bytes()) +
              " replicate_send=" + num(r->replicate_send_bytes()) +
              " replicate_recv=" + num(r->replicate_recv_bytes()) +
-             " allreduce=" + num(r->allreduce_bytes()) + "\n";
+             " allreduce=" + num(r->allreduce_bytes()) +
+             " gather_send=" + num(r->gather_send_bytes()) +
+             " gather_recv=" + num(r->gather_recv_bytes()) +
+             " scatter_send=" + num(r->scatter_send_bytes()) +
+             " scatter_recv=" + num(r->scatter_recv_bytes()) + "\n";
       }
   }
   return o;
@@ -537,6 +578,13 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
   for (uint32_t i = 0; i < size(q.placements()); ++i)
     j.value(placementString(*q.placements()->Get(i)));
   j.endArray();
+  if (v.reached(fb::Stage::validate) && q.local_shape()) {
+    j.key("local_shape");
+    j.beginArray(true);
+    for (uint32_t i = 0; i < size(q.local_shape()); ++i)
+      j.value(q.local_shape()->Get(i));
+    j.endArray();
+  }
   if (v.reached(fb::Stage::select)) {
     bool muon = isMuon(q);
     j.field("role", enumName(q.role(), fb::EnumNameRole));
@@ -553,6 +601,15 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
       j.field("group", enumName(q.group(), fb::EnumNameShardingGroupKind));
       if (q.group() == fb::ShardingGroupKind::comm)
         j.field("comm_group", q.comm_group());
+      if (gathers(q)) {
+        j.key("gather");
+        j.beginObject(true);
+        j.field("mesh_dim", q.gather_mesh_dim());
+        j.field("tensor_dim", q.gather_tensor_dim());
+        if (v.reached(fb::Stage::layout))
+          j.field("compute_index", q.compute_index());
+        j.endObject();
+      }
     }
     if (muon && v.reached(fb::Stage::partition)) {
       j.field("layer", q.layer());
@@ -795,6 +852,10 @@ std::string printJson(const fb::Plan &plan) {
         j.field("replicate_send_bytes", r->replicate_send_bytes());
         j.field("replicate_recv_bytes", r->replicate_recv_bytes());
         j.field("allreduce_bytes", r->allreduce_bytes());
+        j.field("gather_send_bytes", r->gather_send_bytes());
+        j.field("gather_recv_bytes", r->gather_recv_bytes());
+        j.field("scatter_send_bytes", r->scatter_send_bytes());
+        j.field("scatter_recv_bytes", r->scatter_recv_bytes());
         j.endObject();
       }
       j.endArray();
@@ -894,9 +955,11 @@ std::string printSummary(const fb::Plan &plan) {
         return static_cast<int64_t>(t);
       };
       int64_t sent = add({r->broadcast_send_bytes(), r->reduce_send_bytes(),
-                          r->replicate_send_bytes(), r->allreduce_bytes()});
+                          r->replicate_send_bytes(), r->allreduce_bytes(),
+                          r->gather_send_bytes(), r->scatter_send_bytes()});
       int64_t recv = add({r->broadcast_recv_bytes(), r->reduce_recv_bytes(),
-                          r->replicate_recv_bytes(), r->allreduce_bytes()});
+                          r->replicate_recv_bytes(), r->allreduce_bytes(),
+                          r->gather_recv_bytes(), r->scatter_recv_bytes()});
       if (add({sent, recv}) > maxMoved) {
         maxMoved = add({sent, recv});
         maxMovedRank = r->rank();

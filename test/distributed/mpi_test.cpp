@@ -11,7 +11,7 @@
 //     params;
 //   * per step, the bytes each rank sent and received per collective kind
 //     equal dmuon_runtime_planned_counters;
-//   * a plan with Muon params sharded on a model-parallel dim is refused with
+//   * a plan with Partial placements is refused with
 //     DMUON_ERROR_UNSUPPORTED ("not supported yet"), a plan for another world
 //     size with DMUON_ERROR_MISMATCH.
 //
@@ -213,7 +213,8 @@ struct RunSpec {
   bool checks; // I1-I4 and byte counts after every step (synchronizes every step)
 };
 
-const char *kKinds[DMUON_COLLECTIVE_COUNT] = {"broadcast", "reduce", "replicate", "allreduce"};
+const char *kKinds[DMUON_COLLECTIVE_COUNT] = {"broadcast", "reduce",  "replicate",
+                                              "allreduce", "gather", "scatter"};
 
 class Distributed {
 public:
@@ -672,7 +673,7 @@ int runTests(int argc, char **argv) {
     expectRefused(otherWorldPlan, DMUON_ERROR_MISMATCH, nullptr, "plan for another world size");
   if (!mpPlan.empty())
     expectRefused(mpPlan, DMUON_ERROR_UNSUPPORTED, "not supported yet",
-                  "Muon params sharded on a model-parallel dim");
+                  "params with Partial placements");
 
   dmuon::Plan plan(planPath);
   if (plan.worldSize() != gWorld) {

@@ -25,32 +25,37 @@ Param makeParam(const std::string &name, std::vector<int64_t> shape, Role role, 
   p.name = name;
   p.shape = std::move(shape);
   p.placements.assign(ndims, Placement{});
+  p.localShape = p.shape;
   p.role = role;
   if (role == Role::Muon) {
     p.roleReason = RoleReason::DefaultMatrix;
-    p.rows = p.shape[0];
-    p.cols = p.shape[1];
+    p.rows = p.localRows = p.shape[0];
+    p.cols = p.localCols = p.shape[1];
   } else {
     p.roleReason = RoleReason::DefaultVector;
   }
   return p;
 }
 
-// A complete plan for a 2x4 HSDP mesh: two Muon matrices in one hook group,
-// owned by slots 5 = (1,1) and 2 = (2,0), and one AdamW vector.
+// A complete plan for a 2x4 HSDP mesh (plus a tensor-parallel dim of size 1):
+// two Muon matrices in one hook group, owned by slots 5 = (1,1) and 2 = (2,0)
+// (the second a comm param gathered over tp), and one AdamW vector.
 PlanModel makeModel() {
   PlanModel m;
   m.source = "tiny.toml";
   m.modelName = "tiny";
-  m.mesh.dims = {{"dp_replicate", 2}, {"dp_shard", 4}};
+  m.mesh.dims = {{"dp_replicate", 2}, {"dp_shard", 4}, {"tp", 1}};
   m.mesh.replicateDim = 0;
   m.mesh.shardDim = 1;
 
-  m.params.push_back(makeParam("layers.0.q.weight", {64, 64}, Role::Muon, 2));
-  m.params.push_back(makeParam("layers.0.norm.weight", {64}, Role::AdamW, 2));
+  m.params.push_back(makeParam("layers.0.q.weight", {64, 64}, Role::Muon, 3));
+  m.params.push_back(makeParam("layers.0.norm.weight", {64}, Role::AdamW, 3));
   m.params.back().dtype = DType::BF16;
-  m.params.push_back(makeParam("layers.0.up.weight", {128, 64}, Role::Muon, 2));
-  m.params[2].placements[1] = Placement{PlacementKind::Shard, 0, 1, "sum"};
+  m.params.push_back(makeParam("layers.0.up.weight", {128, 64}, Role::Muon, 3));
+  m.params[2].placements[2] = Placement{PlacementKind::Shard, 0, 1, "sum"};
+  m.params[2].gatherMeshDim = 2;
+  m.params[2].gatherTensorDim = 0;
+  m.params[2].computeIndex = 0;
   m.params[2].sourceName = "onnx::MatMul_7";
   m.params[2].nameNote = "from node /layers.0/up/MatMul";
 
@@ -59,7 +64,7 @@ PlanModel makeModel() {
   m.params[2].commGroup = 0;
   m.noComm = {0};
   CommGroup cg;
-  cg.key = "Replicate,Shard(0)";
+  cg.key = "Replicate,Replicate,Shard(0)";
   cg.params = {2};
   cg.shardDims = {1};
   cg.replicateMeshDims = {0};
@@ -154,7 +159,13 @@ TEST(PlanRoundTrip, VerifiesAndReadsBack) {
   const fb::Param *up = p->params()->Get(2);
   EXPECT_EQ(up->owner_rank(), 2);
   EXPECT_EQ(up->name_origin(), fb::NameOrigin::recovered_from_node);
-  EXPECT_EQ(up->placements()->Get(1)->kind(), fb::PlacementKind::shard);
+  EXPECT_EQ(up->placements()->Get(2)->kind(), fb::PlacementKind::shard);
+  ASSERT_TRUE(up->local_shape());
+  EXPECT_EQ(up->local_shape()->size(), 2u);
+  EXPECT_EQ(up->local_rows(), 128);
+  EXPECT_EQ(up->gather_mesh_dim(), 2);
+  EXPECT_EQ(up->gather_tensor_dim(), 0);
+  EXPECT_EQ(up->compute_index(), 0);
   EXPECT_EQ(up->group(), fb::ShardingGroupKind::comm);
   EXPECT_EQ(up->cost(), 7340032.5);
   const fb::Param *norm = p->params()->Get(1);
@@ -283,14 +294,27 @@ TEST(PlanRoundTrip, SemanticChecks) {
        [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_hook_group(1); }},
       {"param 'layers.0.up.weight': comm_group 3 out of range",
        [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_comm_group(3); }},
+      {"param 'layers.0.up.weight': gather_mesh_dim 3 out of range (mesh has 3 dims)",
+       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_mesh_dim(3); }},
+      {"param 'layers.0.up.weight': gather_mesh_dim 1 is a data-parallel mesh dim",
+       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_mesh_dim(1); }},
+      {"param 'layers.0.up.weight': gather_tensor_dim 1 is not the tensor dim its gather mesh dim 2 shards",
+       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_tensor_dim(1); }},
+      {"param 'layers.0.up.weight': compute_index 1 out of range (gather mesh dim 2 has size 1)",
+       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_compute_index(1); }},
+      {"param 'layers.0.q.weight': local_shape dim 0 of size 48 does not divide its global size 64",
+       [](fb::Plan &p) {
+         p.mutable_params()->GetMutableObject(0)->mutable_local_shape()->Mutate(0, 48);
+         return true;
+       }},
       {"mesh world_size is 16 but its dims multiply to 8",
        [](fb::Plan &p) { return p.mutable_mesh()->mutate_world_size(16); }},
       {"mesh dim 'dp_shard' has size 0",
        [](fb::Plan &p) { return p.mutable_mesh()->mutable_dims()->GetMutableObject(1)->mutate_size(0); }},
       {"mesh num_shards is 3, expected 4",
        [](fb::Plan &p) { return p.mutable_mesh()->mutate_num_shards(3); }},
-      {"mesh shard_dim 2 out of range",
-       [](fb::Plan &p) { return p.mutable_mesh()->mutate_shard_dim(2); }},
+      {"mesh shard_dim 3 out of range",
+       [](fb::Plan &p) { return p.mutable_mesh()->mutate_shard_dim(3); }},
       {"unit 1 'layers.0.up.weight': slot 8 out of range (plan has 8 owner slots)",
        [](fb::Plan &p) { return p.mutable_units()->GetMutableObject(1)->mutate_slot(8); }},
       {"unit 0 'layers.0.q.weight': param index 3 out of range (plan has 3 params)",
@@ -303,7 +327,7 @@ TEST(PlanRoundTrip, SemanticChecks) {
          p.mutable_no_comm()->Mutate(0, -1);
          return true;
        }},
-      {"comm group 0 'Replicate,Shard(0)': replicate group rank 8 out of range",
+      {"comm group 0 'Replicate,Replicate,Shard(0)': replicate group rank 8 out of range",
        [](fb::Plan &p) {
          p.mutable_comm_groups()->GetMutableObject(0)->mutable_replicate_groups()
              ->GetMutableObject(0)->mutable_ranks()->Mutate(1, 8);
@@ -391,7 +415,7 @@ TEST(PlanPrinter, TextForm) {
       "; fingerprint " + std::string(fp) + "\n"
       "source: tiny.toml\n"
       "model: tiny\n"
-      "mesh: dp_replicate=2,dp_shard=4 world_size=8 shards=4 replicas=2 slots=8\n"
+      "mesh: dp_replicate=2,dp_shard=4,tp=1 world_size=8 shards=4 replicas=2 slots=8\n"
       "options: mode=z3 replicate_async=true small_param_threshold=5000000 "
       "hook_boundary=default muon_include=none muon_exclude=none alignment=256 "
       "cost_model=flops\n"
@@ -399,15 +423,17 @@ TEST(PlanPrinter, TextForm) {
       "ns_coefficients=original lr_scale=original adamw_lr=0.001 adamw_betas=0.9,0.999 "
       "adamw_eps=0.00000001 adamw_weight_decay=0\n"
       "params:\n"
-      "param layers.0.q.weight shape=[64,64] dtype=f32 placements=[Replicate,Replicate] "
+      "param layers.0.q.weight shape=[64,64] dtype=f32 placements=[Replicate,Replicate,Replicate] "
       "role=muon reason=default_matrix matrix=1x64x64 group=no_comm layer=layers.0 unit=0 "
       "owner=5 slot=(1,1) cost=5242880 hook=layers.0 offset=0 bytes=16384 reduce_offset=0 "
       "reduce_bytes=16384\n"
-      "param layers.0.norm.weight shape=[64] dtype=bf16 placements=[Replicate,Replicate] "
+      "param layers.0.norm.weight shape=[64] dtype=bf16 placements=[Replicate,Replicate,Replicate] "
       "role=adamw reason=default_vector bytes=256\n"
-      "param layers.0.up.weight shape=[128,64] dtype=f32 placements=[Replicate,Shard(0)] "
+      "param layers.0.up.weight shape=[128,64] dtype=f32 "
+      "placements=[Replicate,Replicate,Shard(0)] "
       "source=onnx::MatMul_7 note=\"from node /layers.0/up/MatMul\" role=muon "
-      "reason=default_matrix matrix=1x128x64 group=comm layer=layers.0 unit=1 owner=2 "
+      "reason=default_matrix matrix=1x128x64 group=comm gather=tp:0 compute=0 "
+      "layer=layers.0 unit=1 owner=2 "
       "slot=(2,0) cost=7340032.5 hook=layers.0 offset=16384 bytes=32768 "
       "reduce_offset=16384 reduce_bytes=32768\n"
       "units:\n"
@@ -416,7 +442,7 @@ TEST(PlanPrinter, TextForm) {
       "sharding_groups:\n"
       "no_comm: 1 params\n"
       "  no_comm layers.0.q.weight\n"
-      "comm Replicate,Shard(0) params=[layers.0.up.weight] "
+      "comm Replicate,Replicate,Shard(0) params=[layers.0.up.weight] "
       "replicate_groups=[[0,4],[1,5],[2,6],[3,7]]\n"
       "hook_groups:\n"
       "hook layers.0 params=2 buffer_bytes=49152 reduce_buffer_bytes=49152\n"
@@ -433,7 +459,8 @@ TEST(PlanPrinter, TextForm) {
   EXPECT_TRUE(contains(t, "rank 5 owned_params=0 owned_elements=0 master_bytes=16384 "
                           "momentum_bytes=0 peak_buffer_bytes=0 ns_flops=5242880 "
                           "broadcast_send=0 broadcast_recv=0 reduce_send=0 reduce_recv=0 "
-                          "replicate_send=0 replicate_recv=0 allreduce=256\n"))
+                          "replicate_send=0 replicate_recv=0 allreduce=256 gather_send=0 "
+                          "gather_recv=0 scatter_send=0 scatter_recv=0\n"))
       << t;
 }
 
@@ -444,7 +471,8 @@ TEST(PlanPrinter, StopAfterSelectOmitsLaterFields) {
   std::string t = planfile::printText(*fb::GetPlan(b.data()));
   EXPECT_TRUE(contains(t, "; dmuon plan 1.1 stage=select ")) << t;
   EXPECT_TRUE(contains(t, "param layers.0.q.weight shape=[64,64] dtype=f32 "
-                          "placements=[Replicate,Replicate] role=muon reason=default_matrix "
+                          "placements=[Replicate,Replicate,Replicate] role=muon "
+                          "reason=default_matrix "
                           "matrix=1x64x64\n"))
       << t;
   EXPECT_FALSE(contains(t, "group=")) << t;
@@ -503,7 +531,8 @@ TEST(PlanPrinter, JsonForm) {
   size_t q = j.find("\"name\": \"layers.0.q.weight\"");
   ASSERT_NE(q, std::string::npos);
   const char *pkeys[] = {"\"shape\": [64, 64]", "\"dtype\": \"f32\"",
-                         "\"placements\": [\"Replicate\", \"Replicate\"]", "\"role\": \"muon\"",
+                         "\"placements\": [\"Replicate\", \"Replicate\", \"Replicate\"]",
+                         "\"local_shape\": [64, 64]", "\"role\": \"muon\"",
                          "\"role_reason\": \"default_matrix\"",
                          "\"matrix\": {\"batch\": 1, \"rows\": 64, \"cols\": 64}",
                          "\"group\": \"no_comm\"", "\"layer\": \"layers.0\"", "\"unit\": 0",
@@ -517,6 +546,11 @@ TEST(PlanPrinter, JsonForm) {
     last = at;
   }
   EXPECT_TRUE(contains(j, "\"source_name\": \"onnx::MatMul_7\"")) << j;
+  EXPECT_TRUE(contains(j, "\"comm_group\": 0,\n      \"gather\": {\"mesh_dim\": 2, "
+                          "\"tensor_dim\": 0, \"compute_index\": 0},"))
+      << j;
+  EXPECT_TRUE(contains(j, "\"allreduce_bytes\": 256,\n        \"gather_send_bytes\": 0,"))
+      << j;
   EXPECT_TRUE(contains(j, "\"fingerprint\": \"0x")) << j;
   EXPECT_TRUE(contains(j, "\"replicate_groups\": [[0, 4], [1, 5], [2, 6], [3, 7]]")) << j;
   EXPECT_TRUE(contains(j, "\"adamw_eps\": 0.00000001")) << j;

@@ -44,9 +44,9 @@ public:
       for (MPI_Request &r : reqs)
         if (r != MPI_REQUEST_NULL)
           MPI_Wait(&r, MPI_STATUS_IGNORE);
-    for (MPI_Comm &c : groups_)
-      if (c != MPI_COMM_NULL)
-        MPI_Comm_free(&c);
+    for (size_t g = 0; g < groups_.size(); ++g)
+      if (g != static_cast<size_t>(CommGroup::World) && groups_[g] != MPI_COMM_NULL)
+        MPI_Comm_free(&groups_[g]);
     if (dup_ != MPI_COMM_NULL)
       MPI_Comm_free(&dup_);
   }
@@ -62,7 +62,8 @@ public:
     MPI_Comm_set_errhandler(dup_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(dup_, &rank_);
     MPI_Comm_size(dup_, &size_);
-    groups_[static_cast<int>(CommGroup::World)] = MPI_COMM_NULL;
+    groups_.assign(4, MPI_COMM_NULL);
+    groups_[static_cast<int>(CommGroup::World)] = dup_;
     return Status::ok();
   }
 
@@ -85,6 +86,44 @@ public:
           MPI_Comm_split(dup_, splits[g].color, splits[g].key, &groups_[g]), "MPI_Comm_split"));
       MPI_Comm_set_errhandler(groups_[g], MPI_ERRORS_RETURN);
     }
+    return Status::ok();
+  }
+
+  Status createGroup(Split split, CommGroup &out) override {
+    MPI_Comm c;
+    DMUON_RETURN_IF_ERROR(
+        check(MPI_Comm_split(dup_, split.color, split.key, &c), "MPI_Comm_split"));
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    out = static_cast<CommGroup>(groups_.size());
+    groups_.push_back(c);
+    return Status::ok();
+  }
+
+  Status gather(CommGroup g, const float *send, float *recv, size_t count, int root,
+                RequestId &out) override {
+    DMUON_RETURN_IF_ERROR(failure_);
+    if (count > static_cast<size_t>(INT_MAX))
+      return unsupported("gather of " + std::to_string(count) + " floats exceeds MPI's int count");
+    MPI_Request r;
+    DMUON_RETURN_IF_ERROR(check(MPI_Igather(send, static_cast<int>(count), MPI_FLOAT, recv,
+                                            static_cast<int>(count), MPI_FLOAT, root, comm(g), &r),
+                                "MPI_Igather"));
+    out = track({r});
+    return Status::ok();
+  }
+
+  Status scatter(CommGroup g, const float *send, float *recv, size_t count, int root,
+                 RequestId &out) override {
+    DMUON_RETURN_IF_ERROR(failure_);
+    if (count > static_cast<size_t>(INT_MAX))
+      return unsupported("scatter of " + std::to_string(count) +
+                         " floats exceeds MPI's int count");
+    MPI_Request r;
+    DMUON_RETURN_IF_ERROR(check(MPI_Iscatter(send, static_cast<int>(count), MPI_FLOAT, recv,
+                                             static_cast<int>(count), MPI_FLOAT, root, comm(g),
+                                             &r),
+                                "MPI_Iscatter"));
+    out = track({r});
     return Status::ok();
   }
 
@@ -190,9 +229,7 @@ public:
   void setTimeout(double seconds) override { timeout_ = seconds; }
 
 private:
-  MPI_Comm comm(CommGroup g) const {
-    return g == CommGroup::World ? dup_ : groups_[static_cast<int>(g)];
-  }
+  MPI_Comm comm(CommGroup g) const { return groups_[static_cast<size_t>(g)]; }
   RequestId track(std::vector<MPI_Request> reqs) {
     RequestId id = next_++;
     pending_.emplace(id, std::move(reqs));
@@ -201,7 +238,7 @@ private:
 
   MPI_Comm world_;
   MPI_Comm dup_ = MPI_COMM_NULL;
-  MPI_Comm groups_[4] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
+  std::vector<MPI_Comm> groups_; // indexed by CommGroup; World is dup_
   int rank_ = 0, size_ = 1;
   RequestId next_ = 1;
   std::unordered_map<RequestId, std::vector<MPI_Request>> pending_;

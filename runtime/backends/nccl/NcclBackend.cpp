@@ -33,7 +33,7 @@ public:
       cudaEventDestroy(ev);
     }
     for (ncclComm_t &c : groups_)
-      if (c)
+      if (c && c != world_)
         ncclCommDestroy(c);
     for (cudaStream_t s : {broadcastStream_, reduceStream_, replicateStream_})
       if (s)
@@ -87,12 +87,70 @@ public:
   }
 
   Status createGroups(Split shard, Split replicate, Split dp) override {
+    groups_.assign(4, nullptr);
+    groups_[static_cast<int>(CommGroup::World)] = world_;
     const Split splits[] = {shard, replicate, dp};
     for (int g = 0; g < 3; ++g)
       DMUON_RETURN_IF_ERROR(check(
           ncclCommSplit(world_, splits[g].color, splits[g].key, &groups_[g], nullptr),
           "ncclCommSplit", world_));
     return Status::ok();
+  }
+
+  Status createGroup(Split split, CommGroup &out) override {
+    ncclComm_t c = nullptr;
+    DMUON_RETURN_IF_ERROR(
+        check(ncclCommSplit(world_, split.color, split.key, &c, nullptr), "ncclCommSplit", world_));
+    out = static_cast<CommGroup>(groups_.size());
+    groups_.push_back(c);
+    return Status::ok();
+  }
+
+  // NCCL has no gather/scatter: point-to-point sends and receives in one group.
+  Status gather(CommGroup g, const float *send, float *recv, size_t count, int root,
+                RequestId &out) override {
+    const int me = groupRank(g), n = groupSize(g);
+    return issue(reduceStream_, out, [&]() -> Status {
+      DMUON_RETURN_IF_ERROR(check(ncclGroupStart(), "ncclGroupStart", comm(g)));
+      Status s = Status::ok();
+      if (me == root) {
+        for (int p = 0; p < n && s; ++p)
+          s = p == me ? cudaCheck(cudaMemcpyAsync(recv + p * count, send, count * sizeof(float),
+                                                  cudaMemcpyDeviceToDevice, reduceStream_),
+                                  "cudaMemcpyAsync")
+                      : check(ncclRecv(recv + p * count, count, ncclFloat, p, comm(g),
+                                       reduceStream_),
+                              "ncclRecv", comm(g));
+      } else {
+        s = check(ncclSend(send, count, ncclFloat, root, comm(g), reduceStream_), "ncclSend",
+                  comm(g));
+      }
+      Status end = check(ncclGroupEnd(), "ncclGroupEnd", comm(g));
+      return s ? end : s;
+    });
+  }
+
+  Status scatter(CommGroup g, const float *send, float *recv, size_t count, int root,
+                 RequestId &out) override {
+    const int me = groupRank(g), n = groupSize(g);
+    return issue(reduceStream_, out, [&]() -> Status {
+      DMUON_RETURN_IF_ERROR(check(ncclGroupStart(), "ncclGroupStart", comm(g)));
+      Status s = Status::ok();
+      if (me == root) {
+        for (int p = 0; p < n && s; ++p)
+          s = p == me ? cudaCheck(cudaMemcpyAsync(recv, send + p * count, count * sizeof(float),
+                                                  cudaMemcpyDeviceToDevice, reduceStream_),
+                                  "cudaMemcpyAsync")
+                      : check(ncclSend(send + p * count, count, ncclFloat, p, comm(g),
+                                       reduceStream_),
+                              "ncclSend", comm(g));
+      } else {
+        s = check(ncclRecv(recv, count, ncclFloat, root, comm(g), reduceStream_), "ncclRecv",
+                  comm(g));
+      }
+      Status end = check(ncclGroupEnd(), "ncclGroupEnd", comm(g));
+      return s ? end : s;
+    });
   }
 
   int groupRank(CommGroup g) const override {
@@ -188,7 +246,7 @@ private:
       std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
       if (waited.count() > timeout_) {
         for (ncclComm_t &c : groups_)
-          if (c) {
+          if (c && c != world_) {
             ncclCommAbort(c);
             c = nullptr;
           }
@@ -216,9 +274,7 @@ private:
     return Status::ok();
   }
 
-  ncclComm_t comm(CommGroup g) const {
-    return g == CommGroup::World ? world_ : groups_[static_cast<int>(g)];
-  }
+  ncclComm_t comm(CommGroup g) const { return groups_[static_cast<size_t>(g)]; }
 
   Status check(ncclResult_t r, const char *what, ncclComm_t c) const {
     if (r == ncclSuccess || r == ncclInProgress)
@@ -233,7 +289,7 @@ private:
   // NCCL reports failures of enqueued work (a peer died, a network error)
   // asynchronously; surface them as statuses instead of hanging or aborting.
   Status asyncErrors() const {
-    for (ncclComm_t c : {world_, groups_[0], groups_[1], groups_[2]}) {
+    for (ncclComm_t c : groups_) {
       if (!c)
         continue;
       ncclResult_t async = ncclSuccess;
@@ -269,7 +325,7 @@ private:
   cudaStream_t compute_;
   int device_;
   int rank_ = 0, size_ = 1;
-  ncclComm_t groups_[3] = {nullptr, nullptr, nullptr};
+  std::vector<ncclComm_t> groups_; // indexed by CommGroup; World is the host's
   cudaStream_t broadcastStream_ = nullptr, reduceStream_ = nullptr, replicateStream_ = nullptr;
   RequestId next_ = 1;
   std::unordered_map<RequestId, cudaEvent_t> pending_;

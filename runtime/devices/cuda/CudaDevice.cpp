@@ -22,6 +22,19 @@ Status kernelCheck(const cuda::Result &r) {
   return r.ok() ? Status::ok() : backendError(r.message);
 }
 
+cuda::MuonHyper toKernels(const MuonHyper &h) {
+  cuda::MuonHyper k;
+  k.lr = h.lr;
+  k.momentum = h.momentum;
+  k.weightDecay = h.weightDecay;
+  k.nesterov = h.nesterov;
+  k.matchRmsAdamW = h.matchRmsAdamW;
+  k.nsSteps = h.nsSteps;
+  k.coefficients =
+      h.polarExpress ? cuda::Coefficients::PolarExpress : cuda::Coefficients::Original;
+  return k;
+}
+
 class CudaDevice final : public Device {
 public:
   CudaDevice(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
@@ -69,16 +82,31 @@ public:
   }
   Status muonStep(float *param, float *momentum, const float *grad, int64_t batch, int64_t rows,
                   int64_t cols, const MuonHyper &h) override {
-    cuda::MuonHyper k;
-    k.lr = h.lr;
-    k.momentum = h.momentum;
-    k.weightDecay = h.weightDecay;
-    k.nesterov = h.nesterov;
-    k.matchRmsAdamW = h.matchRmsAdamW;
-    k.nsSteps = h.nsSteps;
-    k.coefficients = h.polarExpress ? cuda::Coefficients::PolarExpress
-                                    : cuda::Coefficients::Original;
-    return kernelCheck(cuda::muonStep(ctx_, param, momentum, grad, batch, rows, cols, k));
+    return kernelCheck(
+        cuda::muonStep(ctx_, param, momentum, grad, batch, rows, cols, toKernels(h)));
+  }
+  Status muonMomentum(float *momentum, const float *grad, float *u, int64_t n,
+                      const MuonHyper &h) override {
+    return kernelCheck(cuda::muonMomentum(ctx_, momentum, grad, u, n, h.momentum, h.nesterov));
+  }
+  Status newtonSchulz(float *x, int64_t batch, int64_t rows, int64_t cols,
+                      const MuonHyper &h) override {
+    const cuda::MuonHyper k = toKernels(h);
+    return kernelCheck(cuda::newtonSchulz(ctx_, x, x, batch, rows, cols, k.nsSteps,
+                                          k.coefficients));
+  }
+  Status muonApply(float *param, const float *ortho, int64_t n, int64_t rows, int64_t cols,
+                   const MuonHyper &h) override {
+    return kernelCheck(cuda::muonApply(ctx_, param, ortho, n, rows, cols, toKernels(h)));
+  }
+  Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t width,
+                size_t height) override {
+    return cudaCheck(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width, height,
+                                       cudaMemcpyDeviceToDevice, stream_),
+                     "cudaMemcpy2DAsync");
+  }
+  Status reserve(int64_t batch, int64_t rows, int64_t cols) override {
+    return kernelCheck(cuda::reserveWorkspace(ctx_, batch, rows, cols));
   }
   Status adamwStep(float *param, float *m, float *v, const float *grad, int64_t n, int64_t step,
                    const AdamWHyper &h) override {

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Recomputes the model-parallel fields of a complete plan (dmuonc --emit=json)
+from the rules in docs/plan-format.md, independently of dmuonc, and compares.
+
+Checks, for every param: local_shape (the shape divided by the non-ownership
+mesh dims that shard it), bytes / reduce_bytes (local numel), group and gather
+(mesh dim, tensor dim) of comm params, the NS cost (local batch x NS flops of
+the local matrix for no_comm, of the full matrix for comm params), and the
+compute_index (LPT per owner slot and gather mesh dim). For every rank:
+owned_elements, master_bytes, momentum_bytes, ns_flops, allreduce_bytes and
+the gather/scatter figures. Prints a summary, then `ok`, or the first
+mismatches and exits 1.
+
+  check_mp_plan.py < plan.json
+"""
+import json
+import sys
+
+DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "f64": 8}
+
+
+def ns_flops(m, n, steps):
+    s, l = min(m, n), max(m, n)
+    return steps * (4.0 * s * s * l + 2.0 * s * s * s)
+
+
+def matrix_view(shape, conv):
+    if len(shape) < 2:
+        return 1, (1 if shape else 0), (shape[0] if shape else 0)
+    if conv:
+        cols = 1
+        for d in shape[1:]:
+            cols *= d
+        return 1, shape[0], cols
+    batch = 1
+    for d in shape[:-2]:
+        batch *= d
+    return batch, shape[-2], shape[-1]
+
+
+def numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def parse_placement(s):
+    if s.startswith("Shard("):
+        return "shard", int(s[6:-1])
+    if s.startswith("StridedShard("):
+        return "strided", int(s[13:].split(",")[0])
+    if s.startswith("Partial"):
+        return "partial", None
+    return "replicate", None
+
+
+def main():
+    plan = json.load(sys.stdin)
+    mesh = plan["mesh"]
+    dims = [d["size"] for d in mesh["dims"]]
+    names = [d["name"] for d in mesh["dims"]]
+    own = {mesh["shard_dim"], mesh["replicate_dim"]} - {-1}
+    G, R = mesh["shards"], mesh["replicas"]
+    steps = plan["options"]["optimizer"]["ns_steps"]
+    errors = []
+
+    def expect(what, got, want):
+        if got != want:
+            errors.append("%s: got %r, expected %r" % (what, got, want))
+
+    params = plan["params"]
+    comm = []
+    for i, p in enumerate(params):
+        who = "param '%s'" % p["name"]
+        shape, conv = p["shape"], p.get("conv", False)
+        pls = [parse_placement(s) for s in p["placements"]]
+        local = list(shape)
+        for m, (kind, d) in enumerate(pls):
+            if kind in ("shard", "strided") and m not in own:
+                local[d] //= dims[m]
+        expect(who + " local_shape", p["local_shape"], local)
+        expect(who + " bytes", p["bytes"], numel(local) * DTYPE_BYTES[p["dtype"]])
+        p["_local"] = local
+        if p["role"] != "muon":
+            continue
+        expect(who + " reduce_bytes", p["reduce_bytes"], numel(local) * 4)
+        nd = len(shape)
+        matrix = [m for m, (kind, d) in enumerate(pls)
+                  if kind in ("shard", "strided") and (conv or d >= nd - 2)]
+        expect(who + " group", p["group"], "comm" if matrix else "no_comm")
+        b, r, c = matrix_view(shape, conv)
+        lb, lr, lc = matrix_view(local, conv)
+        if matrix:
+            assert len(matrix) == 1 and matrix[0] not in own, who
+            expect(who + " gather", (p["gather"]["mesh_dim"], p["gather"]["tensor_dim"]),
+                   (matrix[0], pls[matrix[0]][1]))
+            expect(who + " cost", p["cost"], lb * ns_flops(r, c, steps))
+            comm.append(i)
+        else:
+            expect(who + " gather", "gather" in p, False)
+            expect(who + " cost", p["cost"], lb * ns_flops(lr, lc, steps))
+        slot = p["owner_slot"]
+        p["_slot"] = slot["replicate"] * G + slot["shard"]
+
+    # compute_index: LPT per (slot, gather mesh dim), cost desc then name.
+    loads = {}
+    order = sorted(comm, key=lambda i: (-params[i]["cost"], params[i]["name"], i))
+    for i in order:
+        p = params[i]
+        g = p["gather"]["mesh_dim"]
+        l = loads.setdefault((p["_slot"], g), [0.0] * dims[g])
+        best = min(range(len(l)), key=lambda k: (l[k], k))
+        l[best] += p["cost"]
+        expect("param '%s' compute_index" % p["name"], p["gather"]["compute_index"], best)
+
+    adamw = sum(numel(p["_local"]) * 4 for p in params if p["role"] == "adamw")
+    for f in plan["stats"]["ranks"]:
+        rank = f["rank"]
+        coord, x = [], rank
+        for size in reversed(dims):
+            coord.append(x % size)
+            x //= size
+        coord.reverse()
+        s = coord[mesh["shard_dim"]] if mesh["shard_dim"] >= 0 else 0
+        r = coord[mesh["replicate_dim"]] if mesh["replicate_dim"] >= 0 else 0
+        want = dict(owned_elements=0, master_bytes=0, momentum_bytes=0, ns_flops=0.0,
+                    gather_send_bytes=0, gather_recv_bytes=0, scatter_send_bytes=0,
+                    scatter_recv_bytes=0)
+        for p in params:
+            if p["role"] != "muon":
+                continue
+            ps, pr = p["_slot"] % G, p["_slot"] // G
+            n = numel(p["_local"])
+            if ps == s:
+                want["master_bytes"] += 4 * n
+            if (ps, pr) != (s, r):
+                continue
+            want["owned_elements"] += n
+            want["momentum_bytes"] += 4 * n
+            if "gather" not in p:
+                want["ns_flops"] += p["cost"]
+                continue
+            g = p["gather"]["mesh_dim"]
+            k, payload = dims[g], 4 * n
+            if coord[g] == p["gather"]["compute_index"]:
+                want["ns_flops"] += p["cost"]
+                want["gather_recv_bytes"] += (k - 1) * payload
+                want["scatter_send_bytes"] += (k - 1) * payload
+            else:
+                want["gather_send_bytes"] += payload
+                want["scatter_recv_bytes"] += payload
+        for key, value in want.items():
+            got = f[key]
+            if key == "ns_flops":
+                ok = abs(got - value) <= 1e-9 * max(1.0, abs(value))
+            else:
+                ok = got == value
+            if not ok:
+                errors.append("rank %d %s: got %r, expected %r" % (rank, key, got, value))
+        expect("rank %d allreduce_bytes" % rank, f["allreduce_bytes"],
+               adamw if G * R > 1 else 0)
+
+    ranks = plan["stats"]["ranks"]
+    total = {k: sum(f[k + "_bytes"] for f in ranks)
+             for k in ("gather_send", "gather_recv", "scatter_send", "scatter_recv")}
+    expect("total gather sent vs received", total["gather_send"], total["gather_recv"])
+    expect("total scatter sent vs received", total["scatter_send"], total["scatter_recv"])
+    print("params %d comm %d ranks %d gather %d scatter %d"
+          % (len(params), len(comm), len(ranks), total["gather_send"], total["scatter_send"]))
+    if errors:
+        print("\n".join(errors[:20]))
+        sys.exit(1)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
