@@ -39,7 +39,9 @@
 //     run of the full model on the full global batch within 1e-4 relative
 //     (max abs diff / max abs value); the loss at step 0 agrees within 1e-6;
 //   * Z2/sync and async without synchronize between steps give bit-identical
-//     losses and params to Z3/async.
+//     losses and params to Z3/async;
+//   * bind_param / gather_param of a sharded param with its global numel are
+//     refused (INVALID_ARGUMENT): the runtime takes and gives local shards.
 //
 // usage: mpirun -n N dmuon-mp-test --plan P --layout tp|ep
 // The layout names which params are sharded on the model-parallel dim:
@@ -246,11 +248,12 @@ double forwardBackward(const Config &c, const Tensors &p, Tensors &g, const floa
   const float eps = 1e-6f;
   std::vector<std::vector<float>> hs(static_cast<size_t>(L + 1), std::vector<float>(D));
   std::vector<std::vector<float>> nrm(static_cast<size_t>(L), std::vector<float>(D)),
-      nn(static_cast<size_t>(L), std::vector<float>(D)), as(static_cast<size_t>(L), std::vector<float>(H)),
+      nn(static_cast<size_t>(L), std::vector<float>(D)),
+      as(static_cast<size_t>(L), std::vector<float>(H)),
       zs(static_cast<size_t>(L), std::vector<float>(H));
   std::vector<float> rinv(static_cast<size_t>(L));
-  std::vector<float> hm(D), a2(F), z2(F), y(c.out), dy(c.out), dh(D), dz(H), da(H), dn(D),
-      dz2(F), da2(F), dnrm(D);
+  std::vector<float> hm(D), a2(F), z2(F), y(c.out), dy(c.out), dh(D), dz(H), da(H), dn(D), dz2(F),
+      da2(F), dnrm(D);
   double loss = 0;
   const float *embed = p.at("embed.weight").data();
   const float *head = p.at("head.weight").data();
@@ -356,7 +359,8 @@ std::vector<float> sliceOf(const std::vector<float> &full, const std::vector<int
   const int64_t row = chunk * inner, fullRow = shape[static_cast<size_t>(dim)] * inner;
   std::vector<float> out(static_cast<size_t>(outer * row));
   for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(&out[static_cast<size_t>(o * row)], &full[static_cast<size_t>(o * fullRow + k * row)],
+    std::memcpy(&out[static_cast<size_t>(o * row)],
+                &full[static_cast<size_t>(o * fullRow + k * row)],
                 static_cast<size_t>(row) * sizeof(float));
   return out;
 }
@@ -512,8 +516,8 @@ Trajectory runReference(const dmuon::Plan &plan, const Config &cfg,
     makeBatch(cfg, step, 0, cfg.globalBatch, x, t);
     for (auto &[name, grad] : g)
       std::fill(grad.begin(), grad.end(), 0.0f);
-    tr.losses.push_back(static_cast<float>(
-        forwardBackward(cfg, p, g, x.data(), t.data(), cfg.globalBatch, 0)));
+    tr.losses.push_back(
+        static_cast<float>(forwardBackward(cfg, p, g, x.data(), t.data(), cfg.globalBatch, 0)));
     for (const Spec &s : specs) {
       const dmuon_param_info_t info = plan.param(plan.findParam(s.name));
       float *pv = p[s.name].data();
@@ -539,7 +543,7 @@ struct RunSpec {
   bool checks; // I1-I4 and byte counts after every step (synchronizes every step)
 };
 
-const char *kKinds[DMUON_COLLECTIVE_COUNT] = {"broadcast", "reduce",  "replicate",
+const char *kKinds[DMUON_COLLECTIVE_COUNT] = {"broadcast", "reduce", "replicate",
                                               "allreduce", "gather", "scatter"};
 
 class Distributed {
@@ -619,6 +623,52 @@ public:
       fail("[%s] only %d owner slots used; the test wants several", topo_.text.c_str(), used);
   }
 
+  // A model-parallel param takes and gives its local shard: the global
+  // numel is refused (with a status and a message, on every rank alike).
+  void checkLocalSizes() {
+    const int before = gFailures;
+    MPI_Comm comm = MPI_COMM_WORLD;
+    dmuon_runtime_options_t opt;
+    dmuon_runtime_options_init(&opt);
+    opt.backend = DMUON_BACKEND_MPI;
+    opt.communicator = &comm;
+    dmuon::Runtime rt(plan_, opt);
+    int sharded = 0;
+    for (const Spec &s : specs_) {
+      if (s.shardDim < 0 || topo_.mpSize < 2)
+        continue;
+      ++sharded;
+      const std::vector<float> full = initParam(s);
+      dmuon_status_t st = dmuon_runtime_bind_param(rt.get(), s.name.c_str(), full.data(), s.numel);
+      if (st != DMUON_ERROR_INVALID_ARGUMENT)
+        fail("[%s] bind_param('%s') with the global numel %" PRId64 " returned %s, expected "
+             "INVALID_ARGUMENT (the local shard has %" PRId64 ")",
+             topo_.text.c_str(), s.name.c_str(), s.numel, dmuon_status_string(st),
+             localSpec_.at(s.name).numel);
+      else if (std::string(dmuon_runtime_last_error(rt.get())).empty())
+        fail("[%s] bind_param('%s') refused without a message", topo_.text.c_str(), s.name.c_str());
+    }
+    for (const Spec &s : specs_) {
+      const std::vector<float> full = initParam(s);
+      const std::vector<float> local =
+          s.shardDim >= 0 ? sliceOf(full, s.shape, s.shardDim, topo_.mpSize, topo_.mp) : full;
+      rt.bindParam(s.name, local.data(), static_cast<int64_t>(local.size()));
+    }
+    for (const Spec &s : specs_) {
+      if (s.shardDim < 0 || topo_.mpSize < 2)
+        continue;
+      std::vector<float> out(static_cast<size_t>(s.numel));
+      dmuon_status_t st = dmuon_runtime_gather_param(rt.get(), s.name.c_str(), out.data(), s.numel);
+      if (st != DMUON_ERROR_INVALID_ARGUMENT)
+        fail("[%s] gather_param('%s') into the global numel returned %s, expected "
+             "INVALID_ARGUMENT",
+             topo_.text.c_str(), s.name.c_str(), dmuon_status_string(st));
+    }
+    if (gFailures == before && sharded > 0)
+      info("[%s] %d sharded params: bind_param / gather_param of the global size are refused",
+           topo_.text.c_str(), sharded);
+  }
+
   Trajectory run(const RunSpec &spec) {
     MPI_Comm comm = MPI_COMM_WORLD;
     dmuon_runtime_options_t opt;
@@ -665,8 +715,7 @@ public:
           full[s.name] = reassembleView(rt, s.name);
       for (auto &[name, grad] : grads)
         std::fill(grad.begin(), grad.end(), 0.0f);
-      const double mine =
-          forwardBackward(cfg_, full, grads, x.data(), t.data(), local, first);
+      const double mine = forwardBackward(cfg_, full, grads, x.data(), t.data(), local, first);
       // Backward: each rank writes its local slice of every gradient.
       for (int g = groups - 1; g >= 0; --g) {
         rt.preBackward(g);
@@ -752,8 +801,8 @@ private:
 
   std::string where() const {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "(shard %d, replicate %d, %s %d)", topo_.shard,
-                  topo_.replicate, topo_.mpName.c_str(), topo_.mp);
+    std::snprintf(buf, sizeof buf, "(shard %d, replicate %d, %s %d)", topo_.shard, topo_.replicate,
+                  topo_.mpName.c_str(), topo_.mp);
     return buf;
   }
 
@@ -879,8 +928,9 @@ private:
     const std::string &m = topo_.text;
     if (step == 0) {
       uint64_t total = 0;
-      for (int k = 0; k < DMUON_COLLECTIVE_GATHER; ++k) {
+      for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k)
         total += want.sent[k] + want.received[k];
+      for (int k = 0; k < DMUON_COLLECTIVE_GATHER; ++k) {
         if (want.sent[k] != mine.sent[k] || want.received[k] != mine.received[k])
           fail("[%s %s] %s: dmuon_runtime_planned_counters says sent %" PRIu64
                " / received %" PRIu64 ", the param table and the accounting rule give %" PRIu64
@@ -1052,6 +1102,7 @@ int runTests(int argc, char **argv) {
 
   Distributed dist(plan, cfg, specs, topo);
   dist.checkPlan();
+  dist.checkLocalSizes();
   const Trajectory ref = runReference(plan, cfg, specs);
 
   const RunSpec z3async{"z3/async", DMUON_MODE_Z3, 1, true};
