@@ -1,0 +1,274 @@
+#include "TrainerCommon.h"
+
+#include <mpi.h>
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+namespace tiny {
+namespace {
+
+void usage(FILE *out, const TrainerInfo &info) {
+  // Continuation lines line up under "--plan".
+  const int indent = static_cast<int>(std::strlen("usage: ") + std::strlen(info.program) + 1);
+  std::fprintf(out, "usage: %s --plan PLAN [--steps N] [--lr LR] [--adamw-lr LR]\n", info.program);
+  std::fprintf(out, "%*s[--seed S] [--mode z2|z3] [--sync|--async]\n", indent, "");
+  std::fprintf(out, "%*s[--min-loss-drop F]%s\n", indent, "",
+               info.cuda ? " [--device N] [--check-against-cpu]" : "");
+  std::fprintf(out,
+               "%s\n"
+               "  --plan PLAN        plan compiled by dmuonc for this world size\n"
+               "  --steps N          training steps (default 50)\n"
+               "  --lr LR            Muon learning rate (default: the plan's)\n"
+               "  --adamw-lr LR      AdamW learning rate (default: the plan's)\n"
+               "  --seed S           seed of the initial params and the data (default 1)\n"
+               "  --mode z2|z3       packed-buffer lifetime (default: the plan's)\n"
+               "  --sync, --async    replicate broadcast after the step (default: the plan's)\n"
+               "  --min-loss-drop F  fail unless the loss falls by at least F times\n",
+               info.description);
+  if (info.cuda)
+    std::fprintf(out,
+                 "  --device N         CUDA device of every rank (default: local rank %% devices)\n"
+                 "  --check-against-cpu\n"
+                 "                     also run step 0 on the CPU model (same params and batch);\n"
+                 "                     fail unless the loss agrees to 1e-4 and every gradient\n"
+                 "                     to 1e-3 (relative)\n");
+}
+
+bool parseFlags(int argc, char **argv, const TrainerInfo &info, TrainerFlags &f,
+                std::string &err) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string value;
+    bool hasInline = false;
+    if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      hasInline = true;
+    }
+    auto next = [&](std::string &out) {
+      if (hasInline) {
+        out = value;
+        return true;
+      }
+      if (i + 1 >= argc) {
+        err = "missing value for " + a;
+        return false;
+      }
+      out = argv[++i];
+      return true;
+    };
+    auto number = [&](double &out) {
+      std::string s;
+      if (!next(s))
+        return false;
+      char *end = nullptr;
+      out = std::strtod(s.c_str(), &end);
+      if (s.empty() || *end != '\0') {
+        err = "invalid number '" + s + "' for " + a;
+        return false;
+      }
+      return true;
+    };
+    double d = 0;
+    std::string s;
+    if (a == "--help" || a == "-h") {
+      usage(stdout, info);
+      std::exit(0);
+    } else if (a == "--plan") {
+      if (!next(f.plan))
+        return false;
+    } else if (a == "--steps") {
+      if (!number(d))
+        return false;
+      if (d < 1 || d != std::floor(d)) {
+        err = "--steps must be a positive integer";
+        return false;
+      }
+      f.steps = static_cast<int>(d);
+    } else if (a == "--lr") {
+      if (!number(f.lr))
+        return false;
+    } else if (a == "--adamw-lr") {
+      if (!number(f.adamwLr))
+        return false;
+    } else if (a == "--seed") {
+      if (!number(d))
+        return false;
+      if (d < 0 || d != std::floor(d)) {
+        err = "--seed must be a non-negative integer";
+        return false;
+      }
+      f.seed = static_cast<uint64_t>(d);
+    } else if (a == "--mode") {
+      if (!next(s))
+        return false;
+      if (s == "z2")
+        f.mode = DMUON_MODE_Z2;
+      else if (s == "z3")
+        f.mode = DMUON_MODE_Z3;
+      else {
+        err = "--mode must be z2 or z3, not '" + s + "'";
+        return false;
+      }
+    } else if (a == "--sync" && !hasInline) {
+      f.replicateAsync = 0;
+    } else if (a == "--async" && !hasInline) {
+      f.replicateAsync = 1;
+    } else if (a == "--min-loss-drop") {
+      if (!number(f.minLossDrop))
+        return false;
+    } else if (info.cuda && a == "--device") {
+      if (!number(d))
+        return false;
+      if (d < 0 || d != std::floor(d) || d > 1024) {
+        err = "--device must be a non-negative integer";
+        return false;
+      }
+      f.device = static_cast<int>(d);
+    } else if (info.cuda && a == "--check-against-cpu" && !hasInline) {
+      f.checkAgainstCpu = true;
+    } else {
+      err = "unknown argument '" + std::string(argv[i]) + "'";
+      return false;
+    }
+  }
+  if (f.plan.empty()) {
+    err = "--plan is required";
+    return false;
+  }
+  return true;
+}
+
+const char *kCollectiveNames[DMUON_COLLECTIVE_COUNT] = {"broadcast", "reduce", "replicate",
+                                                        "allreduce", "gather",  "scatter"};
+
+std::string human(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+  return buf;
+}
+
+} // namespace
+
+int trainerMain(int argc, char **argv, const TrainerInfo &info, TrainerRun run) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+
+  TrainerFlags flags;
+  std::string err;
+  if (!parseFlags(argc, argv, info, flags, err)) {
+    if (rank == 0) {
+      std::fprintf(stderr, "%s: error: %s\n", info.program, err.c_str());
+      usage(stderr, info);
+    }
+    MPI_Finalize();
+    return 2;
+  }
+
+  int rc = 0;
+  try {
+    rc = run(flags, rank, world);
+  } catch (const std::exception &e) {
+    // A failure on one rank would leave the others waiting in a collective.
+    std::fprintf(stderr, "%s: rank %d: error: %s\n", info.program, rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return rc;
+}
+
+dmuon_runtime_options_t runtimeOptions(const TrainerFlags &flags) {
+  dmuon_runtime_options_t opt;
+  dmuon_runtime_options_init(&opt);
+  opt.mode = flags.mode;
+  opt.replicate_async = flags.replicateAsync;
+  opt.lr = flags.lr;
+  opt.adamw_lr = flags.adamwLr;
+  return opt;
+}
+
+void printRunHeader(const TrainerInfo &info, const TrainerFlags &flags, const dmuon::Plan &plan,
+                    const Config &cfg, int rank, int world, int64_t localBatch,
+                    const std::string &extra) {
+  if (rank == 0)
+    std::printf("%s: %s, %d ranks, %d params (%d hook groups), global batch %" PRId64
+                " (%" PRId64 " per rank), %d steps%s\n",
+                info.program, flags.plan.c_str(), world, plan.numParams(), plan.numHookGroups(),
+                cfg.globalBatch, localBatch, flags.steps, extra.c_str());
+}
+
+double reduceAndPrintLoss(float mine, int step, int rank, int world) {
+  // Slices are equal, so the mean of the ranks' means is the global mean.
+  double sum = 0, value = mine;
+  MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  const double loss = sum / world;
+  if (rank == 0) {
+    std::printf("step %4d  loss %.6f\n", step, loss);
+    std::fflush(stdout);
+  }
+  return loss;
+}
+
+int finishRun(const TrainerInfo &info, const TrainerFlags &flags, dmuon::Runtime &rt, int rank,
+              int world, double first, double last) {
+  // Per-rank figures, printed by rank 0 in rank order.
+  dmuon_comm_counters_t c = rt.commCounters();
+  std::vector<double> mineFig;
+  mineFig.push_back(rt.nsFlops());
+  for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k)
+    mineFig.push_back(static_cast<double>(c.sent[k]));
+  for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k)
+    mineFig.push_back(static_cast<double>(c.received[k]));
+  const int n = static_cast<int>(mineFig.size());
+  std::vector<double> all(rank == 0 ? static_cast<size_t>(n * world) : 0);
+  MPI_Gather(mineFig.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    std::printf("loss: %.6f -> %.6f (%.1fx lower) over %d steps\n", first, last,
+                last > 0 ? first / last : INFINITY, flags.steps);
+    std::printf("per rank over %d steps (NS work; bytes sent / received by collective):\n",
+                flags.steps);
+    std::printf("%-5s %12s", "rank", "ns_flops");
+    for (const char *name : kCollectiveNames)
+      std::printf(" %23s", name);
+    std::printf(" %23s\n", "total");
+    for (int r = 0; r < world; ++r) {
+      const double *f = &all[static_cast<size_t>(r * n)];
+      std::printf("%-5d %12.4g", r, f[0]);
+      double sent = 0, recv = 0;
+      for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k) {
+        std::string cell = human(f[1 + k]) + " / " + human(f[1 + DMUON_COLLECTIVE_COUNT + k]);
+        std::printf(" %23s", cell.c_str());
+        sent += f[1 + k];
+        recv += f[1 + DMUON_COLLECTIVE_COUNT + k];
+      }
+      std::string cell = human(sent) + " / " + human(recv);
+      std::printf(" %23s\n", cell.c_str());
+    }
+  }
+
+  int ok = 1;
+  if (flags.minLossDrop > 0 && !(last > 0 && first / last >= flags.minLossDrop)) {
+    ok = 0;
+    if (rank == 0)
+      std::fprintf(stderr, "%s: error: the loss fell %.2fx, less than --min-loss-drop %g\n",
+                   info.program, last > 0 ? first / last : 0.0, flags.minLossDrop);
+  }
+  return ok ? 0 : 1;
+}
+
+} // namespace tiny

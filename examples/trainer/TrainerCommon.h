@@ -1,0 +1,71 @@
+// What dmuon-trainer (CPU, MPI backend) and dmuon-trainer-cuda (GPU, NCCL
+// backend) share: the command line, MPI start-up and error handling, the
+// runtime options taken from the flags, the per-step loss line and the
+// end-of-run table. Both trainers print the same lines, so their runs can be
+// compared line by line.
+#ifndef DMUON_EXAMPLES_TRAINERCOMMON_H
+#define DMUON_EXAMPLES_TRAINERCOMMON_H
+
+#include "TinyModel.h"
+
+#include "dmuon/dmuon.hpp"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace tiny {
+
+struct TrainerFlags {
+  std::string plan;
+  int steps = 50;
+  double lr = std::numeric_limits<double>::quiet_NaN();      // Muon; NaN: the plan's
+  double adamwLr = std::numeric_limits<double>::quiet_NaN(); // NaN: the plan's
+  uint64_t seed = 1;
+  dmuon_mode_t mode = DMUON_MODE_FROM_PLAN;
+  int replicateAsync = -1; // -1: plan, 0: --sync, 1: --async
+  double minLossDrop = 0;  // > 0: exit 1 unless first/last loss >= this
+  // dmuon-trainer-cuda only (the CPU trainer rejects these flags):
+  int device = -1;              // -1: local rank % visible devices
+  bool checkAgainstCpu = false; // compare step 0 with the CPU model
+};
+
+// Which trainer is running: its name (for usage and messages), its one-line
+// description, and whether it takes the CUDA-only flags.
+struct TrainerInfo {
+  const char *program;
+  const char *description;
+  bool cuda;
+};
+
+// One rank's training run; returns the process exit status.
+using TrainerRun = int (*)(const TrainerFlags &flags, int rank, int world);
+
+// MPI_Init, flag parsing (usage and exit status 2 on a bad command line),
+// run(), and MPI_Abort when run() throws on any rank; returns the exit status.
+int trainerMain(int argc, char **argv, const TrainerInfo &info, TrainerRun run);
+
+// Runtime options from the flags (mode, replicate, learning rates); the
+// caller sets the backend, the communicator and, for NCCL, stream and device.
+dmuon_runtime_options_t runtimeOptions(const TrainerFlags &flags);
+
+// Rank 0 prints the run's first line: plan, ranks, params, batch, steps, then
+// `extra` (e.g. ", GPU 0 (NVIDIA H200)").
+void printRunHeader(const TrainerInfo &info, const TrainerFlags &flags, const dmuon::Plan &plan,
+                    const Config &cfg, int rank, int world, int64_t localBatch,
+                    const std::string &extra = "");
+
+// The global mean loss from each rank's mean over its equal slice (a
+// collective over MPI_COMM_WORLD); rank 0 prints the step's loss line.
+double reduceAndPrintLoss(float mine, int step, int rank, int world);
+
+// After rt.synchronize(): rank 0 prints the loss summary and the per-rank
+// table (NS flops, bytes per collective; a collective over MPI_COMM_WORLD),
+// then --min-loss-drop is checked. Returns 0, or 1 when the loss fell too
+// little.
+int finishRun(const TrainerInfo &info, const TrainerFlags &flags, dmuon::Runtime &rt, int rank,
+              int world, double firstLoss, double lastLoss);
+
+} // namespace tiny
+
+#endif
