@@ -605,14 +605,19 @@ Status Executor::stepGathered(ParamRt &p) {
   const size_t local = static_cast<size_t>(p.numel), bytes = local * sizeof(float);
   const int K = p.gatherSize;
   const bool computes = p.gatherCoord == p.computeIndex;
-  DeviceArray u, ortho, chunks, full;
-  DMUON_RETURN_IF_ERROR(u.allocate(*device_, bytes));
-  DMUON_RETURN_IF_ERROR(ortho.allocate(*device_, bytes));
+  // Scratch kept across steps, grown to the largest gathered matrix.
+  auto ensure = [&](DeviceArray &a, size_t need) -> Status {
+    return a.size() >= need ? Status::ok() : a.allocate(*device_, need);
+  };
+  DeviceArray &u = gatherScratch_[0], &ortho = gatherScratch_[1], &chunks = gatherScratch_[2],
+              &full = gatherScratch_[3];
+  DMUON_RETURN_IF_ERROR(ensure(u, bytes));
+  DMUON_RETURN_IF_ERROR(ensure(ortho, bytes));
   DMUON_RETURN_IF_ERROR(
       device_->muonMomentum(p.momentum.floats(), p.reducedGrad.floats(), u.floats(), p.numel, muon_));
   if (computes) {
-    DMUON_RETURN_IF_ERROR(chunks.allocate(*device_, bytes * K));
-    DMUON_RETURN_IF_ERROR(full.allocate(*device_, bytes * K));
+    DMUON_RETURN_IF_ERROR(ensure(chunks, bytes * K));
+    DMUON_RETURN_IF_ERROR(ensure(full, bytes * K));
   }
   RequestId id;
   DMUON_RETURN_IF_ERROR(

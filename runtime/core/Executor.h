@@ -120,6 +120,7 @@ private:
   std::vector<GroupRt> groups_;
   std::vector<int> adamwParams_;
   DeviceArray adamwGrad_;
+  DeviceArray gatherScratch_[4]; // stepGathered: u, ortho, chunks, full
   size_t adamwElements_ = 0;
   std::deque<int> phase2Queue_;
   bool allBound_ = false, started_ = false, backwardFinished_ = false;
