@@ -329,7 +329,7 @@ bool TomlFrontend::parseTemplateString(const toml::node &value, const std::strin
       } else {
         msg += " (placeholders in scope: ";
         for (size_t s = 0; s < scopes_.size(); ++s)
-          msg += (s ? ", " : "") + scopes_[s].name;
+          msg.append(s ? ", " : "").append(scopes_[s].name);
         msg += ")";
       }
       error(locInString(value, i), msg);
@@ -411,7 +411,7 @@ bool TomlFrontend::parsePlacements(const toml::node &value, const std::string &w
   out.assign(mesh.dims.size(), Placement{});
   std::string dimList;
   for (size_t i = 0; i < mesh.dims.size(); ++i)
-    dimList += (i ? ", " : "") + mesh.dims[i].name;
+    dimList.append(i ? ", " : "").append(mesh.dims[i].name);
   bool ok = true;
   if (const auto *t = value.as_table()) {
     std::vector<bool> given(mesh.dims.size(), false);

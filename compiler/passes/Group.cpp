@@ -51,7 +51,7 @@ bool runGroup(PlanModel &model, Diagnostics &) {
         shardDims.insert(pl.dim);
       if (pl.isReplicate())
         replicateMeshDims.push_back(static_cast<int>(d));
-      key += (d ? "," : "") + pl.groupKey();
+      key.append(d ? "," : "").append(pl.groupKey());
     }
     bool comm = false;
     for (int d : shardDims)

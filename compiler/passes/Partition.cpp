@@ -29,7 +29,7 @@ bool isDigits(std::string_view s) {
 std::string placementsStr(const Param &p) {
   std::string s = "[";
   for (size_t i = 0; i < p.placements.size(); ++i)
-    s += (i ? "," : "") + p.placements[i].str();
+    s.append(i ? "," : "").append(p.placements[i].str());
   return s + "]";
 }
 

@@ -11,7 +11,7 @@ namespace {
 std::string shapeStr(const std::vector<int64_t> &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + std::to_string(shape[i]);
+    s.append(i ? "," : "").append(std::to_string(shape[i]));
   return s + "]";
 }
 

@@ -205,13 +205,13 @@ struct Mesh {
     }
     std::string o = "(";
     for (size_t i = 0; i < c.size(); ++i)
-      o += (i ? "," : "") + i64(c[i]);
+      o.append(i ? "," : "").append(i64(c[i]));
     return o + ")";
   }
   std::string text() const {
     std::string s;
     for (size_t i = 0; i < dims.size(); ++i)
-      s += (i ? "," : "") + names[i] + "=" + i64(dims[i]);
+      s.append(i ? "," : "").append(names[i] + "=" + i64(dims[i]));
     return s;
   }
   std::string shardName() const { return shardDim >= 0 ? names[shardDim] : "dp_shard"; }
@@ -616,7 +616,7 @@ private:
           for (uint32_t q = 0; q < size(sg->params()) && q < 8; ++q) {
             int32_t pi = sg->params()->Get(q);
             if (pi >= 0 && static_cast<uint32_t>(pi) < size(p_.params()))
-              names += (q ? ", " : "") + str(p_.params()->Get(pi)->name());
+              names.append(q ? ", " : "").append(str(p_.params()->Get(pi)->name()));
           }
           if (size(sg->params()) > 8)
             names += ", \xE2\x80\xA6";
@@ -695,7 +695,7 @@ private:
                           "allreduce",    "moved"};
     std::string coordHead;
     for (size_t i = 0; i < mesh_.names.size(); ++i)
-      coordHead += (i ? "," : "") + mesh_.names[i];
+      coordHead.append(i ? "," : "").append(mesh_.names[i]);
     o_ += "<table class=\"ranks\">\n<tr><th>rank</th><th class=\"l\">coord<br>(" + esc(coordHead) +
           ")</th>";
     for (const char *c : cols) {
