@@ -202,6 +202,9 @@ Status readShardIndex(const std::string &path, ShardIndex &out) {
                             std::to_string(kShardVersion));
     else if (count > kMaxEntries || indexOffset < sizeof header || indexOffset > size)
       s = corrupt(path, "index out of range (truncated?)");
+    // Bound the index by what `count` entries can take before allocating it.
+    else if (size - indexOffset > uint64_t(count) * (2 + kMaxNameBytes + 1 + 24) + 8)
+      s = corrupt(path, "index larger than its entry count allows");
   }
   std::vector<uint8_t> index;
   if (s) {

@@ -39,14 +39,56 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &o) 
   const fbp::Plan &root = plan.root();
   const fbp::Mesh &mesh = *root.mesh();
 
-  // Agree first, decide after: every rank sees every rank's fingerprint and
-  // world size, so all ranks fail (or succeed) together instead of some
+  // Options: the plan's defaults unless the host overrides them.
+  if (!root.options())
+    return {DMUON_ERROR_INVALID_PLAN, "the plan has no options table"};
+  const fbp::Options &popts = *root.options();
+  const fbp::OptimizerDefaults *od = popts.optimizer();
+  planZ3_ = popts.mode() == fbp::Mode::z3;
+  z3_ = o.mode == DMUON_MODE_FROM_PLAN ? planZ3_ : o.mode == DMUON_MODE_Z3;
+  replicateAsync_ = o.replicate_async < 0 ? popts.replicate_async() : o.replicate_async != 0;
+  manageAdamW_ = o.manage_adamw != 0;
+  muon_.lr = static_cast<float>(pick(o.lr, od ? od->lr() : 0.02));
+  muon_.momentum = static_cast<float>(pick(o.momentum, od ? od->momentum() : 0.95));
+  muon_.weightDecay = static_cast<float>(pick(o.weight_decay, od ? od->weight_decay() : 0.0));
+  muon_.nesterov = o.nesterov < 0 ? (od ? od->nesterov() : true) : o.nesterov != 0;
+  planNsSteps_ = od ? od->ns_steps() : 5;
+  muon_.nsSteps = o.ns_steps < 0 ? planNsSteps_ : o.ns_steps;
+  muon_.matchRmsAdamW = od && od->lr_scale() == fbp::LrScale::match_rms_adamw;
+  muon_.polarExpress = od && od->ns_coefficients() == fbp::NsCoefficients::polar_express;
+  adamw_.lr = static_cast<float>(pick(o.adamw_lr, od ? od->adamw_lr() : 1e-3));
+  adamw_.beta1 = static_cast<float>(pick(o.adamw_beta1, od ? od->adamw_beta1() : 0.9));
+  adamw_.beta2 = static_cast<float>(pick(o.adamw_beta2, od ? od->adamw_beta2() : 0.999));
+  adamw_.eps = static_cast<float>(pick(o.adamw_eps, od ? od->adamw_eps() : 1e-8));
+  adamw_.weightDecay =
+      static_cast<float>(pick(o.adamw_weight_decay, od ? od->adamw_weight_decay() : 0.0));
+  Status local = Status::ok();
+  if (muon_.nsSteps < 1 || muon_.nsSteps > 100)
+    local = invalidArgument("ns_steps=" + std::to_string(muon_.nsSteps) +
+                            " must be between 1 and 100");
+
+
+  // Agree first, decide after: every rank sees every rank's fingerprint,
+  // world size, options and verdict on them before any collective that
+  // needs all ranks, so all ranks fail (or succeed) together instead of some
   // waiting forever in a collective the others skipped.
-  std::vector<uint64_t> fingerprints, worlds;
+  std::vector<uint64_t> fingerprints, worlds, verdicts, settings;
   DMUON_RETURN_IF_ERROR(backend_->allGather(plan.fingerprint(), fingerprints));
   DMUON_RETURN_IF_ERROR(backend_->allGather(static_cast<uint64_t>(mesh.world_size()), worlds));
+  DMUON_RETURN_IF_ERROR(backend_->allGather(static_cast<uint64_t>(local.code()), verdicts));
+  DMUON_RETURN_IF_ERROR(backend_->allGather(optionsHash(), settings));
   rank_ = backend_->worldRank();
   const int world = backend_->worldSize();
+  DMUON_RETURN_IF_ERROR(local);
+  for (int i = 0; i < world; ++i)
+    if (verdicts[i] != DMUON_SUCCESS)
+      return Status(static_cast<dmuon_status_t>(verdicts[i]),
+                    "rank " + std::to_string(i) + " refused its options (see that rank's error)");
+  for (int i = 0; i < world; ++i)
+    if (settings[i] != settings[0])
+      return mismatch("rank " + std::to_string(i) +
+                      "'s runtime options differ from rank 0's; mode, replicate_async, "
+                      "manage_adamw and every hyper-parameter must be equal on all ranks");
   for (int i = 0; i < world; ++i)
     if (worlds[i] != static_cast<uint64_t>(world))
       return mismatch("rank " + std::to_string(i) + " holds a plan for " +
@@ -75,6 +117,21 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &o) 
           pl.kind() == fbp::PlacementKind::strided_shard)
         return unsupported("Muon param '" + p.name()->str() +
                            "' is StridedShard on a matrix dim; not supported yet");
+    }
+    if (p.role() == fbp::Role::muon && p.group() == fbp::ShardingGroupKind::comm && pls) {
+      // One gather along one tensor dim reassembles the matrix only when a
+      // single mesh dim shards its matrix dims.
+      const int ndim = static_cast<int>(p.shape()->size());
+      int matrixShards = 0;
+      for (const fbp::Placement *pl : *pls)
+        if ((pl->kind() == fbp::PlacementKind::shard ||
+             pl->kind() == fbp::PlacementKind::strided_shard) &&
+            (p.conv() || pl->dim() >= ndim - 2))
+          ++matrixShards;
+      if (matrixShards > 1)
+        return unsupported("Muon param '" + p.name()->str() +
+                           "' has its matrix dims sharded by more than one mesh dim; not "
+                           "supported yet");
     }
     if (p.role() == fbp::Role::muon && p.group() == fbp::ShardingGroupKind::comm &&
         (p.gather_mesh_dim() < 0 || p.compute_index() < 0))
@@ -116,31 +173,6 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &o) 
   DMUON_RETURN_IF_ERROR(backend_->createGroups({withOwnership(0, r_), s_},
                                                {withOwnership(s_, 0), r_},
                                                {withOwnership(0, 0), r_ * G_ + s_}));
-
-  // Options: the plan's defaults unless the host overrides them.
-  const fbp::Options &popts = *root.options();
-  const fbp::OptimizerDefaults *od = popts.optimizer();
-  planZ3_ = popts.mode() == fbp::Mode::z3;
-  z3_ = o.mode == DMUON_MODE_FROM_PLAN ? planZ3_ : o.mode == DMUON_MODE_Z3;
-  replicateAsync_ = o.replicate_async < 0 ? popts.replicate_async() : o.replicate_async != 0;
-  manageAdamW_ = o.manage_adamw != 0;
-  muon_.lr = static_cast<float>(pick(o.lr, od ? od->lr() : 0.02));
-  muon_.momentum = static_cast<float>(pick(o.momentum, od ? od->momentum() : 0.95));
-  muon_.weightDecay = static_cast<float>(pick(o.weight_decay, od ? od->weight_decay() : 0.0));
-  muon_.nesterov = o.nesterov < 0 ? (od ? od->nesterov() : true) : o.nesterov != 0;
-  planNsSteps_ = od ? od->ns_steps() : 5;
-  muon_.nsSteps = o.ns_steps < 0 ? planNsSteps_ : o.ns_steps;
-  muon_.matchRmsAdamW = od && od->lr_scale() == fbp::LrScale::match_rms_adamw;
-  muon_.polarExpress = od && od->ns_coefficients() == fbp::NsCoefficients::polar_express;
-  adamw_.lr = static_cast<float>(pick(o.adamw_lr, od ? od->adamw_lr() : 1e-3));
-  adamw_.beta1 = static_cast<float>(pick(o.adamw_beta1, od ? od->adamw_beta1() : 0.9));
-  adamw_.beta2 = static_cast<float>(pick(o.adamw_beta2, od ? od->adamw_beta2() : 0.999));
-  adamw_.eps = static_cast<float>(pick(o.adamw_eps, od ? od->adamw_eps() : 1e-8));
-  adamw_.weightDecay =
-      static_cast<float>(pick(o.adamw_weight_decay, od ? od->adamw_weight_decay() : 0.0));
-  if (muon_.nsSteps < 1 || muon_.nsSteps > 100)
-    return invalidArgument("options.ns_steps=" + std::to_string(muon_.nsSteps) +
-                           " must be between 1 and 100");
 
   // Params, hook groups and segments, from the plan's layout.
   // One communicator per model-parallel mesh dim that gathers matrices.
@@ -244,6 +276,16 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &o) 
   return Status::ok();
 }
 
+uint64_t Executor::optionsHash() const {
+  std::string b;
+  auto put = [&b](const auto &v) { b.append(reinterpret_cast<const char *>(&v), sizeof v); };
+  put(z3_), put(replicateAsync_), put(manageAdamW_), put(muon_.lr), put(muon_.momentum);
+  put(muon_.weightDecay), put(muon_.nesterov), put(muon_.matchRmsAdamW), put(muon_.polarExpress);
+  put(muon_.nsSteps), put(adamw_.lr), put(adamw_.beta1), put(adamw_.beta2), put(adamw_.eps);
+  put(adamw_.weightDecay);
+  return planfile::fnv1a64(reinterpret_cast<const uint8_t *>(b.data()), b.size());
+}
+
 Status Executor::findParam(const std::string &name, int &index) const {
   index = plan_->findParam(name);
   if (index < 0)
@@ -278,20 +320,29 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
                            " values but the plan's shape has " + std::to_string(p.numel));
   if (started_)
     return invalidState("bind_param('" + name + "') after training started");
+  // Everything is allocated before anything is replaced, so a failed bind
+  // leaves the param as it was.
   const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
   if (p.muon) {
     // I2: the owner's whole shard column keeps the fp32 master; others nothing.
+    DeviceArray master, momentum;
     if (p.keepsMaster) {
-      DMUON_RETURN_IF_ERROR(p.master.allocate(*device_, bytes));
-      DMUON_RETURN_IF_ERROR(device_->upload(p.master.bytes(), values, bytes));
+      DMUON_RETURN_IF_ERROR(master.allocate(*device_, bytes));
+      DMUON_RETURN_IF_ERROR(device_->upload(master.bytes(), values, bytes));
     }
     if (p.isOwner)
-      DMUON_RETURN_IF_ERROR(p.momentum.allocate(*device_, bytes));
+      DMUON_RETURN_IF_ERROR(momentum.allocate(*device_, bytes));
+    p.master = std::move(master);
+    p.momentum = std::move(momentum);
   } else {
-    DMUON_RETURN_IF_ERROR(p.value.allocate(*device_, bytes));
-    DMUON_RETURN_IF_ERROR(device_->upload(p.value.bytes(), values, bytes));
-    DMUON_RETURN_IF_ERROR(p.adamM.allocate(*device_, bytes));
-    DMUON_RETURN_IF_ERROR(p.adamV.allocate(*device_, bytes));
+    DeviceArray value, m, v;
+    DMUON_RETURN_IF_ERROR(value.allocate(*device_, bytes));
+    DMUON_RETURN_IF_ERROR(device_->upload(value.bytes(), values, bytes));
+    DMUON_RETURN_IF_ERROR(m.allocate(*device_, bytes));
+    DMUON_RETURN_IF_ERROR(v.allocate(*device_, bytes));
+    p.value = std::move(value);
+    p.adamM = std::move(m);
+    p.adamV = std::move(v);
   }
   p.bound = true;
   return Status::ok();
@@ -430,9 +481,9 @@ Status Executor::preForward(int g) {
     if (groups_[h].backwardStarted)
       return invalidState("pre_forward(" + std::to_string(g) +
                           ") after backward started; call step() first");
+  DMUON_RETURN_IF_ERROR(unshard(g));
   started_ = true;
   grp.forwardStarted = true;
-  DMUON_RETURN_IF_ERROR(unshard(g));
   // Forward prefetch: the next group's broadcast overlaps this one's compute.
   if (g + 1 < static_cast<int>(groups_.size()) && !groups_[g + 1].forwardStarted)
     DMUON_RETURN_IF_ERROR(unshard(g + 1));
@@ -586,6 +637,8 @@ Status Executor::step() {
   DMUON_RETURN_IF_ERROR(broadcastReplicas());
   if (manageAdamW_)
     DMUON_RETURN_IF_ERROR(stepAdamW());
+  else // the documented contract: adamw gradients start each step at zero
+    DMUON_RETURN_IF_ERROR(device_->zero(adamwGrad_.bytes(), adamwElements_ * sizeof(float)));
   for (GroupRt &grp : groups_) {
     grp.forwardStarted = grp.forwardDone = false;
     grp.backwardStarted = grp.backwardDone = false;

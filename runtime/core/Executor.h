@@ -100,6 +100,7 @@ private:
   Status waitReplicate(int g);
   Status issuePhase2(int g);
   bool midStep() const;
+  uint64_t optionsHash() const;
   uint64_t modelFingerprint() const;
   std::vector<const dmuon::plan::Param *> planParams() const;
   Status agree(const Status &local, const std::string &what);

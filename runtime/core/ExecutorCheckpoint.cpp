@@ -6,6 +6,7 @@
 #include "plan/PlanFile.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -15,10 +16,10 @@ namespace dmuon::rt {
 
 namespace {
 
-std::string shardName(uint64_t planFingerprint, int64_t step, int rank) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "shard-%016" PRIx64 "-%" PRId64 "-r%05d.dmck", planFingerprint,
-                step, rank);
+std::string shardName(uint64_t planFingerprint, int64_t step, uint64_t nonce, int rank) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "shard-%016" PRIx64 "-%" PRId64 "-%016" PRIx64 "-r%05d.dmck",
+                planFingerprint, step, nonce, rank);
   return buf;
 }
 
@@ -81,18 +82,29 @@ Status Executor::agree(const Status &local, const std::string &what) {
 }
 
 Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
-  DMUON_RETURN_IF_ERROR(refuseSharded(planParams()));
+  DMUON_RETURN_IF_ERROR(refuseSharded(planParams())); // the plan's, equal on every rank
+  // Local refusals still go through agree(): a rank that returned early would
+  // leave the others waiting in it.
+  Status ready = Status::ok();
   if (midStep())
-    return invalidState("checkpoint_save inside a step; save after step() and before the next "
-                        "pre_forward");
-  if (!allBound_)
-    for (const ParamRt &p : params_)
-      if (!p.bound)
-        return invalidState("checkpoint_save: param '" + p.name + "' is not bound");
-  DMUON_RETURN_IF_ERROR(synchronize()); // replicate broadcasts land first
+    ready = invalidState("checkpoint_save inside a step; save after step() and before the next "
+                         "pre_forward");
+  for (const ParamRt &p : params_)
+    if (ready && !p.bound)
+      ready = invalidState("checkpoint_save: param '" + p.name + "' is not bound");
+  if (ready)
+    ready = synchronize(); // replicate broadcasts land first
+  // A fresh name per save: shards never overwrite the ones the current
+  // manifest names, even when a step number is saved twice.
+  std::vector<uint64_t> nonces;
+  uint64_t mine = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                  (static_cast<uint64_t>(::getpid()) << 32);
+  DMUON_RETURN_IF_ERROR(backend_->allGather(mine, nonces));
+  DMUON_RETURN_IF_ERROR(agree(ready, "checkpoint_save"));
 
   const uint64_t planFp = plan_->fingerprint();
-  const std::string name = shardName(planFp, step, rank_);
+  const uint64_t nonce = nonces[0];
+  const std::string name = shardName(planFp, step, nonce, rank_);
   Status local = ckpt::ensureDirectory(dir);
   if (local) {
     ckpt::ShardWriter writer;
@@ -140,7 +152,7 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
     m.modelFingerprint = modelFingerprint();
     m.worldSize = backend_->worldSize();
     for (int r = 0; r < m.worldSize; ++r)
-      m.shards.push_back(shardName(planFp, step, r));
+      m.shards.push_back(shardName(planFp, step, nonce, r));
     manifest = ckpt::writeManifest(dir, m);
     if (manifest)
       ckpt::removeStaleShards(dir, m);
@@ -149,10 +161,10 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
 }
 
 Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
-  DMUON_RETURN_IF_ERROR(refuseSharded(planParams()));
-  if (midStep())
-    return invalidState("checkpoint_load inside a step; load between steps");
-  DMUON_RETURN_IF_ERROR(synchronize());
+  DMUON_RETURN_IF_ERROR(refuseSharded(planParams())); // the plan's, equal on every rank
+  Status ready = midStep() ? invalidState("checkpoint_load inside a step; load between steps")
+                           : synchronize();
+  DMUON_RETURN_IF_ERROR(agree(ready, "checkpoint_load"));
 
   // Read and check everything this rank needs before changing any state, so
   // a refused checkpoint leaves the runtime as it was.

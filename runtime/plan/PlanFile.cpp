@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <sys/stat.h>
 
@@ -87,6 +89,53 @@ template <typename T> uint32_t size(const flatbuffers::Vector<T> *v) {
 
 template <typename E> bool enumOk(E e, E lo, E hi) { return !flatbuffers::IsOutRange(e, lo, hi); }
 
+// Bound on elements per param (as dmuonc's validate pass): keeps byte counts
+// and flop costs exact in 64 bits.
+constexpr int64_t kMaxElements = int64_t(1) << 48;
+
+// Product of non-negative dims, false past kMaxElements (a zero dim makes the
+// product 0, but the other dims are still bounded, as dmuonc bounds them).
+bool elementCount(const flatbuffers::Vector<int64_t> *dims, int64_t &out) {
+  int64_t n = 1;
+  bool zero = false;
+  if (dims)
+    for (int64_t d : *dims) {
+      if (d == 0)
+        zero = true;
+      else if (d < 0 || n > kMaxElements / d)
+        return false;
+      else
+        n *= d;
+    }
+  out = zero ? 0 : n;
+  return true;
+}
+
+// a*b*c for factors >= 1, false past kMaxElements.
+bool boundedProduct(int64_t a, int64_t b, int64_t c, int64_t &out) {
+  if (a < 1 || b < 1 || c < 1 || a > kMaxElements / b || a * b > kMaxElements / c)
+    return false;
+  out = a * b * c;
+  return true;
+}
+
+std::string matrixStr(int64_t b, int64_t r, int64_t c) {
+  return std::to_string(b) + "x" + std::to_string(r) + "x" + std::to_string(c);
+}
+
+int64_t dtypeBytes(fb::DType t) {
+  switch (t) {
+  case fb::DType::f32:
+    return 4;
+  case fb::DType::bf16:
+  case fb::DType::f16:
+    return 2;
+  case fb::DType::f64:
+    return 8;
+  }
+  return 0;
+}
+
 // Semantic checks on a buffer the FlatBuffers verifier has accepted.
 class Checker {
 public:
@@ -98,11 +147,21 @@ private:
   std::string checkMesh();
   std::string checkParams();
   std::string checkModelParallel(const fb::Param &q, const std::string &who);
+  std::string checkCompleteParam(const fb::Param &q, const std::string &who);
+  std::string checkSegmentParams(const fb::HookGroup &h, int64_t hi, const fb::Segment &s,
+                                 const std::string &sw);
   std::string checkUnits();
   std::string checkGroups();
   std::string checkHooks();
   std::string checkStats();
 
+  // The executor's own invariants, checked on complete plans only (a
+  // --stop-after plan is printed, never executed).
+  bool complete() const { return p_.stage() == fb::Stage::complete; }
+  std::string slotStr(int64_t slot) const {
+    return std::to_string(slot) + " (" + std::to_string(slot % G_) + "," +
+           std::to_string(slot / G_) + ")";
+  }
   bool reached(fb::Stage s) const {
     return static_cast<int>(p_.stage()) >= static_cast<int>(s);
   }
@@ -135,6 +194,8 @@ private:
   int64_t world_ = 1, G_ = 1, R_ = 1;
   int64_t numParams_ = 0, numUnits_ = 0, numComm_ = 0, numHooks_ = 0;
   std::vector<int64_t> dimSizes_;
+  // Complete plans: how many segments list each param.
+  std::vector<int> segmentsOf_;
   int shardDim_ = -1, replicateDim_ = -1;
 
   int64_t slotRank(int64_t s, int64_t r) const {
@@ -223,11 +284,18 @@ std::string Checker::checkParams() {
   if (!p_.params())
     return {};
   uint32_t ndims = static_cast<uint32_t>(dimSizes_.size());
+  std::unordered_map<std::string_view, uint32_t> byName;
   for (uint32_t i = 0; i < p_.params()->size(); ++i) {
     const fb::Param *q = p_.params()->Get(i);
     if (!q->name() || q->name()->size() == 0)
       return "param #" + std::to_string(i) + " has no name";
     std::string who = "param '" + q->name()->str() + "'";
+    if (complete()) {
+      auto [it, inserted] = byName.try_emplace(q->name()->string_view(), i);
+      if (!inserted)
+        return "params #" + std::to_string(it->second) + " and #" + std::to_string(i) +
+               " are both named '" + q->name()->str() + "'";
+    }
     if (!q->shape())
       return who + " has no shape";
     for (int64_t d : *q->shape())
@@ -306,6 +374,81 @@ std::string Checker::checkParams() {
                str(h->name()) + "' reduce buffer of " +
                std::to_string(h->reduce_buffer_bytes()) + " bytes";
     }
+    if (complete())
+      if (auto e = checkCompleteParam(*q, who); !e.empty())
+        return e;
+  }
+  return {};
+}
+
+// What the executor trusts of a param in a complete plan (checkParams and
+// checkModelParallel have accepted it: local_shape has shape's rank, indices
+// are in range or -1, owner coordinates are in range).
+std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &who) {
+  int64_t global, local;
+  if (!elementCount(q.shape(), global))
+    return who + ": shape has more than 2^48 elements";
+  if (!elementCount(q.local_shape(), local))
+    return who + ": local_shape has more than 2^48 elements";
+  if (q.role() != fb::Role::muon)
+    return {};
+
+  // Ownership: the executor takes the owner slot from the unit.
+  if (q.unit() < 0)
+    return who + " is a Muon param but has no unit";
+  const fb::Unit *u = p_.units()->Get(static_cast<uint32_t>(q.unit()));
+  const int64_t slot = u->slot();
+  if (slot < 0 || slot >= G_ * R_)
+    return who + ": unit " + std::to_string(q.unit()) + " '" + str(u->name()) + "' slot " +
+           std::to_string(slot) + " out of range (plan has " + std::to_string(G_ * R_) +
+           " owner slots)";
+  if (q.owner_shard() != slot % G_ || q.owner_replicate() != slot / G_)
+    return who + ": owner slot (" + std::to_string(q.owner_shard()) + "," +
+           std::to_string(q.owner_replicate()) + ") is not its unit's slot " + slotStr(slot);
+
+  // Placement in its hook group's buffers.
+  if (q.hook_group() < 0)
+    return who + " is a Muon param but has no hook_group";
+  if (q.offset() < 0)
+    return who + " is a Muon param but has no offset (" + std::to_string(q.offset()) + ")";
+  if (q.reduce_offset() < 0)
+    return who + " is a Muon param but has no reduce_offset (" +
+           std::to_string(q.reduce_offset()) + ")";
+  const int64_t elemBytes = dtypeBytes(q.dtype());
+  if (q.bytes() != local * elemBytes)
+    return who + ": bytes is " + std::to_string(q.bytes()) + ", expected " +
+           std::to_string(local * elemBytes) + " (" + std::to_string(local) +
+           " local elements of " + fb::EnumNameDType(q.dtype()) + ")";
+  if (q.reduce_bytes() != local * 4)
+    return who + ": reduce_bytes is " + std::to_string(q.reduce_bytes()) + ", expected " +
+           std::to_string(local * 4) + " (" + std::to_string(local) +
+           " local elements of f32)";
+
+  // The matrix views the executor runs Newton-Schulz on.
+  int64_t n;
+  const std::string lv = matrixStr(q.local_batch(), q.local_rows(), q.local_cols());
+  if (!boundedProduct(q.local_batch(), q.local_rows(), q.local_cols(), n))
+    return who + ": local matrix view " + lv +
+           " has a dim below 1 or more than 2^48 elements";
+  if (n != local)
+    return who + ": local matrix view " + lv + " has " + std::to_string(n) +
+           " elements but local_shape has " + std::to_string(local);
+  const std::string gv = matrixStr(q.batch(), q.rows(), q.cols());
+  if (!boundedProduct(q.batch(), q.rows(), q.cols(), n))
+    return who + ": matrix view " + gv + " has a dim below 1 or more than 2^48 elements";
+  if (n != global)
+    return who + ": matrix view " + gv + " has " + std::to_string(n) +
+           " elements but shape has " + std::to_string(global);
+  // A comm param's NS runs on local_batch x rows x cols: the local shards of
+  // its gather group, concatenated.
+  if (q.group() == fb::ShardingGroupKind::comm) {
+    const int64_t k = dimSizes_[static_cast<size_t>(q.gather_mesh_dim())];
+    if (!boundedProduct(q.local_batch(), q.rows(), q.cols(), n) || n != local * k)
+      return who + ": gathered matrix view " +
+             matrixStr(q.local_batch(), q.rows(), q.cols()) + " is not the " +
+             std::to_string(k) + " local shards of " + std::to_string(local) +
+             " elements its gather mesh dim " + std::to_string(q.gather_mesh_dim()) +
+             " concatenates";
   }
   return {};
 }
@@ -408,11 +551,19 @@ std::string Checker::checkGroups() {
 }
 
 std::string Checker::checkHooks() {
-  if (!p_.hook_groups())
-    return {};
-  for (uint32_t i = 0; i < p_.hook_groups()->size(); ++i) {
+  if (complete())
+    segmentsOf_.assign(static_cast<size_t>(numParams_), 0);
+  for (uint32_t i = 0; i < size(p_.hook_groups()); ++i) {
     const fb::HookGroup *h = p_.hook_groups()->Get(i);
     std::string who = "hook group " + std::to_string(i) + " '" + str(h->name()) + "'";
+    if (complete()) {
+      if (!h->name() || h->name()->size() == 0)
+        return "hook group " + std::to_string(i) + " has no name";
+      if (!h->params())
+        return who + " has no params vector";
+      if (!h->segments())
+        return who + " has no segments vector";
+    }
     if (auto e = paramList(who, h->params()); !e.empty())
       return e;
     if (h->buffer_bytes() < 0 || h->reduce_buffer_bytes() < 0)
@@ -444,7 +595,61 @@ std::string Checker::checkHooks() {
         return sw + ": reduce bytes [" + std::to_string(s->reduce_offset()) + ", +" +
                std::to_string(s->reduce_bytes()) + ") lie outside the reduce buffer of " +
                std::to_string(h->reduce_buffer_bytes()) + " bytes";
+      if (complete())
+        if (auto e = checkSegmentParams(*h, i, *s, sw); !e.empty())
+          return e;
     }
+  }
+  if (!complete())
+    return {};
+  // Every Muon param is moved by exactly one segment (of its own hook group).
+  for (int64_t i = 0; i < numParams_; ++i) {
+    const fb::Param *q = p_.params()->Get(static_cast<uint32_t>(i));
+    if (q->role() == fb::Role::muon && segmentsOf_[static_cast<size_t>(i)] == 0) {
+      const fb::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q->hook_group()));
+      return "param '" + str(q->name()) + "' is in no segment of its hook group " +
+             std::to_string(q->hook_group()) + " '" + str(h->name()) + "'";
+    }
+  }
+  return {};
+}
+
+// A complete plan's segment: the Muon params of its hook group that its
+// owner slot owns, each inside the segment's bytes.
+std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, const fb::Segment &s,
+                                        const std::string &sw) {
+  if (!s.params())
+    return sw + " has no params vector";
+  const int64_t slot = s.owner_shard() + s.owner_replicate() * G_;
+  const int64_t want = slotRank(s.owner_shard(), s.owner_replicate());
+  if (s.owner_rank() != want)
+    return sw + ": owner_rank " + std::to_string(s.owner_rank()) + " is not the rank " +
+           std::to_string(want) + " of its owner slot (" + std::to_string(s.owner_shard()) +
+           "," + std::to_string(s.owner_replicate()) + ")";
+  for (int32_t pi : *s.params()) {
+    const fb::Param *q = p_.params()->Get(static_cast<uint32_t>(pi));
+    const std::string pw = sw + ": param '" + str(q->name()) + "'";
+    if (q->role() != fb::Role::muon)
+      return pw + " is not a Muon param";
+    if (q->hook_group() != hi)
+      return pw + " belongs to hook group " + std::to_string(q->hook_group());
+    const int64_t pslot = p_.units()->Get(static_cast<uint32_t>(q->unit()))->slot();
+    if (pslot != slot)
+      return pw + " is owned by slot " + slotStr(pslot) + ", not the segment's slot " +
+             slotStr(slot);
+    if (++segmentsOf_[static_cast<size_t>(pi)] > 1)
+      return pw + " is in more than one segment of hook group " + std::to_string(hi) + " '" +
+             str(h.name()) + "'";
+    if (q->offset() < s.offset() || q->bytes() > s.offset() + s.bytes() - q->offset())
+      return pw + ": bytes [" + std::to_string(q->offset()) + ", +" +
+             std::to_string(q->bytes()) + ") lie outside the segment's [" +
+             std::to_string(s.offset()) + ", +" + std::to_string(s.bytes()) + ")";
+    if (q->reduce_offset() < s.reduce_offset() ||
+        q->reduce_bytes() > s.reduce_offset() + s.reduce_bytes() - q->reduce_offset())
+      return pw + ": reduce bytes [" + std::to_string(q->reduce_offset()) + ", +" +
+             std::to_string(q->reduce_bytes()) + ") lie outside the segment's [" +
+             std::to_string(s.reduce_offset()) + ", +" + std::to_string(s.reduce_bytes()) +
+             ")";
   }
   return {};
 }
@@ -466,7 +671,10 @@ std::string Checker::checkStats() {
   if (loads != slots)
     return "stats.slot_load has " + std::to_string(loads) + " entries, expected " +
            std::to_string(slots) + " (num_shards*num_replicas)";
-  if (s->ranks() && s->ranks()->size() != 0) {
+  if (complete() || (s->ranks() && s->ranks()->size() != 0)) {
+    if (!s->ranks())
+      return "stats.ranks is missing, expected " + std::to_string(world_) +
+             " entries (world size)";
     if (static_cast<int64_t>(s->ranks()->size()) != world_)
       return "stats.ranks has " + std::to_string(s->ranks()->size()) +
              " entries, expected " + std::to_string(world_) + " (world size)";
@@ -517,6 +725,19 @@ std::string Checker::run(bool requireComplete) {
         return "unknown options.optimizer.lr_scale " +
                std::to_string(static_cast<int>(od->lr_scale()));
     }
+  }
+  if (p_.stage() == fb::Stage::complete) {
+    // The executor reads these without a fallback.
+    if (!p_.options())
+      return "complete plan has no options";
+    const fb::OptimizerDefaults *od = p_.options()->optimizer();
+    if (!od)
+      return "complete plan has no options.optimizer";
+    if (od->ns_steps() < 1 || od->ns_steps() > 100)
+      return "options.optimizer.ns_steps is " + std::to_string(od->ns_steps()) +
+             " (must be between 1 and 100)";
+    if (!p_.params())
+      return "complete plan has no params";
   }
   if (auto e = checkAlignment(); !e.empty())
     return e;

@@ -45,6 +45,27 @@ int main(int argc, char **argv) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   {
+    // Options that differ between ranks, or that one rank refuses, fail on
+    // every rank at create instead of deadlocking later.
+    dmuon::Plan plan(argv[1]);
+    MPI_Comm comm = MPI_COMM_WORLD;
+    dmuon_runtime_options_t o;
+    dmuon_runtime_options_init(&o);
+    o.communicator = &comm;
+    o.mode = rank == 2 ? DMUON_MODE_Z2 : DMUON_MODE_Z3;
+    dmuon_runtime_t rt = nullptr;
+    dmuon_status_t st = dmuon_runtime_create(plan.get(), &o, &rt);
+    expect(st == DMUON_ERROR_MISMATCH && rt == nullptr, rank,
+           std::string("differing modes are a mismatch on every rank: ") + dmuon_last_error());
+    o.mode = DMUON_MODE_FROM_PLAN;
+    o.ns_steps = rank == 1 ? 0 : -1;
+    st = dmuon_runtime_create(plan.get(), &o, &rt);
+    expect(st == DMUON_ERROR_INVALID_ARGUMENT && rt == nullptr, rank,
+           std::string("one rank's bad ns_steps fails every rank: ") + dmuon_last_error());
+    if (rank == 0)
+      std::printf("rank 0: options refused as expected: %s\n", dmuon_last_error());
+  }
+  {
     tiny::Config cfg;
     dmuon::Plan plan(argv[1]);
     MPI_Comm comm = MPI_COMM_WORLD;

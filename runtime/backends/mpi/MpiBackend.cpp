@@ -145,7 +145,9 @@ public:
     for (size_t off = 0; off < bytes || (bytes == 0 && off == 0); off += kMaxChunk) {
       int n = static_cast<int>(std::min(kMaxChunk, bytes - off));
       MPI_Request r;
-      DMUON_RETURN_IF_ERROR(check(MPI_Ibcast(p + off, n, MPI_BYTE, root, comm(g), &r), "MPI_Ibcast"));
+      DMUON_RETURN_IF_ERROR(started(check(MPI_Ibcast(p + off, n, MPI_BYTE, root, comm(g), &r),
+                                          "MPI_Ibcast"),
+                                    reqs));
       reqs.push_back(r);
       if (bytes == 0)
         break;
@@ -165,7 +167,7 @@ public:
       int rc = isRoot ? MPI_Ireduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, root,
                                     comm(g), &r)
                       : MPI_Ireduce(data + off, nullptr, n, MPI_FLOAT, MPI_SUM, root, comm(g), &r);
-      DMUON_RETURN_IF_ERROR(check(rc, "MPI_Ireduce"));
+      DMUON_RETURN_IF_ERROR(started(check(rc, "MPI_Ireduce"), reqs));
       reqs.push_back(r);
     }
     out = track(std::move(reqs));
@@ -179,9 +181,10 @@ public:
     for (size_t off = 0; off < count; off += chunk) {
       int n = static_cast<int>(std::min(chunk, count - off));
       MPI_Request r;
-      DMUON_RETURN_IF_ERROR(check(
-          MPI_Iallreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, comm(g), &r),
-          "MPI_Iallreduce"));
+      DMUON_RETURN_IF_ERROR(started(
+          check(MPI_Iallreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, comm(g), &r),
+                "MPI_Iallreduce"),
+          reqs));
       reqs.push_back(r);
     }
     out = track(std::move(reqs));
@@ -230,6 +233,17 @@ public:
 
 private:
   MPI_Comm comm(CommGroup g) const { return groups_[static_cast<size_t>(g)]; }
+  // A chunk that fails to start after others did: keep those tracked (they
+  // still run) and refuse further work, as after a timeout.
+  Status started(Status s, std::vector<MPI_Request> &begun) {
+    if (s.isOk())
+      return s;
+    if (!begun.empty())
+      track(std::move(begun));
+    failure_ = s;
+    return s;
+  }
+
   RequestId track(std::vector<MPI_Request> reqs) {
     RequestId id = next_++;
     pending_.emplace(id, std::move(reqs));
