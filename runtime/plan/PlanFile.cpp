@@ -196,6 +196,7 @@ private:
   std::vector<int64_t> dimSizes_;
   // Complete plans: how many segments list each param.
   std::vector<int> segmentsOf_;
+  int64_t adamwElements_ = 0;
   int shardDim_ = -1, replicateDim_ = -1;
 
   int64_t slotRank(int64_t s, int64_t r) const {
@@ -390,8 +391,13 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &w
     return who + ": shape has more than 2^48 elements";
   if (!elementCount(q.local_shape(), local))
     return who + ": local_shape has more than 2^48 elements";
-  if (q.role() != fb::Role::muon)
+  if (q.role() != fb::Role::muon) {
+    // Their gradients share one buffer.
+    adamwElements_ += local;
+    if (adamwElements_ > kMaxElements)
+      return who + ": AdamW params up to this one have more than 2^48 local elements";
     return {};
+  }
 
   // Ownership: the executor takes the owner slot from the unit.
   if (q.unit() < 0)
@@ -443,12 +449,13 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &w
   // its gather group, concatenated.
   if (q.group() == fb::ShardingGroupKind::comm) {
     const int64_t k = dimSizes_[static_cast<size_t>(q.gather_mesh_dim())];
-    if (!boundedProduct(q.local_batch(), q.rows(), q.cols(), n) || n != local * k)
+    if (!boundedProduct(q.local_batch(), q.rows(), q.cols(), n) || n % k != 0 ||
+        n / k != local)
       return who + ": gathered matrix view " +
-             matrixStr(q.local_batch(), q.rows(), q.cols()) + " is not the " +
-             std::to_string(k) + " local shards of " + std::to_string(local) +
-             " elements its gather mesh dim " + std::to_string(q.gather_mesh_dim()) +
-             " concatenates";
+             matrixStr(q.local_batch(), q.rows(), q.cols()) +
+             " (local_batch x rows x cols) is not " + std::to_string(k) + " local shards of " +
+             std::to_string(local) + " elements (gather mesh dim " +
+             std::to_string(q.gather_mesh_dim()) + ")";
   }
   return {};
 }
@@ -638,8 +645,8 @@ std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, cons
       return pw + " is owned by slot " + slotStr(pslot) + ", not the segment's slot " +
              slotStr(slot);
     if (++segmentsOf_[static_cast<size_t>(pi)] > 1)
-      return pw + " is in more than one segment of hook group " + std::to_string(hi) + " '" +
-             str(h.name()) + "'";
+      return pw + " is listed more than once in the segments of hook group " +
+             std::to_string(hi) + " '" + str(h.name()) + "'";
     if (q->offset() < s.offset() || q->bytes() > s.offset() + s.bytes() - q->offset())
       return pw + ": bytes [" + std::to_string(q->offset()) + ", +" +
              std::to_string(q->bytes()) + ") lie outside the segment's [" +
@@ -747,7 +754,8 @@ std::string Checker::run(bool requireComplete) {
   numUnits_ = p_.units() ? p_.units()->size() : 0;
   numComm_ = p_.comm_groups() ? p_.comm_groups()->size() : 0;
   numHooks_ = p_.hook_groups() ? p_.hook_groups()->size() : 0;
-  for (auto check : {&Checker::checkParams, &Checker::checkUnits, &Checker::checkGroups,
+  // Units before params: a complete plan's Muon params follow their unit's slot.
+  for (auto check : {&Checker::checkUnits, &Checker::checkParams, &Checker::checkGroups,
                      &Checker::checkHooks, &Checker::checkStats})
     if (auto e = (this->*check)(); !e.empty())
       return e;

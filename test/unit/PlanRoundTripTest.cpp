@@ -385,6 +385,214 @@ TEST(PlanRoundTrip, MuonParamNeedsUnitAfterPartition) {
   EXPECT_EQ(verify(b), "param 'layers.0.q.weight' is a Muon param but has no unit");
 }
 
+fb::Param *P(fb::Plan &p, int i) { return p.mutable_params()->GetMutableObject(i); }
+
+// Segment i of the one hook group.
+fb::Segment *S(fb::Plan &p, int i) {
+  return p.mutable_hook_groups()->GetMutableObject(0)->mutable_segments()->GetMutableObject(i);
+}
+
+// Complete plans: what the executor dereferences or trusts. Each case
+// corrupts one field through the mutable API (then restamps) and expects the
+// exact message.
+TEST(PlanRoundTrip, CompletePlanChecks) {
+  struct Case {
+    const char *expect;
+    bool (*mutate)(fb::Plan &);
+  };
+  const Case cases[] = {
+      {"param 'layers.0.up.weight': unit 1 'layers.0.up.weight' slot -1 out of range (plan has "
+       "8 owner slots)",
+       [](fb::Plan &p) { return p.mutable_units()->GetMutableObject(1)->mutate_slot(-1); }},
+      {"param 'layers.0.up.weight': owner slot (2,0) is not its unit's slot 6 (2,1)",
+       [](fb::Plan &p) { return p.mutable_units()->GetMutableObject(1)->mutate_slot(6); }},
+      {"param 'layers.0.q.weight' is a Muon param but has no hook_group",
+       [](fb::Plan &p) { return P(p, 0)->mutate_hook_group(-1); }},
+      {"param 'layers.0.q.weight' is a Muon param but has no offset (-1)",
+       [](fb::Plan &p) { return P(p, 0)->mutate_offset(-1); }},
+      {"param 'layers.0.q.weight' is a Muon param but has no reduce_offset (-1)",
+       [](fb::Plan &p) { return P(p, 0)->mutate_reduce_offset(-1); }},
+      {"param 'layers.0.q.weight': bytes is 16000, expected 16384 (4096 local elements of f32)",
+       [](fb::Plan &p) { return P(p, 0)->mutate_bytes(16000); }},
+      {"param 'layers.0.q.weight': reduce_bytes is 8192, expected 16384 (4096 local elements "
+       "of f32)",
+       [](fb::Plan &p) { return P(p, 0)->mutate_reduce_bytes(8192); }},
+      {"param 'layers.0.q.weight': local matrix view 1x32x64 has 2048 elements but local_shape "
+       "has 4096",
+       [](fb::Plan &p) { return P(p, 0)->mutate_local_rows(32); }},
+      {"param 'layers.0.q.weight': local matrix view 1x0x64 has a dim below 1 or more than 2^48 "
+       "elements",
+       [](fb::Plan &p) { return P(p, 0)->mutate_local_rows(0); }},
+      {"param 'layers.0.q.weight': matrix view 1x32x64 has 2048 elements but shape has 4096",
+       [](fb::Plan &p) { return P(p, 0)->mutate_rows(32); }},
+      {"param 'layers.0.q.weight': matrix view 1x1048576x1073741824 has a dim below 1 or more "
+       "than 2^48 elements",
+       [](fb::Plan &p) {
+         return P(p, 0)->mutate_rows(int64_t(1) << 20) && P(p, 0)->mutate_cols(int64_t(1) << 30);
+       }},
+      {"param 'layers.0.norm.weight': shape has more than 2^48 elements",
+       [](fb::Plan &p) {
+         P(p, 1)->mutable_shape()->Mutate(0, int64_t(1) << 49);
+         return true;
+       }},
+      // A zero global dim "divides" any local size; the local count is bounded too.
+      {"param 'layers.0.norm.weight': local_shape has more than 2^48 elements",
+       [](fb::Plan &p) {
+         P(p, 1)->mutable_shape()->Mutate(0, 0);
+         P(p, 1)->mutable_local_shape()->Mutate(0, int64_t(1) << 49);
+         return true;
+       }},
+      {"hook group 0 'layers.0' segment 0: owner_rank 3 is not the rank 2 of its owner slot "
+       "(2,0)",
+       [](fb::Plan &p) { return S(p, 0)->mutate_owner_rank(3); }},
+      {"hook group 0 'layers.0' segment 0: param 'layers.0.norm.weight' is not a Muon param",
+       [](fb::Plan &p) {
+         S(p, 0)->mutable_params()->Mutate(0, 1);
+         return true;
+       }},
+      {"hook group 0 'layers.0' segment 0: param 'layers.0.q.weight' is owned by slot 5 (1,1), "
+       "not the segment's slot 2 (2,0)",
+       [](fb::Plan &p) {
+         S(p, 0)->mutable_params()->Mutate(0, 0);
+         return true;
+       }},
+      {"hook group 0 'layers.0' segment 1: param 'layers.0.q.weight': bytes [0, +16384) lie "
+       "outside the segment's [0, +8192)",
+       [](fb::Plan &p) { return S(p, 1)->mutate_bytes(8192); }},
+      {"hook group 0 'layers.0' segment 1: param 'layers.0.q.weight': reduce bytes [0, +16384) "
+       "lie outside the segment's [0, +8192)",
+       [](fb::Plan &p) { return S(p, 1)->mutate_reduce_bytes(8192); }},
+  };
+  for (const Case &c : cases) {
+    std::vector<uint8_t> b = writePlan(makeModel());
+    ASSERT_TRUE(c.mutate(*mutablePlan(b))) << "field not present for: " << c.expect;
+    restamp(b);
+    EXPECT_EQ(verify(b), c.expect);
+  }
+}
+
+// Complete plans, cases built by rebuilding the model.
+TEST(PlanRoundTrip, CompletePlanChecksRebuilt) {
+  struct Case {
+    const char *expect;
+    void (*change)(PlanModel &);
+  };
+  const Case cases[] = {
+      {"options.optimizer.ns_steps is 0 (must be between 1 and 100)",
+       [](PlanModel &m) { m.options.optimizer.nsSteps = 0; }},
+      {"options.optimizer.ns_steps is 101 (must be between 1 and 100)",
+       [](PlanModel &m) { m.options.optimizer.nsSteps = 101; }},
+      {"params #0 and #1 are both named 'layers.0.q.weight'",
+       [](PlanModel &m) { m.params[1].name = "layers.0.q.weight"; }},
+      {"stats.ranks has 7 entries, expected 8 (world size)",
+       [](PlanModel &m) { m.stats.ranks.pop_back(); }},
+      {"stats.ranks has 0 entries, expected 8 (world size)",
+       [](PlanModel &m) { m.stats.ranks.clear(); }},
+      {"stats.ranks[3] is for rank 4", [](PlanModel &m) { m.stats.ranks[3].rank = 4; }},
+      {"param 'layers.0.q.weight': bytes is 16384, expected 8192 (4096 local elements of bf16)",
+       [](PlanModel &m) { m.params[0].dtype = DType::BF16; }},
+      {"param 'layers.0.up.weight': gathered matrix view 1x64x64 (local_batch x rows x cols) is "
+       "not 1 local shards of 8192 elements (gather mesh dim 2)",
+       [](PlanModel &m) {
+         m.params[2].batch = 2;
+         m.params[2].rows = 64;
+       }},
+      {"param 'big': AdamW params up to this one have more than 2^48 local elements",
+       [](PlanModel &m) {
+         m.params.push_back(makeParam("big", {int64_t(1) << 48}, Role::AdamW, 3));
+       }},
+      {"hook group 0 'layers.0' segment 0: param 'layers.0.up.weight' belongs to hook group 1",
+       [](PlanModel &m) {
+         HookGroup h;
+         h.name = "layers.1";
+         h.bufferBytes = h.reduceBufferBytes = 49152;
+         m.hookGroups.push_back(h);
+         m.params[2].hookGroup = 1;
+       }},
+      {"hook group 0 'layers.0' segment 1: param 'layers.0.q.weight' is listed more than once in "
+       "the segments of hook group 0 'layers.0'",
+       [](PlanModel &m) { m.hookGroups[0].segments[1].params = {0, 0}; }},
+      {"param 'layers.0.q.weight' is in no segment of its hook group 0 'layers.0'",
+       [](PlanModel &m) { m.hookGroups[0].segments[1].params.clear(); }},
+  };
+  for (const Case &c : cases) {
+    PlanModel m = makeModel();
+    c.change(m);
+    EXPECT_EQ(verify(writePlan(m)), c.expect);
+  }
+}
+
+// Marks a present field of a table absent by zeroing its vtable entry (the
+// builder shares identical vtables, so same-shaped siblings lose it too).
+bool dropField(const flatbuffers::Table *t, flatbuffers::voffset_t field) {
+  if (!t || !t->GetOptionalFieldOffset(field))
+    return false;
+  uint8_t *vt = const_cast<uint8_t *>(t->GetVTable());
+  flatbuffers::WriteScalar<flatbuffers::voffset_t>(vt + field, 0);
+  return true;
+}
+
+const flatbuffers::Table *table(const void *p) {
+  return reinterpret_cast<const flatbuffers::Table *>(p);
+}
+
+// Complete plans: every table and vector the executor dereferences is present.
+TEST(PlanRoundTrip, CompletePlanNeedsFields) {
+  struct Case {
+    const char *expect;
+    bool (*drop)(const fb::Plan &);
+  };
+  const Case cases[] = {
+      {"complete plan has no options",
+       [](const fb::Plan &p) { return dropField(table(&p), fb::Plan::VT_OPTIONS); }},
+      {"complete plan has no options.optimizer",
+       [](const fb::Plan &p) {
+         return dropField(table(p.options()), fb::Options::VT_OPTIMIZER);
+       }},
+      {"complete plan has no params",
+       [](const fb::Plan &p) { return dropField(table(&p), fb::Plan::VT_PARAMS); }},
+      {"stats.ranks is missing, expected 8 entries (world size)",
+       [](const fb::Plan &p) { return dropField(table(p.stats()), fb::Stats::VT_RANKS); }},
+      {"hook group 0 has no name",
+       [](const fb::Plan &p) {
+         return dropField(table(p.hook_groups()->Get(0)), fb::HookGroup::VT_NAME);
+       }},
+      {"hook group 0 'layers.0' has no params vector",
+       [](const fb::Plan &p) {
+         return dropField(table(p.hook_groups()->Get(0)), fb::HookGroup::VT_PARAMS);
+       }},
+      {"hook group 0 'layers.0' has no segments vector",
+       [](const fb::Plan &p) {
+         return dropField(table(p.hook_groups()->Get(0)), fb::HookGroup::VT_SEGMENTS);
+       }},
+      {"hook group 0 'layers.0' segment 0 has no params vector",
+       [](const fb::Plan &p) {
+         return dropField(table(p.hook_groups()->Get(0)->segments()->Get(0)),
+                          fb::Segment::VT_PARAMS);
+       }},
+  };
+  for (const Case &c : cases) {
+    std::vector<uint8_t> b = writePlan(makeModel());
+    ASSERT_TRUE(c.drop(*fb::GetPlan(b.data()))) << "field not present for: " << c.expect;
+    restamp(b);
+    EXPECT_EQ(verify(b), c.expect);
+  }
+}
+
+// The complete-plan checks leave --stop-after plans printable.
+TEST(PlanRoundTrip, CompletePlanChecksSkipPartialPlans) {
+  PlanModel m = makeModel();
+  m.stage = Stage::Layout;
+  m.options.optimizer.nsSteps = 0;
+  m.stats.ranks.clear();
+  m.params[0].dtype = DType::BF16;
+  m.hookGroups[0].segments[1].params.clear();
+  std::vector<uint8_t> b = writePlan(m);
+  EXPECT_EQ(verify(b, /*requireComplete=*/false), "");
+  EXPECT_EQ(verify(b, true),
+            "plan was captured with --stop-after=layout; only complete plans can be loaded");
+}
+
 TEST(PlanRoundTrip, ReadFileErrors) {
   std::vector<uint8_t> out;
   EXPECT_EQ(planfile::readFile("/nonexistent/dir/plan.bin", out), "No such file or directory");
