@@ -18,6 +18,18 @@ namespace dmuon::planfile {
 
 namespace fb = dmuon::plan;
 
+int64_t slotRank(const std::vector<int64_t> &dimSizes, int shardDim, int replicateDim,
+                 int64_t s, int64_t r) {
+  if (s < 0 || r < 0)
+    return -1;
+  int64_t rank = 0;
+  for (size_t i = 0; i < dimSizes.size(); ++i) {
+    const int d = static_cast<int>(i);
+    rank = rank * dimSizes[i] + (d == shardDim ? s : d == replicateDim ? r : 0);
+  }
+  return rank;
+}
+
 uint64_t fnv1a64(const uint8_t *data, size_t size) {
   uint64_t h = 0xcbf29ce484222325ULL;
   for (size_t i = 0; i < size; ++i) {
@@ -200,14 +212,7 @@ private:
   int shardDim_ = -1, replicateDim_ = -1;
 
   int64_t slotRank(int64_t s, int64_t r) const {
-    int64_t rank = 0;
-    for (size_t i = 0; i < dimSizes_.size(); ++i) {
-      int64_t c = static_cast<int>(i) == shardDim_       ? s
-                  : static_cast<int>(i) == replicateDim_ ? r
-                                                          : 0;
-      rank = rank * dimSizes_[i] + c;
-    }
-    return rank;
+    return planfile::slotRank(dimSizes_, shardDim_, replicateDim_, s, r);
   }
 };
 

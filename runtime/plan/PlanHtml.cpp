@@ -13,6 +13,8 @@
 // pixels, bars merge into one path, and the tables are truncated with a note.
 #include "plan/PlanPrinter.h"
 
+#include "plan/PlanFile.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -189,12 +191,7 @@ struct Mesh {
     }
   }
   int64_t slotRank(int64_t s, int64_t r) const {
-    int64_t rank = 0;
-    for (size_t i = 0; i < dims.size(); ++i) {
-      int64_t c = static_cast<int>(i) == shardDim ? s : static_cast<int>(i) == replicateDim ? r : 0;
-      rank = rank * dims[i] + c;
-    }
-    return rank;
+    return planfile::slotRank(dims, shardDim, replicateDim, s, r);
   }
   std::string coords(int64_t rank) const {
     std::vector<int64_t> c(dims.size(), 0);

@@ -7,6 +7,8 @@
 // index is out of range instead of crashing.
 #include "plan/PlanPrinter.h"
 
+#include "plan/PlanFile.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -101,16 +103,7 @@ public:
   int64_t slotReplicate(int64_t slot) const { return slot < 0 ? -1 : slot / G; }
   // Rank of owner slot (s, r) with every other mesh dim at 0 (row-major).
   int64_t slotRank(int64_t s, int64_t r) const {
-    if (s < 0 || r < 0)
-      return -1;
-    int64_t rank = 0;
-    for (size_t i = 0; i < dims.size(); ++i) {
-      int64_t c = static_cast<int>(i) == shardDim       ? s
-                  : static_cast<int>(i) == replicateDim ? r
-                                                         : 0;
-      rank = rank * dims[i] + c;
-    }
-    return rank;
+    return planfile::slotRank(dims, shardDim, replicateDim, s, r);
   }
   std::string meshString() const {
     std::string s;
