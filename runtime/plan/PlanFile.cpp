@@ -30,8 +30,11 @@ int64_t slotRank(const std::vector<int64_t> &dimSizes, int shardDim, int replica
   return rank;
 }
 
-uint64_t fnv1a64(const uint8_t *data, size_t size) {
-  uint64_t h = 0xcbf29ce484222325ULL;
+namespace {
+
+constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
+
+uint64_t fnv1a64From(uint64_t h, const uint8_t *data, size_t size) {
   for (size_t i = 0; i < size; ++i) {
     h ^= data[i];
     h *= 0x100000001b3ULL;
@@ -39,18 +42,28 @@ uint64_t fnv1a64(const uint8_t *data, size_t size) {
   return h;
 }
 
+} // namespace
+
+uint64_t fnv1a64(const uint8_t *data, size_t size) { return fnv1a64From(kFnvOffset, data, size); }
+
 bool computeFingerprint(const uint8_t *data, size_t size, uint64_t &out) {
   if (size < 8)
     return false;
   // SetField on an absent field "succeeds" when the value is the default, so
   // presence is checked on the table itself.
-  if (!flatbuffers::GetRoot<flatbuffers::Table>(data)->GetOptionalFieldOffset(
-          fb::Plan::VT_FINGERPRINT))
+  const auto *table = flatbuffers::GetRoot<flatbuffers::Table>(data);
+  const flatbuffers::voffset_t field = table->GetOptionalFieldOffset(fb::Plan::VT_FINGERPRINT);
+  if (!field)
     return false;
-  std::vector<uint8_t> copy(data, data + size);
-  if (!fb::GetMutablePlan(copy.data())->mutate_fingerprint(0))
+  // The hash of the buffer with the field's 8 bytes at zero, streamed around
+  // the field instead of hashing a copy (plans run to tens of megabytes).
+  const uint8_t *at = reinterpret_cast<const uint8_t *>(table) + field;
+  if (at < data || at + sizeof(uint64_t) > data + size)
     return false;
-  out = fnv1a64(copy.data(), copy.size());
+  static constexpr uint8_t kZero[sizeof(uint64_t)] = {};
+  uint64_t h = fnv1a64From(kFnvOffset, data, static_cast<size_t>(at - data));
+  h = fnv1a64From(h, kZero, sizeof kZero);
+  out = fnv1a64From(h, at + sizeof kZero, static_cast<size_t>(data + size - at) - sizeof kZero);
   return true;
 }
 
