@@ -223,7 +223,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
       if (u.name.size() > 6 && u.name.compare(u.name.size() - 6, 6, ":small") == 0) {
         int n = chunks[u.name]++;
         if (n > 0)
-          u.name += "." + std::to_string(n);
+          u.name.append(".").append(std::to_string(n));
       }
     PartitionProblem problem;
     problem.slots = slots;

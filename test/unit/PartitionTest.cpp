@@ -23,7 +23,7 @@ PartitionProblem randomProblem(std::mt19937_64 &rng, int units, int slots, int l
   for (int u = 0; u < units; ++u) {
     p.cost.push_back(costDist(rng));
     p.layer.push_back(layers > 0 ? layerDist(rng) : u);
-    p.name.push_back("u" + std::to_string(u));
+    p.name.push_back(std::string("u").append(std::to_string(u)));
   }
   return p;
 }
