@@ -25,6 +25,8 @@
 #include "dmuon/dmuon.hpp"
 #include "kernels/cpu/MuonKernels.h"
 
+#include "MpiCheck.h"
+
 #include <mpi.h>
 
 #include <algorithm>
@@ -43,45 +45,12 @@ namespace {
 constexpr int kSteps = 10;
 constexpr double kRelTol = 1e-4;
 
-int gRank = 0, gWorld = 1;
-int gFailures = 0;
-int gPrinted = 0;
-
-void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void fail(const char *fmt, ...) {
-  ++gFailures;
-  if (gPrinted++ >= 40) {
-    if (gPrinted == 42)
-      std::fprintf(stderr, "rank %d: (further failures not printed)\n", gRank);
-    return;
-  }
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  std::fprintf(stderr, "rank %d: FAIL: %s\n", gRank, buf);
-  std::fflush(stderr);
-}
-
-void info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void info(const char *fmt, ...) {
-  if (gRank != 0)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  std::vprintf(fmt, ap);
-  va_end(ap);
-  std::printf("\n");
-  std::fflush(stdout);
-}
-
-// Failures anywhere so far, summed over all ranks.
-int globalFailures() {
-  int sum = 0;
-  MPI_Allreduce(&gFailures, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  return sum;
-}
+using mpicheck::fail;
+using mpicheck::gFailures;
+using mpicheck::gRank;
+using mpicheck::gWorld;
+using mpicheck::globalFailures;
+using mpicheck::info;
 
 // ------------------------------------------------------------- set-up
 struct Mesh {
@@ -714,8 +683,7 @@ int runTests(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
-  MPI_Comm_size(MPI_COMM_WORLD, &gWorld);
+  mpicheck::init();
   int rc = 0;
   try {
     rc = runTests(argc, argv);

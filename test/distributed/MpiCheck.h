@@ -1,0 +1,62 @@
+// Failure reporting shared by the MPI test programs: every rank counts its
+// failures and prints the first few; rank 0 prints progress; the program
+// passes when no rank failed.
+#ifndef DMUON_TEST_DISTRIBUTED_MPICHECK_H
+#define DMUON_TEST_DISTRIBUTED_MPICHECK_H
+
+#include <mpi.h>
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace mpicheck {
+
+inline int gRank = 0, gWorld = 1;
+inline int gFailures = 0;
+inline int gPrinted = 0;
+
+// Sets gRank and gWorld from MPI_COMM_WORLD (after MPI_Init).
+inline void init() {
+  MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &gWorld);
+}
+
+inline void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+inline void fail(const char *fmt, ...) {
+  ++gFailures;
+  if (gPrinted++ >= 40) {
+    if (gPrinted == 42)
+      std::fprintf(stderr, "rank %d: (further failures not printed)\n", gRank);
+    return;
+  }
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "rank %d: FAIL: %s\n", gRank, buf);
+  std::fflush(stderr);
+}
+
+inline void info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+inline void info(const char *fmt, ...) {
+  if (gRank != 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::vprintf(fmt, ap);
+  va_end(ap);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// Failures anywhere so far, summed over all ranks.
+inline int globalFailures() {
+  int sum = 0;
+  MPI_Allreduce(&gFailures, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return sum;
+}
+
+} // namespace mpicheck
+
+#endif
