@@ -6,6 +6,7 @@
 #define DMUON_RUNTIME_CORE_DEVICE_H
 
 #include "core/Status.h"
+#include "kernels/cpu/MuonKernels.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -15,15 +16,10 @@ namespace dmuon::rt {
 
 enum class PackedType { F32 = 0, BF16 = 1 };
 
-struct MuonHyper {
-  float lr = 0.02f, momentum = 0.95f, weightDecay = 0.0f;
-  bool nesterov = true, matchRmsAdamW = false, polarExpress = false;
-  int nsSteps = 5;
-};
-
-struct AdamWHyper {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.0f;
-};
+// The optimizer hyper-parameters are the CPU kernels' own structs; a GPU
+// device translates them once for its kernels.
+using MuonHyper = kernels::MuonHyper;
+using AdamWHyper = kernels::AdamWHyper;
 
 class Device {
 public:

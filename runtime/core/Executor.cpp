@@ -55,7 +55,9 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &o) 
   planNsSteps_ = od ? od->ns_steps() : 5;
   muon_.nsSteps = o.ns_steps < 0 ? planNsSteps_ : o.ns_steps;
   muon_.matchRmsAdamW = od && od->lr_scale() == fbp::LrScale::match_rms_adamw;
-  muon_.polarExpress = od && od->ns_coefficients() == fbp::NsCoefficients::polar_express;
+  muon_.coefficients = od && od->ns_coefficients() == fbp::NsCoefficients::polar_express
+                           ? kernels::NsCoefficients::PolarExpress
+                           : kernels::NsCoefficients::Original;
   adamw_.lr = static_cast<float>(pick(o.adamw_lr, od ? od->adamw_lr() : 1e-3));
   adamw_.beta1 = static_cast<float>(pick(o.adamw_beta1, od ? od->adamw_beta1() : 0.9));
   adamw_.beta2 = static_cast<float>(pick(o.adamw_beta2, od ? od->adamw_beta2() : 0.999));
@@ -280,7 +282,7 @@ uint64_t Executor::optionsHash() const {
   std::string b;
   auto put = [&b](const auto &v) { b.append(reinterpret_cast<const char *>(&v), sizeof v); };
   put(z3_), put(replicateAsync_), put(manageAdamW_), put(muon_.lr), put(muon_.momentum);
-  put(muon_.weightDecay), put(muon_.nesterov), put(muon_.matchRmsAdamW), put(muon_.polarExpress);
+  put(muon_.weightDecay), put(muon_.nesterov), put(muon_.matchRmsAdamW), put(muon_.coefficients);
   put(muon_.nsSteps), put(adamw_.lr), put(adamw_.beta1), put(adamw_.beta2), put(adamw_.eps);
   put(adamw_.weightDecay);
   return planfile::fnv1a64(reinterpret_cast<const uint8_t *>(b.data()), b.size());

@@ -12,19 +12,6 @@ namespace {
 
 constexpr size_t kAlignment = 256;
 
-kernels::MuonHyper toKernels(const MuonHyper &h) {
-  kernels::MuonHyper k;
-  k.lr = h.lr;
-  k.momentum = h.momentum;
-  k.weightDecay = h.weightDecay;
-  k.nesterov = h.nesterov;
-  k.matchRmsAdamW = h.matchRmsAdamW;
-  k.nsSteps = h.nsSteps;
-  k.coefficients =
-      h.polarExpress ? kernels::NsCoefficients::PolarExpress : kernels::NsCoefficients::Original;
-  return k;
-}
-
 class CpuDevice final : public Device {
 public:
   Status allocate(size_t bytes, void **out) override {
@@ -69,7 +56,7 @@ public:
   }
   Status muonStep(float *param, float *momentum, const float *grad, int64_t batch, int64_t rows,
                   int64_t cols, const MuonHyper &h) override {
-    kernels::muonStep(param, momentum, grad, batch, rows, cols, toKernels(h), workspace_);
+    kernels::muonStep(param, momentum, grad, batch, rows, cols, h, workspace_);
     return Status::ok();
   }
   Status muonMomentum(float *momentum, const float *grad, float *u, int64_t n,
@@ -79,15 +66,14 @@ public:
   }
   Status newtonSchulz(float *x, int64_t batch, int64_t rows, int64_t cols,
                       const MuonHyper &h) override {
-    const kernels::MuonHyper k = toKernels(h);
     for (int64_t b = 0; b < batch; ++b)
-      kernels::newtonSchulz(x + b * rows * cols, x + b * rows * cols, rows, cols, k.nsSteps,
-                            k.coefficients, workspace_);
+      kernels::newtonSchulz(x + b * rows * cols, x + b * rows * cols, rows, cols, h.nsSteps,
+                            h.coefficients, workspace_);
     return Status::ok();
   }
   Status muonApply(float *param, const float *ortho, int64_t n, int64_t rows, int64_t cols,
                    const MuonHyper &h) override {
-    kernels::muonApply(param, ortho, n, rows, cols, toKernels(h));
+    kernels::muonApply(param, ortho, n, rows, cols, h);
     return Status::ok();
   }
   Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t width,
@@ -99,8 +85,7 @@ public:
   }
   Status adamwStep(float *param, float *m, float *v, const float *grad, int64_t n, int64_t step,
                    const AdamWHyper &h) override {
-    kernels::AdamWHyper k{h.lr, h.beta1, h.beta2, h.eps, h.weightDecay};
-    kernels::adamwStep(param, m, v, grad, n, step, k);
+    kernels::adamwStep(param, m, v, grad, n, step, h);
     return Status::ok();
   }
   Status synchronize() override { return Status::ok(); }

@@ -22,7 +22,7 @@ Status kernelCheck(const cuda::Result &r) {
   return r.ok() ? Status::ok() : backendError(r.message);
 }
 
-cuda::MuonHyper toKernels(const MuonHyper &h) {
+cuda::MuonHyper toCuda(const MuonHyper &h) {
   cuda::MuonHyper k;
   k.lr = h.lr;
   k.momentum = h.momentum;
@@ -30,8 +30,9 @@ cuda::MuonHyper toKernels(const MuonHyper &h) {
   k.nesterov = h.nesterov;
   k.matchRmsAdamW = h.matchRmsAdamW;
   k.nsSteps = h.nsSteps;
-  k.coefficients =
-      h.polarExpress ? cuda::Coefficients::PolarExpress : cuda::Coefficients::Original;
+  k.coefficients = h.coefficients == kernels::NsCoefficients::PolarExpress
+                       ? cuda::Coefficients::PolarExpress
+                       : cuda::Coefficients::Original;
   return k;
 }
 
@@ -83,7 +84,7 @@ public:
   Status muonStep(float *param, float *momentum, const float *grad, int64_t batch, int64_t rows,
                   int64_t cols, const MuonHyper &h) override {
     return kernelCheck(
-        cuda::muonStep(ctx_, param, momentum, grad, batch, rows, cols, toKernels(h)));
+        cuda::muonStep(ctx_, param, momentum, grad, batch, rows, cols, toCuda(h)));
   }
   Status muonMomentum(float *momentum, const float *grad, float *u, int64_t n,
                       const MuonHyper &h) override {
@@ -91,13 +92,13 @@ public:
   }
   Status newtonSchulz(float *x, int64_t batch, int64_t rows, int64_t cols,
                       const MuonHyper &h) override {
-    const cuda::MuonHyper k = toKernels(h);
+    const cuda::MuonHyper k = toCuda(h);
     return kernelCheck(cuda::newtonSchulz(ctx_, x, x, batch, rows, cols, k.nsSteps,
                                           k.coefficients));
   }
   Status muonApply(float *param, const float *ortho, int64_t n, int64_t rows, int64_t cols,
                    const MuonHyper &h) override {
-    return kernelCheck(cuda::muonApply(ctx_, param, ortho, n, rows, cols, toKernels(h)));
+    return kernelCheck(cuda::muonApply(ctx_, param, ortho, n, rows, cols, toCuda(h)));
   }
   Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t width,
                 size_t height) override {
