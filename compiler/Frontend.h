@@ -7,6 +7,9 @@
 #include "Diagnostics.h"
 #include "Model.h"
 
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -25,6 +28,10 @@ bool loadOnnxModel(const std::string &path, PlanModel &model, Diagnostics &diags
 // The same on the serialized model's bytes in memory (`name` as above).
 bool loadOnnxModelFromBuffer(std::string_view bytes, const std::string &name,
                              PlanModel &model, Diagnostics &diags);
+// Reads an input file whole; on failure reports "'path': <reason>" and
+// returns null. Shared by the frontends.
+std::unique_ptr<llvm::MemoryBuffer> readInputFile(const std::string &path, Diagnostics &diags);
+
 // Picks the frontend from `format` or the file extension.
 bool loadModel(const std::string &path, InputFormat format, PlanModel &model,
                Diagnostics &diags);

@@ -6,6 +6,19 @@
 
 namespace dmuon {
 
+std::unique_ptr<llvm::MemoryBuffer> readInputFile(const std::string &path, Diagnostics &diags) {
+  auto bufOr = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/false);
+  if (!bufOr) {
+    std::error_code ec = bufOr.getError();
+    diags.fileError(path, ec == std::errc::no_such_file_or_directory
+                              ? std::string("No such file or directory")
+                              : ec.message());
+    return nullptr;
+  }
+  return std::move(*bufOr);
+}
+
 bool loadModel(const std::string &path, InputFormat format, PlanModel &model,
                Diagnostics &diags) {
   if (format == InputFormat::Auto) {

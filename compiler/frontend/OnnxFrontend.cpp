@@ -185,17 +185,10 @@ bool OnnxFrontend::run() {
                             "(onnx.save_model(..., save_as_external_data=True))");
     return false;
   }
-  auto bufOr = llvm::MemoryBuffer::getFile(path_, /*IsText=*/false,
-                                           /*RequiresNullTerminator=*/false);
-  if (!bufOr) {
-    std::error_code ec = bufOr.getError();
-    diags_.fileError(path_, ec == std::errc::no_such_file_or_directory
-                                ? std::string("No such file or directory")
-                                : ec.message());
+  std::unique_ptr<llvm::MemoryBuffer> buf = readInputFile(path_, diags_);
+  if (!buf)
     return false;
-  }
-  const llvm::MemoryBuffer &buf = **bufOr;
-  return runOnBytes(std::string_view(buf.getBufferStart(), buf.getBufferSize()));
+  return runOnBytes(std::string_view(buf->getBufferStart(), buf->getBufferSize()));
 }
 
 bool OnnxFrontend::runOnBytes(std::string_view bytes) {

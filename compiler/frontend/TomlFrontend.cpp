@@ -900,17 +900,9 @@ bool TomlFrontend::run(const std::string_view *source) {
     mb = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(source->data(), source->size()),
                                               path_);
   } else {
-    // Read the file.
-    auto bufOr = llvm::MemoryBuffer::getFile(path_, /*IsText=*/false,
-                                             /*RequiresNullTerminator=*/false);
-    if (!bufOr) {
-      std::error_code ec = bufOr.getError();
-      diags_.fileError(path_, ec == std::errc::no_such_file_or_directory
-                                  ? std::string("No such file or directory")
-                                  : ec.message());
+    mb = readInputFile(path_, diags_);
+    if (!mb)
       return false;
-    }
-    mb = std::move(*bufOr);
     if (mb->getBufferIdentifier() != path_)
       mb = llvm::MemoryBuffer::getMemBufferCopy(mb->getBuffer(), path_);
   }

@@ -192,6 +192,13 @@ int trainerMain(int argc, char **argv, const TrainerInfo &info, TrainerRun run) 
   return rc;
 }
 
+int64_t localBatch(const Config &cfg, int world) {
+  if (cfg.globalBatch % world != 0)
+    throw std::runtime_error("the global batch (" + std::to_string(cfg.globalBatch) +
+                             ") does not split evenly over " + std::to_string(world) + " ranks");
+  return cfg.globalBatch / world;
+}
+
 dmuon_runtime_options_t runtimeOptions(const TrainerFlags &flags) {
   dmuon_runtime_options_t opt;
   dmuon_runtime_options_init(&opt);

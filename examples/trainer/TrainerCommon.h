@@ -49,6 +49,9 @@ int trainerMain(int argc, char **argv, const TrainerInfo &info, TrainerRun run);
 // caller sets the backend, the communicator and, for NCCL, stream and device.
 dmuon_runtime_options_t runtimeOptions(const TrainerFlags &flags);
 
+// Each rank's equal slice of the global batch; throws when it does not split.
+int64_t localBatch(const Config &cfg, int world);
+
 // Rank 0 prints the run's first line: plan, ranks, params, batch, steps, then
 // `extra` (e.g. ", GPU 0 (NVIDIA H200)").
 void printRunHeader(const TrainerInfo &info, const TrainerFlags &flags, const dmuon::Plan &plan,

@@ -204,10 +204,7 @@ int run(const tiny::TrainerFlags &flags, int rank, int world) {
   dmuon::Plan plan(flags.plan);
   tiny::Config cfg;
   tiny::PlanBinding binding(plan, cfg);
-  if (cfg.globalBatch % world != 0)
-    throw std::runtime_error("the global batch (" + std::to_string(cfg.globalBatch) +
-                             ") does not split evenly over " + std::to_string(world) + " ranks");
-  const int64_t local = cfg.globalBatch / world;
+  const int64_t local = tiny::localBatch(cfg, world);
 
   Stream stream;
   NcclComm comm(rank, world);
