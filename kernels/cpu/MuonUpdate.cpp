@@ -4,24 +4,13 @@
 // the bias corrections -- are computed in double here too and rounded to
 // float once; element-wise arithmetic is fp32.
 #include "kernels/cpu/MuonKernels.h"
+#include "kernels/LrScale.h"
 #include "kernels/cpu/NsScratch.h"
 
 #include <algorithm>
 #include <cmath>
 
 namespace dmuon::kernels {
-namespace {
-
-double lrScale(int64_t rows, int64_t cols, bool matchRmsAdamW) {
-  const auto m = static_cast<double>(rows);
-  const auto n = static_cast<double>(cols);
-  if (matchRmsAdamW)
-    return 0.2 * std::sqrt(std::max(m, n));
-  return std::sqrt(std::max(1.0, m / n));
-}
-
-} // namespace
-
 float muonLrScale(int64_t rows, int64_t cols, bool matchRmsAdamW) {
   return static_cast<float>(lrScale(rows, cols, matchRmsAdamW));
 }

@@ -30,6 +30,7 @@
 // exactly as kernels/cpu/MuonUpdate.cpp does.
 #include "kernels/cuda/CudaKernels.h"
 
+#include "kernels/LrScale.h"
 #include "kernels/NsCoefficients.h"
 
 #include <cublas_v2.h>
@@ -460,14 +461,7 @@ Result nsRun(Context *ctx, const float *in, float *out, const NsShape &sh, int s
   return {};
 }
 
-double lrScale(int64_t rows, int64_t cols, bool matchRmsAdamW) {
-  // Same as kernels/cpu/MuonUpdate.cpp (muonLrScale before rounding to float).
-  const auto m = static_cast<double>(rows);
-  const auto n = static_cast<double>(cols);
-  if (matchRmsAdamW)
-    return 0.2 * std::sqrt(std::max(m, n));
-  return std::sqrt(std::max(1.0, m / n));
-}
+using kernels::lrScale; // shared with the CPU kernels
 
 } // namespace
 

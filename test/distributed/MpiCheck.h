@@ -8,6 +8,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <exception>
 
 namespace mpicheck {
 
@@ -55,6 +56,32 @@ inline int globalFailures() {
   int sum = 0;
   MPI_Allreduce(&gFailures, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   return sum;
+}
+
+// main() of an MPI test program: runs `tests` (returning 2 for a usage error),
+// turns an exception into an abort (one rank's exception would leave the
+// others in a collective), and exits 1 when any rank failed.
+inline int runMain(int argc, char **argv, int (*tests)(int, char **)) {
+  MPI_Init(&argc, &argv);
+  init();
+  int rc = 0;
+  try {
+    rc = tests(argc, argv);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "rank %d: FAIL: exception: %s\n", gRank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  if (rc == 2) {
+    MPI_Finalize();
+    return 2;
+  }
+  const int failures = globalFailures();
+  if (gRank == 0)
+    std::printf("%s: %d failure(s) over %d ranks\n", failures ? "FAILED" : "PASSED", failures,
+                gWorld);
+  MPI_Finalize();
+  return failures ? 1 : rc;
 }
 
 } // namespace mpicheck

@@ -681,26 +681,4 @@ int runTests(int argc, char **argv) {
 
 } // namespace
 
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  mpicheck::init();
-  int rc = 0;
-  try {
-    rc = runTests(argc, argv);
-  } catch (const std::exception &e) {
-    // An exception on one rank would leave the others in a collective.
-    std::fprintf(stderr, "rank %d: FAIL: exception: %s\n", gRank, e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-  }
-  if (rc == 2) {
-    MPI_Finalize();
-    return 2;
-  }
-  const int failures = globalFailures();
-  if (gRank == 0)
-    std::printf("%s: %d failure(s) over %d ranks\n", failures ? "FAILED" : "PASSED", failures,
-                gWorld);
-  MPI_Finalize();
-  return failures ? 1 : rc;
-}
+int main(int argc, char **argv) { return mpicheck::runMain(argc, argv, runTests); }
