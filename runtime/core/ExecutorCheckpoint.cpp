@@ -62,8 +62,8 @@ static Status refuseSharded(const std::vector<const dmuon::plan::Param *> &param
 }
 
 bool Executor::midStep() const {
-  for (const GroupRt &g : groups_)
-    if (g.forwardStarted || g.backwardStarted)
+  for (const HookPhase &ph : phases_)
+    if (ph.forwardStarted || ph.backwardStarted)
       return true;
   return false;
 }
@@ -104,7 +104,7 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
 
   const uint64_t planFp = plan_->fingerprint();
   const uint64_t nonce = nonces[0];
-  const std::string name = shardName(planFp, step, nonce, rank_);
+  const std::string name = shardName(planFp, step, nonce, topo_.rank);
   Status local = ckpt::ensureDirectory(dir);
   if (local) {
     ckpt::ShardWriter writer;
@@ -118,18 +118,17 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
     // Global owners write Muon state; rank 0 the replicated AdamW state.
     std::vector<const ParamRt *> mine;
     for (const ParamRt &p : params_)
-      if ((p.muon && p.isOwner) || (!p.muon && rank_ == 0))
+      if (p.isOwner || (p.route == Route::Replicated && topo_.rank == 0))
         mine.push_back(&p);
     for (size_t k = 0; local && k < mine.size(); ++k) {
-      if (k == mine.size() / 2 && ckpt::crashInjectedFor(rank_))
+      if (k == mine.size() / 2 && ckpt::crashInjectedFor(topo_.rank))
         ::_exit(86); // fault injection: die with half a shard written
       const ParamRt &p = *mine[k];
+      local = add(p, ckpt::Kind::Value, p.master);
       if (p.muon) {
-        local = add(p, ckpt::Kind::Value, p.master);
         if (local)
           local = add(p, ckpt::Kind::Momentum, p.momentum);
       } else {
-        local = add(p, ckpt::Kind::Value, p.value);
         if (local)
           local = add(p, ckpt::Kind::AdamM, p.adamM);
         if (local)
@@ -144,10 +143,10 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
   // Only now does the checkpoint replace the previous one: the manifest is
   // the single atomic switch.
   Status manifest = Status::ok();
-  if (rank_ == 0) {
+  if (topo_.rank == 0) {
     ckpt::Manifest m;
     m.step = step;
-    m.adamwStep = adamwStep_;
+    m.adamwStep = replicatedRoute_.adamwStep();
     m.planFingerprint = planFp;
     m.modelFingerprint = modelFingerprint();
     m.worldSize = backend_->worldSize();
@@ -202,13 +201,13 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
     if (!local)
       break;
     Staged st{&p, {}, {}, {}, {}};
+    const bool replicated = p.route == Route::Replicated;
+    if (p.keepsMaster || replicated)
+      local = fetch(p, ckpt::Kind::Value, st.value);
     if (p.muon) {
-      if (p.keepsMaster)
-        local = fetch(p, ckpt::Kind::Value, st.value);
       if (local && p.isOwner)
         local = fetch(p, ckpt::Kind::Momentum, st.momentum);
     } else {
-      local = fetch(p, ckpt::Kind::Value, st.value);
       if (local)
         local = fetch(p, ckpt::Kind::AdamM, st.m);
       if (local)
@@ -227,17 +226,13 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
   };
   for (Staged &st : staged) {
     ParamRt &p = *st.param;
-    if (p.muon) {
-      DMUON_RETURN_IF_ERROR(put(p.master, st.value));
-      DMUON_RETURN_IF_ERROR(put(p.momentum, st.momentum));
-    } else {
-      DMUON_RETURN_IF_ERROR(put(p.value, st.value));
-      DMUON_RETURN_IF_ERROR(put(p.adamM, st.m));
-      DMUON_RETURN_IF_ERROR(put(p.adamV, st.v));
-    }
+    DMUON_RETURN_IF_ERROR(put(p.master, st.value));
+    DMUON_RETURN_IF_ERROR(put(p.momentum, st.momentum));
+    DMUON_RETURN_IF_ERROR(put(p.adamM, st.m));
+    DMUON_RETURN_IF_ERROR(put(p.adamV, st.v));
     p.bound = true;
   }
-  adamwStep_ = manifest.adamwStep;
+  replicatedRoute_.setAdamwStep(manifest.adamwStep);
   if (step)
     *step = manifest.step;
   return Status::ok();

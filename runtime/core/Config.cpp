@@ -1,0 +1,65 @@
+#include "core/Config.h"
+
+#include "plan/PlanFile.h"
+
+#include <cmath>
+#include <string>
+
+namespace dmuon::rt {
+
+namespace fbp = dmuon::plan;
+
+namespace {
+
+double pick(double override, double planValue) {
+  return std::isnan(override) ? planValue : override;
+}
+
+} // namespace
+
+Status Config::resolve(const fbp::Plan &plan, const dmuon_runtime_options_t &o, Config &c,
+                       Status &verdict) {
+  if (!plan.options())
+    return {DMUON_ERROR_INVALID_PLAN, "the plan has no options table"};
+  const fbp::Options &popts = *plan.options();
+  const fbp::OptimizerDefaults *od = popts.optimizer();
+  c.planZ3 = popts.mode() == fbp::Mode::z3;
+  c.z3 = o.mode == DMUON_MODE_FROM_PLAN ? c.planZ3 : o.mode == DMUON_MODE_Z3;
+  c.replicateAsync = o.replicate_async < 0 ? popts.replicate_async() : o.replicate_async != 0;
+  c.manageAdamW = o.manage_adamw != 0;
+  MuonHyper &m = c.muon;
+  m.lr = static_cast<float>(pick(o.lr, od ? od->lr() : 0.02));
+  m.momentum = static_cast<float>(pick(o.momentum, od ? od->momentum() : 0.95));
+  m.weightDecay = static_cast<float>(pick(o.weight_decay, od ? od->weight_decay() : 0.0));
+  m.nesterov = o.nesterov < 0 ? (od ? od->nesterov() : true) : o.nesterov != 0;
+  c.planNsSteps = od ? od->ns_steps() : 5;
+  m.nsSteps = o.ns_steps < 0 ? c.planNsSteps : o.ns_steps;
+  m.matchRmsAdamW = od && od->lr_scale() == fbp::LrScale::match_rms_adamw;
+  m.coefficients = od && od->ns_coefficients() == fbp::NsCoefficients::polar_express
+                       ? kernels::NsCoefficients::PolarExpress
+                       : kernels::NsCoefficients::Original;
+  AdamWHyper &a = c.adamw;
+  a.lr = static_cast<float>(pick(o.adamw_lr, od ? od->adamw_lr() : 1e-3));
+  a.beta1 = static_cast<float>(pick(o.adamw_beta1, od ? od->adamw_beta1() : 0.9));
+  a.beta2 = static_cast<float>(pick(o.adamw_beta2, od ? od->adamw_beta2() : 0.999));
+  a.eps = static_cast<float>(pick(o.adamw_eps, od ? od->adamw_eps() : 1e-8));
+  a.weightDecay =
+      static_cast<float>(pick(o.adamw_weight_decay, od ? od->adamw_weight_decay() : 0.0));
+  verdict = Status::ok();
+  if (m.nsSteps < 1 || m.nsSteps > 100)
+    verdict = invalidArgument("ns_steps=" + std::to_string(m.nsSteps) +
+                              " must be between 1 and 100");
+  return Status::ok();
+}
+
+uint64_t Config::hash() const {
+  std::string b;
+  auto put = [&b](const auto &v) { b.append(reinterpret_cast<const char *>(&v), sizeof v); };
+  put(z3), put(replicateAsync), put(manageAdamW), put(muon.lr), put(muon.momentum);
+  put(muon.weightDecay), put(muon.nesterov), put(muon.matchRmsAdamW), put(muon.coefficients);
+  put(muon.nsSteps), put(adamw.lr), put(adamw.beta1), put(adamw.beta2), put(adamw.eps);
+  put(adamw.weightDecay);
+  return planfile::fnv1a64(reinterpret_cast<const uint8_t *>(b.data()), b.size());
+}
+
+} // namespace dmuon::rt

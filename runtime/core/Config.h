@@ -1,0 +1,31 @@
+// The settings one runtime runs with: the plan's defaults, overridden by the
+// host's options. Every rank must run with the same ones (hash()).
+#ifndef DMUON_RUNTIME_CORE_CONFIG_H
+#define DMUON_RUNTIME_CORE_CONFIG_H
+
+#include "core/Device.h"
+#include "core/Status.h"
+#include "dmuon/plan_generated.h"
+
+#include <cstdint>
+
+namespace dmuon::rt {
+
+struct Config {
+  bool z3 = true, planZ3 = true; // ours and the plan's (its figures price its own)
+  bool replicateAsync = true;
+  bool manageAdamW = true;
+  int planNsSteps = 5; // the plan's NS costs are priced at this count
+  MuonHyper muon;
+  AdamWHyper adamw;
+
+  // Resolves the settings; a refused option is returned in `verdict` rather
+  // than as the result, so every rank can learn every rank's verdict first.
+  static Status resolve(const dmuon::plan::Plan &plan, const dmuon_runtime_options_t &options,
+                        Config &out, Status &verdict);
+  uint64_t hash() const;
+};
+
+} // namespace dmuon::rt
+
+#endif

@@ -1,0 +1,78 @@
+// What tests, checkpoints and benchmarks read of the executor: a param's
+// values from its keeper, the invariants' per-param state, and the plan's
+// per-step communication figures for this rank.
+#include "core/Executor.h"
+#include "plan/PlanFile.h"
+
+namespace dmuon::rt {
+
+namespace fbp = dmuon::plan;
+
+Status Executor::gatherParam(const std::string &name, float *out, int64_t numel) {
+  int i;
+  DMUON_RETURN_IF_ERROR(findParam(name, i));
+  ParamRt &p = params_[i];
+  if (!out)
+    return invalidArgument("gather_param('" + name + "'): out is null");
+  if (numel != p.numel)
+    return invalidArgument("gather_param('" + name + "'): buffer holds " + std::to_string(numel) +
+                           " values but the param has " + std::to_string(p.numel));
+  if (!p.bound)
+    return invalidState("gather_param('" + name + "'): param is not bound");
+  const size_t bytes = static_cast<size_t>(p.numel) * sizeof(float);
+  if (p.route == Route::Replicated)
+    return device_->download(out, p.master.bytes(), bytes);
+  // The global owner's master, broadcast over the data-parallel group in a
+  // temporary device buffer (collectives work on device memory).
+  DeviceArray tmp;
+  DMUON_RETURN_IF_ERROR(tmp.allocate(*device_, bytes));
+  if (p.isOwner)
+    DMUON_RETURN_IF_ERROR(device_->copy(tmp.bytes(), p.master.bytes(), bytes));
+  RequestId id;
+  DMUON_RETURN_IF_ERROR(backend_->broadcast(CommGroup::DataParallel, tmp.bytes(), bytes,
+                                            topo_.dataParallelRank(p.so, p.ro), id));
+  DMUON_RETURN_IF_ERROR(backend_->wait(id));
+  return device_->download(out, tmp.bytes(), bytes);
+}
+
+Status Executor::paramState(const std::string &name, dmuon_param_state_t &out) const {
+  int i;
+  DMUON_RETURN_IF_ERROR(findParam(name, i));
+  const ParamRt &p = params_[i];
+  out = {};
+  out.is_owner = p.isOwner;
+  out.has_owned_data = p.master.live();
+  out.has_reduced_grad = p.reducedGrad.live();
+  out.has_momentum = p.momentum.live();
+  if (p.master.live()) {
+    std::vector<uint8_t> host(static_cast<size_t>(p.numel) * sizeof(float));
+    DMUON_RETURN_IF_ERROR(device_->download(host.data(), p.master.bytes(), host.size()));
+    out.owned_checksum = planfile::fnv1a64(host.data(), host.size());
+  }
+  return Status::ok();
+}
+
+dmuon_comm_counters_t Executor::plannedCounters() const {
+  dmuon_comm_counters_t c{};
+  const auto *ranks = plan_->root().stats()->ranks();
+  const fbp::RankFigures *f = ranks->Get(static_cast<flatbuffers::uoffset_t>(topo_.rank));
+  // The plan prices its own mode; scale the unshard broadcasts to ours.
+  const uint64_t planUnshards = config_.planZ3 ? 2 : 1, ourUnshards = config_.z3 ? 2 : 1;
+  c.sent[DMUON_COLLECTIVE_BROADCAST] = f->broadcast_send_bytes() / planUnshards * ourUnshards;
+  c.received[DMUON_COLLECTIVE_BROADCAST] = f->broadcast_recv_bytes() / planUnshards * ourUnshards;
+  c.sent[DMUON_COLLECTIVE_REDUCE] = f->reduce_send_bytes();
+  c.received[DMUON_COLLECTIVE_REDUCE] = f->reduce_recv_bytes();
+  c.sent[DMUON_COLLECTIVE_REPLICATE] = f->replicate_send_bytes();
+  c.received[DMUON_COLLECTIVE_REPLICATE] = f->replicate_recv_bytes();
+  if (config_.manageAdamW) {
+    c.sent[DMUON_COLLECTIVE_ALLREDUCE] = f->allreduce_bytes();
+    c.received[DMUON_COLLECTIVE_ALLREDUCE] = f->allreduce_bytes();
+  }
+  c.sent[DMUON_COLLECTIVE_GATHER] = f->gather_send_bytes();
+  c.received[DMUON_COLLECTIVE_GATHER] = f->gather_recv_bytes();
+  c.sent[DMUON_COLLECTIVE_SCATTER] = f->scatter_send_bytes();
+  c.received[DMUON_COLLECTIVE_SCATTER] = f->scatter_recv_bytes();
+  return c;
+}
+
+} // namespace dmuon::rt

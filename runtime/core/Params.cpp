@@ -1,0 +1,98 @@
+#include "core/Params.h"
+
+namespace dmuon::rt {
+
+namespace fbp = dmuon::plan;
+
+Status checkExecutable(const LoadedPlan &plan) {
+  const fbp::Mesh &mesh = *plan.root().mesh();
+  for (int i = 0; i < plan.numParams(); ++i) {
+    const fbp::Param &p = plan.param(i);
+    const bool commMuon = p.role() == fbp::Role::muon && p.group() == fbp::ShardingGroupKind::comm;
+    const auto *pls = p.placements();
+    for (flatbuffers::uoffset_t d = 0; pls && d < pls->size(); ++d) {
+      const fbp::Placement &pl = *pls->Get(d);
+      if (pl.kind() == fbp::PlacementKind::partial)
+        return unsupported("param '" + p.name()->str() + "' is Partial on mesh dim '" +
+                           mesh.dims()->Get(d)->name()->str() +
+                           "'; Partial placements are not supported yet");
+      if (commMuon && pl.kind() == fbp::PlacementKind::strided_shard)
+        return unsupported("Muon param '" + p.name()->str() +
+                           "' is StridedShard on a matrix dim; not supported yet");
+    }
+    if (commMuon && pls) {
+      // One gather along one tensor dim reassembles the matrix only when a
+      // single mesh dim shards its matrix dims.
+      const int ndim = static_cast<int>(p.shape()->size());
+      int matrixShards = 0;
+      for (const fbp::Placement *pl : *pls)
+        if ((pl->kind() == fbp::PlacementKind::shard ||
+             pl->kind() == fbp::PlacementKind::strided_shard) &&
+            (p.conv() || pl->dim() >= ndim - 2))
+          ++matrixShards;
+      if (matrixShards > 1)
+        return unsupported("Muon param '" + p.name()->str() +
+                           "' has its matrix dims sharded by more than one mesh dim; not "
+                           "supported yet");
+    }
+    if (commMuon && (p.gather_mesh_dim() < 0 || p.compute_index() < 0))
+      return unsupported("Muon param '" + p.name()->str() +
+                         "' is sharded on a matrix dim but the plan names no gather group; "
+                         "recompile it with this dmuonc (not supported yet otherwise)");
+    if (p.role() == fbp::Role::muon && p.dtype() != fbp::DType::f32 &&
+        p.dtype() != fbp::DType::bf16)
+      return unsupported("Muon param '" + p.name()->str() + "' has dtype " +
+                         fbp::EnumNameDType(p.dtype()) +
+                         "; packed buffers support f32 and bf16");
+  }
+  return Status::ok();
+}
+
+Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
+                   std::vector<ParamRt> &out) {
+  const auto *units = plan.root().units();
+  out.resize(plan.numParams());
+  for (int i = 0; i < plan.numParams(); ++i) {
+    const fbp::Param &pp = plan.param(i);
+    ParamRt &p = out[i];
+    p.plan = &pp;
+    p.name = pp.name()->str();
+    p.muon = pp.role() == fbp::Role::muon;
+    p.route = p.muon ? Route::Owner : Route::Replicated;
+    // A model-parallel param is held as this rank's local shard.
+    const bool local = pp.local_shape() && pp.local_shape()->size();
+    const auto *shape = local ? pp.local_shape() : pp.shape();
+    p.numel = 1;
+    for (int64_t d : *shape)
+      p.numel *= d;
+    p.localBatch = local ? pp.local_batch() : pp.batch();
+    p.localRows = local ? pp.local_rows() : pp.rows();
+    p.localCols = local ? pp.local_cols() : pp.cols();
+    if (p.muon && pp.group() == fbp::ShardingGroupKind::comm) {
+      const int d = pp.gather_mesh_dim(), td = pp.gather_tensor_dim();
+      p.comm = true;
+      DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, d, p.gatherGroup));
+      p.gatherSize = topo.dimSizes[d];
+      p.gatherCoord = topo.coord[d];
+      p.computeIndex = pp.compute_index();
+      for (int k = 0; k < static_cast<int>(shape->size()); ++k) {
+        if (k < td)
+          p.concatOuter *= shape->Get(k);
+        else if (k > td)
+          p.concatInner *= shape->Get(k);
+      }
+      p.concatLocal = shape->Get(td);
+    }
+    if (p.route == Route::Owner) {
+      const int slot = units->Get(pp.unit())->slot();
+      p.so = slot % topo.G;
+      p.ro = slot / topo.G;
+      p.group = pp.hook_group();
+      p.keepsMaster = p.so == topo.s;
+      p.isOwner = p.keepsMaster && p.ro == topo.r;
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace dmuon::rt

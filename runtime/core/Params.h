@@ -1,0 +1,55 @@
+// The runtime's record of each param: how it travels (its route), where its
+// owner is, its local matrix view, and the fp32 state this rank keeps for it.
+#ifndef DMUON_RUNTIME_CORE_PARAMS_H
+#define DMUON_RUNTIME_CORE_PARAMS_H
+
+#include "core/Device.h"
+#include "core/LoadedPlan.h"
+#include "core/Topology.h"
+
+#include <string>
+#include <vector>
+
+namespace dmuon::rt {
+
+// How a param's values and gradients move between ranks.
+enum class Route {
+  Owner,      // owner broadcast / reduce to the owner / the owner steps (Muon params)
+  Replicated, // every rank holds it; gradients all-reduced; every rank steps
+};
+
+struct ParamRt {
+  const dmuon::plan::Param *plan = nullptr;
+  std::string name;
+  Route route = Route::Owner;
+  bool muon = false; // Muon math; otherwise AdamW
+  int64_t numel = 0; // of this rank's local shard on model-parallel dims
+  int group = -1;    // hook group (owner route)
+  int so = -1, ro = -1; // owner slot (owner route)
+  // The local matrix view; for a matrix sharded on a matrix dim over a
+  // model-parallel dim, the group that gathers it for NS, who in it computes,
+  // and how its chunks concatenate along the gathered tensor dim.
+  int64_t localBatch = 1, localRows = 0, localCols = 0;
+  bool comm = false;
+  CommGroup gatherGroup = CommGroup::World;
+  int gatherSize = 1, gatherCoord = 0, computeIndex = 0;
+  int64_t concatOuter = 1, concatInner = 1, concatLocal = 1;
+  bool isOwner = false, keepsMaster = false, bound = false;
+  // fp32 values this rank keeps (owner route: the owner's shard column, I2;
+  // replicated: every rank) and optimizer state (on the rank that steps it).
+  DeviceArray master, momentum, reducedGrad; // reducedGrad: owner route, I3
+  DeviceArray adamM, adamV;
+  size_t gradOffset = 0; // replicated: into the route's gradient buffer
+};
+
+// One record per plan param, in plan order; creates the model-parallel
+// gather communicators on the way (the same order on every rank).
+Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
+                   std::vector<ParamRt> &out);
+
+// Refuses what this runtime cannot execute, before anything is allocated.
+Status checkExecutable(const LoadedPlan &plan);
+
+} // namespace dmuon::rt
+
+#endif

@@ -1,0 +1,58 @@
+#include "core/Topology.h"
+
+namespace dmuon::rt {
+
+Topology Topology::of(const dmuon::plan::Mesh &mesh, int rank) {
+  Topology t;
+  t.rank = rank;
+  t.G = mesh.num_shards();
+  t.R = mesh.num_replicas();
+  t.shardDim = mesh.shard_dim();
+  t.replicateDim = mesh.replicate_dim();
+  for (const dmuon::plan::MeshDim *d : *mesh.dims())
+    t.dimSizes.push_back(d->size());
+  const int n = static_cast<int>(t.dimSizes.size());
+  t.coord.resize(n);
+  for (int d = n - 1, rem = rank; d >= 0; --d) {
+    t.coord[d] = rem % t.dimSizes[d];
+    rem /= t.dimSizes[d];
+  }
+  t.s = t.shardDim >= 0 ? t.coord[t.shardDim] : 0;
+  t.r = t.replicateDim >= 0 ? t.coord[t.replicateDim] : 0;
+  t.alongDim.assign(n, CommGroup::World);
+  return t;
+}
+
+int Topology::rankOf(const std::vector<int> &c) const {
+  int out = 0;
+  for (size_t d = 0; d < c.size(); ++d)
+    out = out * dimSizes[d] + c[d];
+  return out;
+}
+
+int Topology::rankAtSlot(int slotS, int slotR) const {
+  std::vector<int> c = coord;
+  if (shardDim >= 0)
+    c[shardDim] = slotS;
+  if (replicateDim >= 0)
+    c[replicateDim] = slotR;
+  return rankOf(c);
+}
+
+Status Topology::createOwnershipGroups(Backend &backend) const {
+  // Colour each group by its lowest rank; order ranks inside by coordinate.
+  return backend.createGroups({rankAtSlot(0, r), s}, {rankAtSlot(s, 0), r},
+                              {rankAtSlot(0, 0), dataParallelRank(s, r)});
+}
+
+Status Topology::groupAlong(Backend &backend, int d, CommGroup &out) {
+  if (alongDim[d] == CommGroup::World) {
+    std::vector<int> c0 = coord;
+    c0[d] = 0;
+    DMUON_RETURN_IF_ERROR(backend.createGroup({rankOf(c0), coord[d]}, alongDim[d]));
+  }
+  out = alongDim[d];
+  return Status::ok();
+}
+
+} // namespace dmuon::rt

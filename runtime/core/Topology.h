@@ -1,0 +1,42 @@
+// Where this rank sits in the plan's mesh: its coordinate (row-major over the
+// mesh dims, as the plan's rank order), its owner slot (s, r) on the
+// ownership dims, and the communicators the routes use. The only place the
+// runtime turns coordinates into ranks.
+#ifndef DMUON_RUNTIME_CORE_TOPOLOGY_H
+#define DMUON_RUNTIME_CORE_TOPOLOGY_H
+
+#include "backends/Backend.h"
+#include "core/Status.h"
+#include "dmuon/plan_generated.h"
+
+#include <vector>
+
+namespace dmuon::rt {
+
+struct Topology {
+  int rank = 0;
+  int G = 1, R = 1; // dp_shard and dp_replicate sizes
+  int s = 0, r = 0; // this rank's owner slot
+  int shardDim = -1, replicateDim = -1;
+  std::vector<int> dimSizes, coord;
+  // Model-parallel mesh dim -> the communicator along it (World: none yet).
+  std::vector<CommGroup> alongDim;
+
+  static Topology of(const dmuon::plan::Mesh &mesh, int rank);
+
+  // Row-major rank of a full coordinate.
+  int rankOf(const std::vector<int> &c) const;
+  // The rank with this rank's model-parallel coordinate at owner slot (s, r).
+  int rankAtSlot(int slotS, int slotR) const;
+  // Rank of owner slot (s, r) inside the DataParallel communicator.
+  int dataParallelRank(int slotS, int slotR) const { return slotR * G + slotS; }
+
+  // The Shard, Replicate and DataParallel communicators.
+  Status createOwnershipGroups(Backend &backend) const;
+  // The communicator along model-parallel mesh dim `d` (created once).
+  Status groupAlong(Backend &backend, int d, CommGroup &out);
+};
+
+} // namespace dmuon::rt
+
+#endif

@@ -1,0 +1,50 @@
+#include "optim/GatheredMuon.h"
+
+namespace dmuon::rt {
+
+Status gatheredMuonStep(const Context &ctx, ParamRt &p, GatherScratch &sc) {
+  Device &dev = ctx.device;
+  Backend &backend = ctx.backend;
+  const MuonHyper &h = ctx.config.muon;
+  const size_t local = static_cast<size_t>(p.numel), bytes = local * sizeof(float);
+  const int K = p.gatherSize;
+  const bool computes = p.gatherCoord == p.computeIndex;
+  auto ensure = [&](DeviceArray &a, size_t need) -> Status {
+    return a.size() >= need ? Status::ok() : a.allocate(dev, need);
+  };
+  DMUON_RETURN_IF_ERROR(ensure(sc.u, bytes));
+  DMUON_RETURN_IF_ERROR(ensure(sc.ortho, bytes));
+  DMUON_RETURN_IF_ERROR(
+      dev.muonMomentum(p.momentum.floats(), p.reducedGrad.floats(), sc.u.floats(), p.numel, h));
+  if (computes) {
+    DMUON_RETURN_IF_ERROR(ensure(sc.chunks, bytes * K));
+    DMUON_RETURN_IF_ERROR(ensure(sc.full, bytes * K));
+  }
+  RequestId id;
+  DMUON_RETURN_IF_ERROR(
+      backend.gather(p.gatherGroup, sc.u.floats(), sc.chunks.floats(), local, p.computeIndex, id));
+  DMUON_RETURN_IF_ERROR(backend.wait(id));
+  // Chunk k is the local tensor of coordinate k; the whole tensor is their
+  // concatenation along the gathered tensor dim.
+  const size_t row = static_cast<size_t>(p.concatLocal * p.concatInner) * sizeof(float);
+  const size_t height = static_cast<size_t>(p.concatOuter);
+  if (computes) {
+    for (int k = 0; k < K; ++k)
+      DMUON_RETURN_IF_ERROR(dev.copy2D(sc.full.bytes() + k * row, row * K,
+                                       sc.chunks.bytes() + k * bytes, row, row, height));
+    DMUON_RETURN_IF_ERROR(
+        dev.newtonSchulz(sc.full.floats(), p.localBatch, p.plan->rows(), p.plan->cols(), h));
+    for (int k = 0; k < K; ++k)
+      DMUON_RETURN_IF_ERROR(dev.copy2D(sc.chunks.bytes() + k * bytes, row,
+                                       sc.full.bytes() + k * row, row * K, row, height));
+  }
+  ctx.counters.countFanIn(DMUON_COLLECTIVE_GATHER, computes, K - 1, bytes);
+  ctx.counters.countFanOut(DMUON_COLLECTIVE_SCATTER, computes, K - 1, bytes);
+  DMUON_RETURN_IF_ERROR(backend.scatter(p.gatherGroup, sc.chunks.floats(), sc.ortho.floats(),
+                                        local, p.computeIndex, id));
+  DMUON_RETURN_IF_ERROR(backend.wait(id));
+  return dev.muonApply(p.master.floats(), sc.ortho.floats(), p.numel, p.plan->rows(),
+                       p.plan->cols(), h);
+}
+
+} // namespace dmuon::rt

@@ -1,0 +1,42 @@
+#include "optim/OwnerStep.h"
+
+namespace dmuon::rt {
+
+Status OwnerStep::init(const Context &ctx, std::vector<ParamRt> &params) {
+  ctx_ = &ctx;
+  params_ = &params;
+  int64_t big = 0, bigBatch = 1, bigRows = 0, bigCols = 0;
+  for (const ParamRt &p : params) {
+    if (!p.isOwner)
+      continue;
+    const int64_t rows = p.comm ? p.plan->rows() : p.localRows;
+    const int64_t cols = p.comm ? p.plan->cols() : p.localCols;
+    if (p.localBatch * rows * cols > big) {
+      big = p.localBatch * rows * cols;
+      bigBatch = p.localBatch;
+      bigRows = rows;
+      bigCols = cols;
+    }
+  }
+  return big > 0 ? ctx.device.reserve(bigBatch, bigRows, bigCols) : Status::ok();
+}
+
+Status OwnerStep::step() {
+  const Config &cfg = ctx_->config;
+  for (ParamRt &p : *params_) {
+    if (!p.isOwner)
+      continue;
+    if (p.comm)
+      DMUON_RETURN_IF_ERROR(gatheredMuonStep(*ctx_, p, scratch_));
+    else
+      DMUON_RETURN_IF_ERROR(ctx_->device.muonStep(p.master.floats(), p.momentum.floats(),
+                                                  p.reducedGrad.floats(), p.localBatch,
+                                                  p.localRows, p.localCols, cfg.muon));
+    if (!p.comm || p.gatherCoord == p.computeIndex) // the plan prices its own ns_steps
+      nsFlops_ += p.plan->cost() / cfg.planNsSteps * cfg.muon.nsSteps;
+    p.reducedGrad.release();
+  }
+  return Status::ok();
+}
+
+} // namespace dmuon::rt

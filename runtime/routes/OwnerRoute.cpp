@@ -1,0 +1,263 @@
+#include "routes/OwnerRoute.h"
+
+namespace dmuon::rt {
+
+namespace fbp = dmuon::plan;
+
+Status OwnerRoute::init(const Context &ctx, std::vector<ParamRt> &params) {
+  ctx_ = &ctx;
+  params_ = &params;
+  const auto *hgs = ctx.plan.root().hook_groups();
+  groups_.resize(hgs ? hgs->size() : 0);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const fbp::HookGroup &hg = *hgs->Get(static_cast<flatbuffers::uoffset_t>(g));
+    Group &grp = groups_[g];
+    grp.name = hg.name()->str();
+    grp.bufferBytes = hg.buffer_bytes();
+    grp.reduceBufferBytes = hg.reduce_buffer_bytes();
+    for (const fbp::Segment *sp : *hg.segments()) {
+      Segment seg;
+      seg.so = sp->owner_shard();
+      seg.ro = sp->owner_replicate();
+      seg.offset = sp->offset();
+      seg.bytes = sp->bytes();
+      seg.reduceOffset = sp->reduce_offset();
+      seg.reduceBytes = sp->reduce_bytes();
+      for (int pi : *sp->params()) {
+        seg.params.push_back(pi);
+        seg.masterElements += params[pi].numel;
+      }
+      grp.segments.push_back(std::move(seg));
+    }
+  }
+  return Status::ok();
+}
+
+uint8_t *OwnerRoute::packedValues(const ParamRt &p) const {
+  const Group &grp = groups_[p.group];
+  return grp.state == Unshard::Unsharded ? grp.packed.bytes() + p.plan->offset() : nullptr;
+}
+
+float *OwnerRoute::gradSlot(const ParamRt &p) const {
+  const Group &grp = groups_[p.group];
+  return grp.grad.live() ? reinterpret_cast<float *>(grp.grad.bytes() + p.plan->reduce_offset())
+                         : nullptr;
+}
+
+// ---------------------------------------------------------------- unshard
+
+Status OwnerRoute::pack(const Segment &seg, uint8_t *dst) {
+  for (int i : seg.params) {
+    const ParamRt &p = (*params_)[i];
+    const PackedType type =
+        p.plan->dtype() == fbp::DType::bf16 ? PackedType::BF16 : PackedType::F32;
+    DMUON_RETURN_IF_ERROR(
+        ctx_->device.packCast(dst + p.plan->offset(), type, p.master.floats(), p.numel));
+  }
+  return Status::ok();
+}
+
+Status OwnerRoute::unshard(int g) {
+  Group &grp = groups_[g];
+  if (grp.state != Unshard::Sharded)
+    return Status::ok();
+  // The packed data comes from owned data the last step's replicate
+  // broadcast may still be writing.
+  DMUON_RETURN_IF_ERROR(waitReplicate(g));
+  DMUON_RETURN_IF_ERROR(grp.packed.allocate(ctx_->device, static_cast<size_t>(grp.bufferBytes)));
+  const Topology &t = ctx_->topo;
+  // One broadcast per owner, coalesced.
+  CollectiveGroup coalesced(ctx_->backend);
+  DMUON_RETURN_IF_ERROR(coalesced.opened());
+  for (const Segment &seg : grp.segments) {
+    if (seg.so == t.s)
+      DMUON_RETURN_IF_ERROR(pack(seg, grp.packed.bytes()));
+    if (t.G == 1)
+      continue;
+    RequestId id;
+    DMUON_RETURN_IF_ERROR(ctx_->backend.broadcast(CommGroup::Shard,
+                                                  grp.packed.bytes() + seg.offset,
+                                                  static_cast<size_t>(seg.bytes), seg.so, id));
+    grp.broadcasts.push_back(id);
+    ctx_->counters.countFanOut(DMUON_COLLECTIVE_BROADCAST, seg.so == t.s, t.G - 1,
+                               static_cast<uint64_t>(seg.bytes));
+  }
+  grp.state = Unshard::InFlight;
+  return coalesced.close();
+}
+
+Status OwnerRoute::waitUnshard(int g) {
+  Group &grp = groups_[g];
+  for (RequestId id : grp.broadcasts)
+    DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
+  grp.broadcasts.clear();
+  if (grp.state == Unshard::InFlight)
+    grp.state = Unshard::Unsharded;
+  return Status::ok();
+}
+
+void OwnerRoute::reshard(int g) {
+  Group &grp = groups_[g];
+  grp.packed.release();
+  grp.state = Unshard::Sharded;
+}
+
+// ----------------------------------------------------------------- reduce
+
+Status OwnerRoute::beginBackward(int g) {
+  Group &grp = groups_[g];
+  return grp.grad.allocate(ctx_->device, static_cast<size_t>(grp.reduceBufferBytes));
+}
+
+Status OwnerRoute::reduce(int g) {
+  Group &grp = groups_[g];
+  const Topology &t = ctx_->topo;
+  // Phase 1: average over the shard group onto the row's shard owner.
+  if (t.G > 1) {
+    CollectiveGroup coalesced(ctx_->backend);
+    DMUON_RETURN_IF_ERROR(coalesced.opened());
+    for (const Segment &seg : grp.segments) {
+      RequestId id;
+      DMUON_RETURN_IF_ERROR(ctx_->backend.reduceSum(
+          CommGroup::Shard, reinterpret_cast<float *>(grp.grad.bytes() + seg.reduceOffset),
+          static_cast<size_t>(seg.reduceBytes / 4), seg.so, id));
+      grp.phase1.push_back(id);
+      ctx_->counters.countFanIn(DMUON_COLLECTIVE_REDUCE, seg.so == t.s, t.G - 1,
+                                static_cast<uint64_t>(seg.reduceBytes));
+    }
+    DMUON_RETURN_IF_ERROR(coalesced.close());
+  }
+  reshard(g);
+  // Phase 2 of the groups before this one overlaps this group's phase 1; the
+  // order of issue is the same on every rank, as MPI requires.
+  DMUON_RETURN_IF_ERROR(drainPhase2());
+  phase2Queue_.push_back(g);
+  return Status::ok();
+}
+
+Status OwnerRoute::drainPhase2() {
+  while (!phase2Queue_.empty()) {
+    const int q = phase2Queue_.front();
+    phase2Queue_.pop_front();
+    DMUON_RETURN_IF_ERROR(issuePhase2(q));
+  }
+  return Status::ok();
+}
+
+Status OwnerRoute::issuePhase2(int g) {
+  Group &grp = groups_[g];
+  for (RequestId id : grp.phase1)
+    DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
+  grp.phase1.clear();
+  const Topology &t = ctx_->topo;
+  if (t.R == 1)
+    return Status::ok();
+  // Phase 2: down the owner's shard column onto the global owner.
+  CollectiveGroup coalesced(ctx_->backend);
+  DMUON_RETURN_IF_ERROR(coalesced.opened());
+  for (const Segment &seg : grp.segments) {
+    if (seg.so != t.s)
+      continue;
+    RequestId id;
+    DMUON_RETURN_IF_ERROR(ctx_->backend.reduceSum(
+        CommGroup::Replicate, reinterpret_cast<float *>(grp.grad.bytes() + seg.reduceOffset),
+        static_cast<size_t>(seg.reduceBytes / 4), seg.ro, id));
+    grp.phase2.push_back(id);
+    ctx_->counters.countFanIn(DMUON_COLLECTIVE_REDUCE, seg.ro == t.r, t.R - 1,
+                              static_cast<uint64_t>(seg.reduceBytes));
+  }
+  return coalesced.close();
+}
+
+Status OwnerRoute::finishReduce() {
+  DMUON_RETURN_IF_ERROR(drainPhase2());
+  const Topology &t = ctx_->topo;
+  Device &dev = ctx_->device;
+  const float scale = 1.0f / static_cast<float>(t.G * t.R); // net divisor G*R: AVG
+  for (Group &grp : groups_) {
+    for (RequestId id : grp.phase2)
+      DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
+    grp.phase2.clear();
+    for (const Segment &seg : grp.segments) {
+      if (seg.so != t.s || seg.ro != t.r)
+        continue;
+      for (int i : seg.params) {
+        ParamRt &p = (*params_)[i];
+        const float *src =
+            reinterpret_cast<const float *>(grp.grad.bytes() + p.plan->reduce_offset());
+        DMUON_RETURN_IF_ERROR(p.reducedGrad.allocate(dev, p.numel * sizeof(float)));
+        DMUON_RETURN_IF_ERROR(dev.scaleCopy(p.reducedGrad.floats(), src, scale, p.numel));
+      }
+    }
+    grp.grad.release(); // I3: only the global owner keeps a reduced gradient
+  }
+  return Status::ok();
+}
+
+// -------------------------------------------------------------- replicate
+
+Status OwnerRoute::broadcastReplicas() {
+  const Topology &t = ctx_->topo;
+  if (t.R == 1)
+    return Status::ok();
+  Device &dev = ctx_->device;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Group &grp = groups_[g];
+    CollectiveGroup coalesced(ctx_->backend);
+    DMUON_RETURN_IF_ERROR(coalesced.opened());
+    for (size_t si = 0; si < grp.segments.size(); ++si) {
+      const Segment &seg = grp.segments[si];
+      if (seg.so != t.s)
+        continue;
+      PendingReplicate pr;
+      pr.segment = static_cast<int>(si);
+      const size_t bytes = static_cast<size_t>(seg.masterElements) * sizeof(float);
+      DMUON_RETURN_IF_ERROR(pr.staging.allocate(dev, bytes));
+      if (seg.ro == t.r) {
+        size_t off = 0;
+        for (int i : seg.params) {
+          const ParamRt &p = (*params_)[i];
+          DMUON_RETURN_IF_ERROR(
+              dev.copy(pr.staging.floats() + off, p.master.bytes(), p.numel * sizeof(float)));
+          off += static_cast<size_t>(p.numel);
+        }
+      }
+      DMUON_RETURN_IF_ERROR(ctx_->backend.broadcast(CommGroup::Replicate, pr.staging.bytes(),
+                                                    bytes, seg.ro, pr.request));
+      ctx_->counters.countFanOut(DMUON_COLLECTIVE_REPLICATE, seg.ro == t.r, t.R - 1, bytes);
+      grp.replicate.push_back(std::move(pr));
+    }
+    DMUON_RETURN_IF_ERROR(coalesced.close());
+    // Sync mode waits here; async leaves it to the next unshard.
+    if (!ctx_->config.replicateAsync)
+      DMUON_RETURN_IF_ERROR(waitReplicate(static_cast<int>(g)));
+  }
+  return Status::ok();
+}
+
+Status OwnerRoute::waitReplicate(int g) {
+  Group &grp = groups_[g];
+  for (PendingReplicate &pr : grp.replicate) {
+    DMUON_RETURN_IF_ERROR(ctx_->backend.wait(pr.request));
+    const Segment &seg = grp.segments[pr.segment];
+    if (ctx_->topo.r == seg.ro)
+      continue; // the global owner sent it
+    size_t off = 0;
+    for (int i : seg.params) {
+      ParamRt &p = (*params_)[i];
+      DMUON_RETURN_IF_ERROR(ctx_->device.copy(p.master.bytes(), pr.staging.floats() + off,
+                                              p.numel * sizeof(float)));
+      off += static_cast<size_t>(p.numel);
+    }
+  }
+  grp.replicate.clear();
+  return Status::ok();
+}
+
+void OwnerRoute::endStep() {
+  for (Group &grp : groups_)
+    if (!grp.packed.live())
+      grp.state = Unshard::Sharded;
+}
+
+} // namespace dmuon::rt

@@ -1,0 +1,80 @@
+// The owner route's data movement, per hook group: each owner's params packed
+// into one segment of the group's buffer and broadcast over the shard group
+// (unshard), freed again (reshard), gradients reduced onto the owner in two
+// phases under HSDP (shard group, then down the owner's shard column), and
+// after the step the owner's updated masters broadcast down its shard column
+// (the replicate broadcast, sync or consumed by the next unshard).
+#ifndef DMUON_RUNTIME_ROUTES_OWNERROUTE_H
+#define DMUON_RUNTIME_ROUTES_OWNERROUTE_H
+
+#include "core/Context.h"
+#include "core/Params.h"
+
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace dmuon::rt {
+
+class OwnerRoute {
+public:
+  Status init(const Context &ctx, std::vector<ParamRt> &params);
+
+  int numGroups() const { return static_cast<int>(groups_.size()); }
+  const std::string &groupName(int g) const { return groups_[g].name; }
+  // A param's packed values, or null while its group is not unsharded.
+  uint8_t *packedValues(const ParamRt &p) const;
+  // A param's gradient slot, or null outside its group's backward.
+  float *gradSlot(const ParamRt &p) const;
+
+  // Starts the group's broadcasts unless it is unsharded or in flight.
+  Status unshard(int g);
+  Status waitUnshard(int g);
+  void reshard(int g);
+  // A zeroed gradient buffer for the group's backward.
+  Status beginBackward(int g);
+  // Phase 1 of the group's reduce; phase 2 of earlier groups overlaps it.
+  Status reduce(int g);
+  // Completes every reduce and leaves each global owner its averaged
+  // gradient (I3); frees the gradient buffers.
+  Status finishReduce();
+  Status broadcastReplicas();
+  Status waitReplicate(int g);
+  void endStep();
+
+private:
+  struct Segment {
+    int so = 0, ro = 0;
+    int64_t offset = 0, bytes = 0, reduceOffset = 0, reduceBytes = 0;
+    int64_t masterElements = 0;
+    std::vector<int> params;
+  };
+  enum class Unshard { Sharded, InFlight, Unsharded };
+  struct PendingReplicate {
+    int segment;
+    DeviceArray staging;
+    RequestId request;
+  };
+  struct Group {
+    std::string name;
+    std::vector<Segment> segments;
+    int64_t bufferBytes = 0, reduceBufferBytes = 0;
+    DeviceArray packed, grad;
+    Unshard state = Unshard::Sharded;
+    std::vector<RequestId> broadcasts, phase1, phase2;
+    std::vector<PendingReplicate> replicate;
+  };
+
+  Status pack(const Segment &seg, uint8_t *dst);
+  Status issuePhase2(int g);
+  Status drainPhase2();
+
+  const Context *ctx_ = nullptr;
+  std::vector<ParamRt> *params_ = nullptr;
+  std::vector<Group> groups_;
+  std::deque<int> phase2Queue_;
+};
+
+} // namespace dmuon::rt
+
+#endif
