@@ -213,8 +213,8 @@ int main(int argc, char **argv) {
       CHECK_CUDA(cudaDeviceSynchronize()); // a pageable copy may return before its DMA lands
     }
     CHECK_CU(cu::reserveWorkspace(ctx, 1, sh.rows, sh.cols));
-    const cu::Coefficients set = opt.polar ? cu::Coefficients::PolarExpress
-                                           : cu::Coefficients::Original;
+    const cu::NsCoefficients set = opt.polar ? cu::NsCoefficients::PolarExpress
+                                           : cu::NsCoefficients::Original;
     const double nsMs = timeMs(stream, opt.warmup, opt.reps, [&] {
       CHECK_CU(cu::newtonSchulz(ctx, in, out, 1, sh.rows, sh.cols, opt.steps, set));
     });

@@ -47,7 +47,11 @@ typedef enum dmuon_status {
   DMUON_ERROR_BACKEND = 6,          /* a collective or device call failed */
   DMUON_ERROR_OUT_OF_MEMORY = 7,
   DMUON_ERROR_IO = 8,
-  DMUON_ERROR_INTERNAL = 9
+  DMUON_ERROR_INTERNAL = 9,
+  /* Not an error: dmuon_runtime_step found a NaN or Inf in the gradient (on
+   * any rank; every rank returns this together), skipped the update and
+   * changed no param or optimizer state. The next step proceeds normally. */
+  DMUON_STEP_SKIPPED = 64
 } dmuon_status_t;
 
 /* A short constant description of a status code. */
@@ -135,10 +139,42 @@ typedef enum dmuon_mode {
   DMUON_MODE_Z2 = 1  /* keep packed buffers from forward through backward */
 } dmuon_mode_t;
 
-#define DMUON_RUNTIME_OPTIONS_VERSION 1
+/* Gradient accumulation over micro-batches (dmuon_runtime_begin_micro_batch). */
+typedef enum dmuon_accumulation {
+  /* Each rank accumulates its own fp32 gradients over the micro-batches and
+   * they are reduced to the owners once, in the last micro-batch's backward
+   * (FSDP2's no_sync): k times less reduce traffic, every hook group's
+   * gradient buffer held from the first micro-batch's backward to the step. */
+  DMUON_ACCUMULATION_LOCAL = 0,
+  /* Every micro-batch's gradients are reduced to the owners, who accumulate
+   * them: one hook group's gradient buffer at a time, k times the traffic. */
+  DMUON_ACCUMULATION_REDUCE = 1
+} dmuon_accumulation_t;
+
+/* Which params dmuon_runtime_step clips to options.max_grad_norm. */
+typedef enum dmuon_clip_policy {
+  /* The AdamW params by their own norm. The default: Newton-Schulz normalizes
+   * each Muon update, so scaling a Muon gradient changes its update only
+   * through the momentum mix and the 1e-7 normalization epsilon; a global
+   * clip coefficient can push small Muon gradients toward that epsilon and
+   * stall their update. */
+  DMUON_CLIP_ADAMW_ONLY = 0,
+  /* Every param by the total norm (torch.nn.utils.clip_grad_norm_). */
+  DMUON_CLIP_ALL = 1,
+  DMUON_CLIP_NONE = 2
+} dmuon_clip_policy_t;
+
+typedef enum dmuon_momentum_form {
+  DMUON_MOMENTUM_SGD = 0, /* buf <- mu*buf + g (Keller Jordan's Muon) */
+  DMUON_MOMENTUM_EMA = 1  /* buf <- mu*buf + (1-mu)*g (torch.optim.Muon) */
+} dmuon_momentum_form_t;
+
+#define DMUON_RUNTIME_OPTIONS_VERSION 2
 
 /* Hyper-parameters: a NaN (or -1 for the integer/bool ones) takes the plan's
- * default. Initialize with dmuon_runtime_options_init. */
+ * default. Initialize with dmuon_runtime_options_init. A struct of an older
+ * version (smaller struct_size) is accepted; its missing fields take their
+ * defaults. */
 typedef struct dmuon_runtime_options {
   size_t struct_size; /* sizeof(dmuon_runtime_options_t) */
   uint32_t version;   /* DMUON_RUNTIME_OPTIONS_VERSION */
@@ -161,6 +197,11 @@ typedef struct dmuon_runtime_options {
    * refuses further work and can be destroyed; with NCCL its communicators
    * are aborted. With NCCL a timeout makes waits poll on the host. */
   double collective_timeout_s;
+  /* Version 2. */
+  dmuon_accumulation_t accumulation;
+  double max_grad_norm;            /* 0 (default): no clipping */
+  dmuon_clip_policy_t clip_policy; /* what max_grad_norm clips */
+  dmuon_momentum_form_t momentum_form;
 } dmuon_runtime_options_t;
 
 DMUON_API void dmuon_runtime_options_init(dmuon_runtime_options_t *options);
@@ -201,11 +242,74 @@ DMUON_API dmuon_status_t dmuon_runtime_post_backward(dmuon_runtime_t runtime, in
  * reduced gradient (I3). step() calls it if the host did not. */
 DMUON_API dmuon_status_t dmuon_runtime_finish_backward(dmuon_runtime_t runtime);
 /* Owner-only Muon on every owned param, AdamW on adamw params, then the
- * replicate broadcast of updated owned data (async or sync). */
+ * replicate broadcast of updated owned data (async or sync). Clips first
+ * (options.max_grad_norm); returns DMUON_STEP_SKIPPED, not an error, when a
+ * gradient is not finite. */
 DMUON_API dmuon_status_t dmuon_runtime_step(dmuon_runtime_t runtime);
 /* Waits for every outstanding collective, including an async replicate
  * broadcast (I4 holds afterwards). */
 DMUON_API dmuon_status_t dmuon_runtime_synchronize(dmuon_runtime_t runtime);
+
+/* ----------------------------------------------------------- training loop */
+
+/* Declares the coming micro-batch (its forward and backward, every hook
+ * each) not the last before step() when is_last is 0. Without this call a
+ * micro-batch is the last one. Call it before the micro-batch's first
+ * pre_forward. The runtime averages gradients over the data-parallel ranks
+ * only: as with torch, the host scales its loss by 1/k for k micro-batches.
+ * What is reduced when: options.accumulation. */
+DMUON_API dmuon_status_t dmuon_runtime_begin_micro_batch(dmuon_runtime_t runtime, int is_last);
+
+#define DMUON_HYPER_PARAMS_VERSION 1
+
+/* The hyper-parameters a schedule changes. For set, a NaN leaves a value as
+ * it is; initialize with dmuon_hyper_params_init. */
+typedef struct dmuon_hyper_params {
+  size_t struct_size; /* sizeof(dmuon_hyper_params_t) */
+  uint32_t version;   /* DMUON_HYPER_PARAMS_VERSION */
+  double lr, momentum, weight_decay; /* Muon */
+  double adamw_lr, adamw_weight_decay;
+} dmuon_hyper_params_t;
+
+DMUON_API void dmuon_hyper_params_init(dmuon_hyper_params_t *params);
+/* Collective: every rank passes the same values (checked; a mismatch is
+ * DMUON_ERROR_MISMATCH on every rank and changes nothing). Takes effect at
+ * the next step(). Saved in and restored from checkpoints. */
+DMUON_API dmuon_status_t dmuon_runtime_set_hyper_params(dmuon_runtime_t runtime,
+                                                       const dmuon_hyper_params_t *params);
+DMUON_API dmuon_status_t dmuon_runtime_get_hyper_params(dmuon_runtime_t runtime,
+                                                       dmuon_hyper_params_t *out_params);
+/* Collective: params whose names match the glob `pattern` (fnmatch: *, ?,
+ * [...]) step with lr and weight decay multiplied by these factors (1, 1
+ * undoes it). A later call wins for the params both match. Returns
+ * DMUON_ERROR_INVALID_ARGUMENT when no param matches. */
+DMUON_API dmuon_status_t dmuon_runtime_set_param_group_scale(dmuon_runtime_t runtime,
+                                                            const char *pattern,
+                                                            double lr_scale,
+                                                            double weight_decay_scale);
+
+#define DMUON_GRAD_NORM_VERSION 1
+
+/* Norms of this step's averaged gradient (after every reduce), each element
+ * counted once over owners, shards, replicas and model-parallel copies. */
+typedef struct dmuon_grad_norm {
+  size_t struct_size; /* set by the caller: sizeof(dmuon_grad_norm_t) */
+  uint32_t version;   /* set by the caller: DMUON_GRAD_NORM_VERSION */
+  double total;       /* L2 norm over every param the runtime steps */
+  double muon;        /* over the Muon params */
+  double adamw;       /* over the AdamW params the runtime manages */
+  double clip_coef;   /* factor step() applies to the clipped params (1: none) */
+  int finite;         /* 0: a gradient element is NaN or Inf; step() skips */
+} dmuon_grad_norm_t;
+
+/* Completes the backward (finish_backward) if needed and reports the norms,
+ * before clipping. Collective (one scalar all-reduce per step, which step()
+ * performs anyway). After step() it reports that step's norms. */
+DMUON_API dmuon_status_t dmuon_runtime_grad_norm(dmuon_runtime_t runtime,
+                                                dmuon_grad_norm_t *out_norm);
+/* Steps applied and steps skipped (DMUON_STEP_SKIPPED) so far. */
+DMUON_API dmuon_status_t dmuon_runtime_step_counts(dmuon_runtime_t runtime,
+                                                  int64_t *out_applied, int64_t *out_skipped);
 
 /* This rank's fp32 values of a param as the optimizer sees them (its local
  * shard for a model-parallel param), from the global owner to every rank of

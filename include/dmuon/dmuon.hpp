@@ -98,7 +98,42 @@ public:
   void preBackward(int g) { call(dmuon_runtime_pre_backward(rt_, g)); }
   void postBackward(int g) { call(dmuon_runtime_post_backward(rt_, g)); }
   void finishBackward() { call(dmuon_runtime_finish_backward(rt_)); }
-  void step() { call(dmuon_runtime_step(rt_)); }
+  // False when the step was skipped for a non-finite gradient (nothing
+  // changed); throws on errors.
+  bool step() {
+    const dmuon_status_t s = dmuon_runtime_step(rt_);
+    if (s == DMUON_STEP_SKIPPED)
+      return false;
+    call(s);
+    return true;
+  }
+  void beginMicroBatch(bool isLast) { call(dmuon_runtime_begin_micro_batch(rt_, isLast)); }
+  // Collective; NaN leaves a value as it is.
+  void setHyperParams(const dmuon_hyper_params_t &h) {
+    call(dmuon_runtime_set_hyper_params(rt_, &h));
+  }
+  dmuon_hyper_params_t hyperParams() {
+    dmuon_hyper_params_t h;
+    dmuon_hyper_params_init(&h);
+    call(dmuon_runtime_get_hyper_params(rt_, &h));
+    return h;
+  }
+  void setParamGroupScale(const std::string &pattern, double lrScale, double wdScale) {
+    call(dmuon_runtime_set_param_group_scale(rt_, pattern.c_str(), lrScale, wdScale));
+  }
+  dmuon_grad_norm_t gradNorm() {
+    dmuon_grad_norm_t n{};
+    n.struct_size = sizeof n;
+    n.version = DMUON_GRAD_NORM_VERSION;
+    call(dmuon_runtime_grad_norm(rt_, &n));
+    return n;
+  }
+  // {applied, skipped}
+  std::pair<int64_t, int64_t> stepCounts() {
+    int64_t a = 0, k = 0;
+    call(dmuon_runtime_step_counts(rt_, &a, &k));
+    return {a, k};
+  }
   void synchronize() { call(dmuon_runtime_synchronize(rt_)); }
   void gatherParam(const std::string &name, float *out, int64_t numel) {
     call(dmuon_runtime_gather_param(rt_, name.c_str(), out, numel));

@@ -4,12 +4,12 @@
 #ifndef DMUON_KERNELS_CPU_MUONKERNELS_H
 #define DMUON_KERNELS_CPU_MUONKERNELS_H
 
+#include "kernels/Hyper.h"
+
 #include <cstdint>
 #include <vector>
 
 namespace dmuon::kernels {
-
-enum class NsCoefficients { Original, PolarExpress };
 
 // Scratch memory for NS, grown on first use and reused across steps so the
 // step does not allocate.
@@ -38,39 +38,22 @@ int64_t nsWorkspaceFloats(int64_t rows, int64_t cols);
 void newtonSchulz(const float *in, float *out, int64_t rows, int64_t cols, int steps,
                   NsCoefficients set, NsWorkspace &ws);
 
-struct MuonHyper {
-  float lr = 0.02f;
-  float momentum = 0.95f;
-  float weightDecay = 0.0f;
-  bool nesterov = true;
-  bool matchRmsAdamW = false; // lr scale 0.2*sqrt(max(m,n)) instead of sqrt(max(1,m/n))
-  int nsSteps = 5;
-  NsCoefficients coefficients = NsCoefficients::Original;
-};
-
 // sqrt(max(1, rows/cols)) or 0.2*sqrt(max(rows, cols)).
 float muonLrScale(int64_t rows, int64_t cols, bool matchRmsAdamW);
 
 // One Muon step on a batch of row-major rows x cols matrices (batch 1 for a
-// plain matrix): buf <- mu*buf + g; u = nesterov ? g + mu*buf : buf;
+// plain matrix): buf <- mu*buf + g (EMA form: mu*buf + (1-mu)*g);
+// u = nesterov ? g + mu*buf (EMA: (1-mu)*g + mu*buf) : buf;
 // p <- p*(1 - lr*wd); p <- p - lr*scale*NS(u).
 void muonStep(float *param, float *momentumBuf, const float *grad, int64_t batch,
               int64_t rows, int64_t cols, const MuonHyper &h, NsWorkspace &ws);
-
-struct AdamWHyper {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weightDecay = 0.0f;
-};
 
 // The two halves of muonStep around NS, for matrices whose NS runs elsewhere
 // (gathered over a model-parallel group): the momentum update producing the
 // NS input u, and decay + update with the orthogonalized u of the full
 // rows x cols matrix (which sets the lr scale). muonStep is exactly
 // muonMomentum, newtonSchulz, muonApply.
-void muonMomentum(float *buf, const float *g, float *u, int64_t n, float mu, bool nesterov);
+void muonMomentum(float *buf, const float *g, float *u, int64_t n, const MuonHyper &h);
 void muonApply(float *p, const float *ortho, int64_t n, int64_t rows, int64_t cols,
                const MuonHyper &h);
 

@@ -20,24 +20,18 @@ float muonLrScale(int64_t rows, int64_t cols, bool matchRmsAdamW) {
 // pass over p applies weight decay and the update. Weight decay uses the
 // unscaled lr (as torch.optim.Muon); the update uses lr * muonLrScale.
 //
-// Momentum is the SGD form of the contract, buf <- mu*buf + g. torch.optim.Muon
-// keeps the EMA form buf <- mu*buf + (1-mu)*g (lerp); from a zero buffer the
-// two differ by the constant factor (1-mu) in buf and u, which NS's
-// normalization removes, so the parameter updates agree (up to the 1e-7
-// epsilon's relative weight).
-void muonMomentum(float *buf, const float *g, float *u, int64_t n, float mu, bool nesterov) {
-  if (nesterov) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float b = mu * buf[i] + g[i];
-      buf[i] = b;
-      u[i] = g[i] + mu * b;
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
-      const float b = mu * buf[i] + g[i];
-      buf[i] = b;
-      u[i] = b;
-    }
+// Momentum is the SGD form buf <- mu*buf + g by default. torch.optim.Muon
+// keeps the EMA form buf <- mu*buf + (1-mu)*g (lerp) and mixes Nesterov's
+// input as (1-mu)*g + mu*buf; from a zero buffer the two forms differ by the
+// constant factor (1-mu) in buf and u, which NS's normalization removes, so
+// the parameter updates agree up to the 1e-7 epsilon's relative weight.
+void muonMomentum(float *buf, const float *g, float *u, int64_t n, const MuonHyper &h) {
+  const float mu = h.momentum;
+  const float gw = h.emaMomentum ? static_cast<float>(1.0 - static_cast<double>(mu)) : 1.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float b = mu * buf[i] + gw * g[i];
+    buf[i] = b;
+    u[i] = h.nesterov ? gw * g[i] + mu * b : b;
   }
 }
 
@@ -62,7 +56,7 @@ void muonStep(float *param, float *momentumBuf, const float *grad, int64_t batch
   float *u = ws.buffer.data();
   float *scratch = u + n;
   for (int64_t bi = 0; bi < batch; ++bi) {
-    muonMomentum(momentumBuf + bi * n, grad + bi * n, u, n, h.momentum, h.nesterov);
+    muonMomentum(momentumBuf + bi * n, grad + bi * n, u, n, h);
     newtonSchulzScratch(u, u, rows, cols, h.nsSteps, h.coefficients, scratch);
     muonApply(param + bi * n, u, n, rows, cols, h);
   }

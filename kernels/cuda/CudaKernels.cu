@@ -229,16 +229,35 @@ __global__ void scaleCopyKernel(float *dst, const float *src, float scale, int64
     dst[i] = __fmul_rn(src[i], scale);
 }
 
-// buf <- mu*buf + g; u = nesterov ? g + mu*buf : buf.
-__global__ void momentumKernel(float *buf, const float *g, float *u, float mu, bool nesterov,
-                               int64_t n) {
+// buf <- mu*buf + gw*g; u = nesterov ? gw*g + mu*buf : buf (gw: 1, or 1-mu
+// for the EMA form).
+__global__ void momentumKernel(float *buf, const float *g, float *u, float mu, float gw,
+                               bool nesterov, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float gi = g[i];
+    const float gi = __fmul_rn(gw, g[i]);
     const float b = __fadd_rn(__fmul_rn(mu, buf[i]), gi);
     buf[i] = b;
     u[i] = nesterov ? __fadd_rn(gi, __fmul_rn(mu, b)) : b;
   }
+}
+
+// dst <- dst + scale*src.
+__global__ void scaleAddKernel(float *dst, const float *src, float scale, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = __fadd_rn(dst[i], __fmul_rn(src[i], scale));
+}
+
+// *acc += the sum of `count` partials, in index order per thread and a fixed
+// tree across threads.
+__global__ void sumPartialsKernel(const double *partials, int count, double *acc) {
+  double part = 0.0;
+  for (int i = threadIdx.x; i < count; i += blockDim.x)
+    part += partials[i];
+  const double total = blockSum(part);
+  if (threadIdx.x == 0)
+    *acc += total;
 }
 
 // p <- p*decay - step*u.
@@ -389,8 +408,8 @@ Result gemm(Context *ctx, int64_t batch, cublasOperation_t ta, cublasOperation_t
 
 // NS of `in` into `out` (fp32, batch x rows x cols) using the buffers `w`.
 Result nsRun(Context *ctx, const float *in, float *out, const NsShape &sh, int steps,
-             Coefficients set, const NsBuffers &w) {
-  const bool pe = set == Coefficients::PolarExpress;
+             NsCoefficients set, const NsBuffers &w) {
+  const bool pe = set == NsCoefficients::PolarExpress;
   const int64_t n = sh.rows * sh.cols;
   const int64_t total = sh.batch * n;
   const int64_t s = sh.s, l = sh.l;
@@ -462,6 +481,11 @@ Result nsRun(Context *ctx, const float *in, float *out, const NsShape &sh, int s
 }
 
 using kernels::lrScale; // shared with the CPU kernels
+
+// The gradient's weight in the momentum update, as the CPU kernel rounds it.
+float gradWeight(const MuonHyper &h) {
+  return h.emaMomentum ? static_cast<float>(1.0 - static_cast<double>(h.momentum)) : 1.0f;
+}
 
 } // namespace
 
@@ -558,7 +582,7 @@ Result synchronize(Context *ctx) {
 }
 
 Result newtonSchulz(Context *ctx, const float *in, float *out, int64_t batch, int64_t rows,
-                    int64_t cols, int steps, Coefficients set) {
+                    int64_t cols, int steps, NsCoefficients set) {
   DMUON_RESULT_TRY(checkShape(ctx, batch, rows, cols));
   if (steps < 0)
     return invalid("newtonSchulz: negative step count");
@@ -588,8 +612,8 @@ Result muonStep(Context *ctx, float *param, float *momentum, const float *grad, 
   nsLayout(sh, true, static_cast<char *>(ctx->arena), &w);
   const int64_t total = batch * rows * cols;
 
-  momentumKernel<<<blocksFor(total), kThreads, 0, ctx->stream>>>(momentum, grad, w.u, h.momentum,
-                                                                  h.nesterov, total);
+  momentumKernel<<<blocksFor(total), kThreads, 0, ctx->stream>>>(
+      momentum, grad, w.u, h.momentum, gradWeight(h), h.nesterov, total);
   DMUON_LAUNCH_CHECK("launching the momentum kernel");
   DMUON_RESULT_TRY(nsRun(ctx, w.u, w.u, sh, h.nsSteps, h.coefficients, w));
   const auto decay =
@@ -602,14 +626,15 @@ Result muonStep(Context *ctx, float *param, float *momentum, const float *grad, 
 }
 
 Result muonMomentum(Context *ctx, float *momentum, const float *grad, float *u, int64_t n,
-                    float mu, bool nesterov) {
+                    const MuonHyper &h) {
   if (!ctx)
     return invalid("muonMomentum: null context");
   if (n <= 0)
     return {};
   DeviceGuard guard(ctx->device);
   DMUON_RESULT_TRY(guard.status());
-  momentumKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(momentum, grad, u, mu, nesterov, n);
+  momentumKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(momentum, grad, u, h.momentum,
+                                                              gradWeight(h), h.nesterov, n);
   DMUON_LAUNCH_CHECK("launching the momentum kernel");
   return {};
 }
@@ -694,6 +719,44 @@ Result scaleCopy(Context *ctx, float *dst, const float *src, float scale, int64_
   DMUON_RESULT_TRY(guard.status());
   scaleCopyKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(dst, src, scale, n);
   DMUON_LAUNCH_CHECK("launching the scale-copy kernel");
+  return {};
+}
+
+Result scaleAdd(Context *ctx, float *dst, const float *src, float scale, int64_t n) {
+  if (!ctx)
+    return invalid("null dmuon::cuda::Context");
+  if (n < 0)
+    return invalid("scaleAdd: negative size");
+  if (n == 0)
+    return {};
+  DeviceGuard guard(ctx->device);
+  DMUON_RESULT_TRY(guard.status());
+  scaleAddKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(dst, src, scale, n);
+  DMUON_LAUNCH_CHECK("launching the scale-add kernel");
+  return {};
+}
+
+Result addSumOfSquares(Context *ctx, const float *x, int64_t n, double *acc) {
+  if (!ctx || !acc)
+    return invalid("addSumOfSquares: null context or accumulator");
+  if (n < 0)
+    return invalid("addSumOfSquares: negative size");
+  if (n == 0)
+    return {};
+  DeviceGuard guard(ctx->device);
+  DMUON_RESULT_TRY(guard.status());
+  // A fixed block count, so the partial sums (and the result) do not depend
+  // on the launch: the same bits every run.
+  constexpr int kBlocks = 256;
+  double *partials = nullptr;
+  DMUON_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void **>(&partials), kBlocks * sizeof(double),
+                                 ctx->stream),
+                 "cudaMallocAsync (sum of squares)");
+  normPartialKernel<<<dim3(kBlocks, 1), kThreads, 0, ctx->stream>>>(x, n, 1, partials);
+  sumPartialsKernel<<<1, kThreads, 0, ctx->stream>>>(partials, kBlocks, acc);
+  const cudaError_t launch = cudaGetLastError();
+  cudaFreeAsync(partials, ctx->stream);
+  DMUON_CUDA_TRY(launch, "launching the sum-of-squares kernels");
   return {};
 }
 

@@ -6,6 +6,8 @@
 #ifndef DMUON_KERNELS_CUDA_CUDAKERNELS_H
 #define DMUON_KERNELS_CUDA_CUDAKERNELS_H
 
+#include "kernels/Hyper.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -22,8 +24,11 @@ struct Result {
   bool ok() const { return code == 0; }
 };
 
-enum class Coefficients { Original, PolarExpress };
-enum class PackedType { F32 = 0, BF16 = 1 };
+// The hyper-parameter structs and enums are the CPU kernels' own.
+using kernels::AdamWHyper;
+using kernels::MuonHyper;
+using kernels::NsCoefficients;
+using kernels::PackedType;
 
 // Per-runtime GPU state: a cuBLAS handle bound to the stream and the NS
 // workspaces, allocated once and grown only when a larger matrix arrives.
@@ -53,16 +58,10 @@ Result synchronize(Context *ctx);
 // (row-major); `out` may equal `in`. Asynchronous on the stream; the last
 // iteration accumulates straight into the fp32 `out`.
 Result newtonSchulz(Context *ctx, const float *in, float *out, int64_t batch, int64_t rows,
-                    int64_t cols, int steps, Coefficients set);
+                    int64_t cols, int steps, NsCoefficients set);
 
-struct MuonHyper {
-  float lr = 0.02f, momentum = 0.95f, weightDecay = 0.0f;
-  bool nesterov = true, matchRmsAdamW = false;
-  int nsSteps = 5;
-  Coefficients coefficients = Coefficients::Original;
-};
-
-// buf <- mu*buf + g; u = nesterov ? g + mu*buf : buf; p <- p*(1-lr*wd);
+// buf <- mu*buf + g (EMA form: mu*buf + (1-mu)*g); u = nesterov ? g + mu*buf
+// (EMA: (1-mu)*g + mu*buf) : buf; p <- p*(1-lr*wd);
 // p <- p - lr*scale*NS(u). Same semantics as kernels/cpu/MuonKernels.h.
 Result muonStep(Context *ctx, float *param, float *momentum, const float *grad, int64_t batch,
                 int64_t rows, int64_t cols, const MuonHyper &h);
@@ -71,13 +70,10 @@ Result muonStep(Context *ctx, float *param, float *momentum, const float *grad, 
 // momentum update writing the NS input `u`, and decay + update with the
 // orthogonalized full rows x cols matrix's slice `ortho`.
 Result muonMomentum(Context *ctx, float *momentum, const float *grad, float *u, int64_t n,
-                    float mu, bool nesterov);
+                    const MuonHyper &h);
 Result muonApply(Context *ctx, float *param, const float *ortho, int64_t n, int64_t rows,
                  int64_t cols, const MuonHyper &h);
 
-struct AdamWHyper {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.0f;
-};
 Result adamwStep(Context *ctx, float *param, float *m, float *v, const float *grad, int64_t n,
                  int64_t step, const AdamWHyper &h);
 
@@ -85,6 +81,11 @@ Result adamwStep(Context *ctx, float *param, float *m, float *v, const float *gr
 Result packCast(Context *ctx, void *dst, PackedType type, const float *src, int64_t n);
 // dst[i] = src[i] * scale (fp32).
 Result scaleCopy(Context *ctx, float *dst, const float *src, float scale, int64_t n);
+// dst[i] = dst[i] + src[i] * scale (fp32, two roundings as on the CPU).
+Result scaleAdd(Context *ctx, float *dst, const float *src, float scale, int64_t n);
+// *acc += sum of x[i]^2 in double, in a fixed order (the same bits every
+// run); `acc` is device memory.
+Result addSumOfSquares(Context *ctx, const float *x, int64_t n, double *acc);
 
 // Number of CUDA devices visible (0 when no driver or no GPU).
 int deviceCount();

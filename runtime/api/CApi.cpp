@@ -33,7 +33,7 @@ namespace {
 thread_local std::string tlsLastError;
 
 dmuon_status_t report(dmuon_runtime *rt, const Status &s) {
-  if (!s.isOk()) {
+  if (!s.isOk() && s.code() != DMUON_STEP_SKIPPED) { // a skipped step is no error
     tlsLastError = s.message();
     if (rt)
       rt->lastError = s.message();
@@ -63,6 +63,18 @@ Status requireName(const char *name) {
   return Status::ok();
 }
 
+// Output and input structs carry their size and version like the options.
+template <typename T> Status checkStruct(const T *s, uint32_t newest, const char *what) {
+  if (!s)
+    return dmuon::rt::invalidArgument(std::string(what) + " is null");
+  if (s->version < 1 || s->version > newest || s->struct_size < sizeof(T))
+    return dmuon::rt::invalidArgument(std::string(what) + " has struct_size " +
+                                      std::to_string(s->struct_size) + " and version " +
+                                      std::to_string(s->version) + "; set them to sizeof and " +
+                                      std::to_string(newest));
+  return Status::ok();
+}
+
 } // namespace
 
 extern "C" {
@@ -89,6 +101,8 @@ const char *dmuon_status_string(dmuon_status_t status) {
     return "I/O error";
   case DMUON_ERROR_INTERNAL:
     return "internal error";
+  case DMUON_STEP_SKIPPED:
+    return "step skipped (non-finite gradient)";
   }
   return "unknown status";
 }
@@ -240,23 +254,38 @@ void dmuon_runtime_options_init(dmuon_runtime_options_t *o) {
   o->nesterov = -1;
   o->ns_steps = -1;
   o->adamw_lr = o->adamw_beta1 = o->adamw_beta2 = o->adamw_eps = o->adamw_weight_decay = nan;
+  o->accumulation = DMUON_ACCUMULATION_LOCAL;
+  o->max_grad_norm = 0;
+  o->clip_policy = DMUON_CLIP_ADAMW_ONLY;
+  o->momentum_form = DMUON_MOMENTUM_SGD;
 }
 
-dmuon_status_t dmuon_runtime_create(dmuon_plan_t plan, const dmuon_runtime_options_t *options,
+// The size of each version of the options struct: fields are only appended.
+static size_t optionsSize(uint32_t version) {
+  return version == 1 ? offsetof(dmuon_runtime_options_t, accumulation)
+                      : sizeof(dmuon_runtime_options_t);
+}
+
+dmuon_status_t dmuon_runtime_create(dmuon_plan_t plan, const dmuon_runtime_options_t *given,
                                     dmuon_runtime_t *out_runtime) {
   return guarded(nullptr, [&]() -> Status {
-    if (!plan || !options || !out_runtime)
+    if (!plan || !given || !out_runtime)
       return dmuon::rt::invalidArgument("dmuon_runtime_create: plan, options or out_runtime is null");
     *out_runtime = nullptr;
-    if (options->version > DMUON_RUNTIME_OPTIONS_VERSION)
+    if (given->version > DMUON_RUNTIME_OPTIONS_VERSION)
       return dmuon::rt::invalidArgument(
-          "options.version " + std::to_string(options->version) +
+          "options.version " + std::to_string(given->version) +
           " is newer than this library's (" + std::to_string(DMUON_RUNTIME_OPTIONS_VERSION) + ")");
-    if (options->version < 1 || options->struct_size < sizeof(dmuon_runtime_options_t))
+    if (given->version < 1 || given->struct_size < optionsSize(given->version))
       return dmuon::rt::invalidArgument(
-          "options are not initialized (struct_size " + std::to_string(options->struct_size) +
-          ", version " + std::to_string(options->version) +
+          "options are not initialized (struct_size " + std::to_string(given->struct_size) +
+          ", version " + std::to_string(given->version) +
           "); call dmuon_runtime_options_init first");
+    // An older struct: its fields over this version's defaults.
+    dmuon_runtime_options_t resolved;
+    dmuon_runtime_options_init(&resolved);
+    std::memcpy(&resolved, given, optionsSize(given->version));
+    const dmuon_runtime_options_t *options = &resolved;
     if (!(options->collective_timeout_s >= 0))
       return dmuon::rt::invalidArgument("options.collective_timeout_s must be >= 0 (0: no timeout)");
     if (options->mode != DMUON_MODE_FROM_PLAN && options->mode != DMUON_MODE_Z2 &&
@@ -347,6 +376,68 @@ dmuon_status_t dmuon_runtime_step(dmuon_runtime_t rt) {
 }
 dmuon_status_t dmuon_runtime_synchronize(dmuon_runtime_t rt) {
   return DMUON_RUNTIME_CALL(rt, rt->executor->synchronize());
+}
+
+dmuon_status_t dmuon_runtime_begin_micro_batch(dmuon_runtime_t rt, int is_last) {
+  return DMUON_RUNTIME_CALL(rt, rt->executor->beginMicroBatch(is_last != 0));
+}
+
+void dmuon_hyper_params_init(dmuon_hyper_params_t *p) {
+  if (!p)
+    return;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  *p = {};
+  p->struct_size = sizeof *p;
+  p->version = DMUON_HYPER_PARAMS_VERSION;
+  p->lr = p->momentum = p->weight_decay = p->adamw_lr = p->adamw_weight_decay = nan;
+}
+
+dmuon_status_t dmuon_runtime_set_hyper_params(dmuon_runtime_t rt, const dmuon_hyper_params_t *p) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    DMUON_RETURN_IF_ERROR(checkStruct(p, DMUON_HYPER_PARAMS_VERSION, "set_hyper_params: params"));
+    return rt->executor->setHyperParams(*p);
+  });
+}
+
+dmuon_status_t dmuon_runtime_get_hyper_params(dmuon_runtime_t rt, dmuon_hyper_params_t *out) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_HYPER_PARAMS_VERSION, "get_hyper_params: out"));
+    rt->executor->hyperParams(*out);
+    return Status::ok();
+  });
+}
+
+dmuon_status_t dmuon_runtime_set_param_group_scale(dmuon_runtime_t rt, const char *pattern,
+                                                   double lr_scale, double weight_decay_scale) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    if (!pattern)
+      return dmuon::rt::invalidArgument("set_param_group_scale: pattern is null");
+    return rt->executor->setParamGroupScale(pattern, lr_scale, weight_decay_scale);
+  });
+}
+
+dmuon_status_t dmuon_runtime_grad_norm(dmuon_runtime_t rt, dmuon_grad_norm_t *out) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_GRAD_NORM_VERSION, "grad_norm: out_norm"));
+    return rt->executor->gradNorm(*out);
+  });
+}
+
+dmuon_status_t dmuon_runtime_step_counts(dmuon_runtime_t rt, int64_t *applied, int64_t *skipped) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    int64_t a, s;
+    rt->executor->stepCounts(a, s);
+    if (applied)
+      *applied = a;
+    if (skipped)
+      *skipped = s;
+    return Status::ok();
+  });
 }
 
 dmuon_status_t dmuon_runtime_gather_param(dmuon_runtime_t rt, const char *name, float *out,

@@ -47,6 +47,8 @@ public:
   virtual Status reduceSum(CommGroup g, float *data, size_t count, int root,
                            RequestId &out) = 0;
   virtual Status allReduceSum(CommGroup g, float *data, size_t count, RequestId &out) = 0;
+  // For the few scalars decided together (gradient norms): exact sums.
+  virtual Status allReduceSum(CommGroup g, double *data, size_t count, RequestId &out) = 0;
   // `count` floats from every rank into `recv` on `root`, in group-rank
   // order (recv holds size*count floats there; ignored elsewhere).
   virtual Status gather(CommGroup g, const float *send, float *recv, size_t count, int root,

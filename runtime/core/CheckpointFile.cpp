@@ -267,7 +267,22 @@ Status writeManifest(const std::string &dir, const Manifest &m) {
   body << "plan_fingerprint " << hex << "\n";
   std::snprintf(hex, sizeof hex, "0x%016" PRIx64, m.modelFingerprint);
   body << "model_fingerprint " << hex << "\n"
-       << "world_size " << m.worldSize << "\n";
+       << "world_size " << m.worldSize << "\n"
+       << "steps_applied " << m.stepsApplied << "\n"
+       << "steps_skipped " << m.stepsSkipped << "\n";
+  if (m.hasHyper) {
+    // Hex floats: the values come back bit for bit.
+    const std::pair<const char *, double> hyper[] = {
+        {"lr", m.hyper.lr},
+        {"momentum", m.hyper.momentum},
+        {"weight_decay", m.hyper.weight_decay},
+        {"adamw_lr", m.hyper.adamw_lr},
+        {"adamw_weight_decay", m.hyper.adamw_weight_decay}};
+    for (const auto &[key, value] : hyper) {
+      std::snprintf(hex, sizeof hex, "%a", value);
+      body << "hyper_" << key << " " << hex << "\n";
+    }
+  }
   for (const std::string &s : m.shards)
     body << "shard " << s << "\n";
   std::string text = body.str();
@@ -330,6 +345,22 @@ Status readManifest(const std::string &dir, Manifest &out) {
       out.modelFingerprint = std::strtoull(value.c_str(), nullptr, 16);
     else if (key == "world_size")
       out.worldSize = std::atoi(value.c_str());
+    else if (key == "steps_applied")
+      out.stepsApplied = std::strtoll(value.c_str(), nullptr, 10);
+    else if (key == "steps_skipped")
+      out.stepsSkipped = std::strtoll(value.c_str(), nullptr, 10);
+    else if (key.rfind("hyper_", 0) == 0) {
+      double *slot = key == "hyper_lr"                   ? &out.hyper.lr
+                     : key == "hyper_momentum"           ? &out.hyper.momentum
+                     : key == "hyper_weight_decay"       ? &out.hyper.weight_decay
+                     : key == "hyper_adamw_lr"           ? &out.hyper.adamw_lr
+                     : key == "hyper_adamw_weight_decay" ? &out.hyper.adamw_weight_decay
+                                                         : nullptr;
+      if (!slot)
+        return corrupt(path, "unknown manifest line '" + line + "'");
+      *slot = std::strtod(value.c_str(), nullptr);
+      out.hasHyper = true;
+    }
     else if (key == "shard") {
       if (value.empty() || value.find('/') != std::string::npos)
         return corrupt(path, "bad shard name '" + value + "'");

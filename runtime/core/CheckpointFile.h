@@ -7,6 +7,7 @@
 #define DMUON_RUNTIME_CORE_CHECKPOINTFILE_H
 
 #include "core/Status.h"
+#include "dmuon/dmuon.h"
 
 #include <cstdint>
 #include <map>
@@ -56,6 +57,9 @@ struct Manifest {
   uint64_t planFingerprint = 0;
   uint64_t modelFingerprint = 0; // names and shapes of every param
   int worldSize = 0;
+  int64_t stepsApplied = 0, stepsSkipped = 0;
+  bool hasHyper = false; // older manifests have no hyper-parameter lines
+  dmuon_hyper_params_t hyper{};
   std::vector<std::string> shards; // file names inside the directory
 };
 

@@ -45,10 +45,28 @@ Status Config::resolve(const fbp::Plan &plan, const dmuon_runtime_options_t &o, 
   a.eps = static_cast<float>(pick(o.adamw_eps, od ? od->adamw_eps() : 1e-8));
   a.weightDecay =
       static_cast<float>(pick(o.adamw_weight_decay, od ? od->adamw_weight_decay() : 0.0));
+  m.emaMomentum = o.momentum_form == DMUON_MOMENTUM_EMA;
+  c.accumulateLocally = o.accumulation == DMUON_ACCUMULATION_LOCAL;
+  c.maxGradNorm = o.max_grad_norm;
+  c.clipPolicy = o.clip_policy;
   verdict = Status::ok();
   if (m.nsSteps < 1 || m.nsSteps > 100)
     verdict = invalidArgument("ns_steps=" + std::to_string(m.nsSteps) +
                               " must be between 1 and 100");
+  else if (o.accumulation != DMUON_ACCUMULATION_LOCAL &&
+           o.accumulation != DMUON_ACCUMULATION_REDUCE)
+    verdict = invalidArgument("options.accumulation " + std::to_string(o.accumulation) +
+                              " is not a dmuon_accumulation_t");
+  else if (o.clip_policy != DMUON_CLIP_ADAMW_ONLY && o.clip_policy != DMUON_CLIP_ALL &&
+           o.clip_policy != DMUON_CLIP_NONE)
+    verdict = invalidArgument("options.clip_policy " + std::to_string(o.clip_policy) +
+                              " is not a dmuon_clip_policy_t");
+  else if (o.momentum_form != DMUON_MOMENTUM_SGD && o.momentum_form != DMUON_MOMENTUM_EMA)
+    verdict = invalidArgument("options.momentum_form " + std::to_string(o.momentum_form) +
+                              " is not a dmuon_momentum_form_t");
+  else if (!(o.max_grad_norm >= 0) || std::isinf(o.max_grad_norm))
+    verdict = invalidArgument("options.max_grad_norm " + formatNumber(o.max_grad_norm) +
+                              " must be a finite value >= 0 (0: no clipping)");
   return Status::ok();
 }
 
@@ -58,8 +76,14 @@ uint64_t Config::hash() const {
   put(z3), put(replicateAsync), put(manageAdamW), put(muon.lr), put(muon.momentum);
   put(muon.weightDecay), put(muon.nesterov), put(muon.matchRmsAdamW), put(muon.coefficients);
   put(muon.nsSteps), put(adamw.lr), put(adamw.beta1), put(adamw.beta2), put(adamw.eps);
-  put(adamw.weightDecay);
+  put(adamw.weightDecay), put(muon.emaMomentum), put(accumulateLocally), put(maxGradNorm);
+  put(clipPolicy);
   return planfile::fnv1a64(reinterpret_cast<const uint8_t *>(b.data()), b.size());
+}
+
+uint64_t Config::hyperHash() const {
+  const float v[] = {muon.lr, muon.momentum, muon.weightDecay, adamw.lr, adamw.weightDecay};
+  return planfile::fnv1a64(reinterpret_cast<const uint8_t *>(v), sizeof v);
 }
 
 } // namespace dmuon::rt

@@ -14,12 +14,10 @@
 
 namespace dmuon::rt {
 
-enum class PackedType { F32 = 0, BF16 = 1 };
-
-// The optimizer hyper-parameters are the CPU kernels' own structs; a GPU
-// device translates them once for its kernels.
-using MuonHyper = kernels::MuonHyper;
-using AdamWHyper = kernels::AdamWHyper;
+// The kernels' own types (kernels/Hyper.h), shared by every device.
+using kernels::AdamWHyper;
+using kernels::MuonHyper;
+using kernels::PackedType;
 
 class Device {
 public:
@@ -35,6 +33,11 @@ public:
 
   virtual Status packCast(void *dst, PackedType type, const float *src, int64_t n) = 0;
   virtual Status scaleCopy(float *dst, const float *src, float scale, int64_t n) = 0;
+  // dst[i] = dst[i] + src[i] * scale.
+  virtual Status scaleAdd(float *dst, const float *src, float scale, int64_t n) = 0;
+  // acc[0] += the sum of x[i]^2 in double; `acc` is device memory. A
+  // non-finite x[i] makes it non-finite.
+  virtual Status addSumOfSquares(const float *x, int64_t n, double *acc) = 0;
   virtual Status muonStep(float *param, float *momentum, const float *grad, int64_t batch,
                           int64_t rows, int64_t cols, const MuonHyper &h) = 0;
   virtual Status adamwStep(float *param, float *m, float *v, const float *grad, int64_t n,

@@ -1,5 +1,7 @@
 #include "core/Executor.h"
 
+#include <algorithm>
+
 namespace dmuon::rt {
 
 namespace fbp = dmuon::plan;
@@ -31,6 +33,7 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &opt
   DMUON_RETURN_IF_ERROR(ownerRoute_.init(*ctx_, params_));
   DMUON_RETURN_IF_ERROR(replicatedRoute_.init(*ctx_, params_));
   DMUON_RETURN_IF_ERROR(ownerStep_.init(*ctx_, params_));
+  DMUON_RETURN_IF_ERROR(gradNorm_.init(*ctx_));
   phases_.assign(ownerRoute_.numGroups(), HookPhase{});
   return Status::ok();
 }
@@ -169,7 +172,6 @@ Status Executor::gradView(const std::string &name, float **out) {
 
 Status Executor::preForward(int g) {
   DMUON_RETURN_IF_ERROR(checkGroup(g, "pre_forward"));
-  HookPhase &ph = phases_[g];
   if (!allBound_) {
     for (const ParamRt &p : params_)
       if (!p.bound)
@@ -177,6 +179,9 @@ Status Executor::preForward(int g) {
                             "' is not bound (bind every param first)");
     allBound_ = true;
   }
+  if (!inMicroBatch_)
+    DMUON_RETURN_IF_ERROR(startMicroBatch());
+  HookPhase &ph = phases_[g];
   if (ph.forwardStarted)
     return invalidState("pre_forward(" + std::to_string(g) + ") called twice in one step for " +
                         groupLabel(g) + "; call step() between steps");
@@ -191,6 +196,26 @@ Status Executor::preForward(int g) {
   if (g + 1 < ownerRoute_.numGroups() && !phases_[g + 1].forwardStarted)
     DMUON_RETURN_IF_ERROR(ownerRoute_.unshard(g + 1));
   return ownerRoute_.waitUnshard(g);
+}
+
+// A micro-batch starts with its first pre_forward; the one before it must
+// have finished its backward and have been declared not the last.
+Status Executor::startMicroBatch() {
+  if (microBatches_ > 0) {
+    if (currentLast_ || backwardFinished_)
+      return invalidState("pre_forward after the step's last micro-batch; call step() first "
+                          "(or declare a micro-batch not the last with "
+                          "dmuon_runtime_begin_micro_batch)");
+    if (!config_.accumulateLocally) // its reduce completes before the next one's
+      DMUON_RETURN_IF_ERROR(ownerRoute_.finishReduce());
+    for (HookPhase &ph : phases_)
+      ph = HookPhase{};
+  }
+  currentLast_ = nextLast_;
+  nextLast_ = true;
+  inMicroBatch_ = true;
+  ++microBatches_;
+  return Status::ok();
 }
 
 Status Executor::postForward(int g) {
@@ -224,8 +249,11 @@ Status Executor::postBackward(int g) {
   if (!ph.backwardStarted || ph.backwardDone)
     return invalidState("post_backward(" + std::to_string(g) +
                         ") without a matching pre_backward");
-  DMUON_RETURN_IF_ERROR(ownerRoute_.reduce(g));
+  // Local accumulation keeps the gradients here until the last micro-batch.
+  DMUON_RETURN_IF_ERROR(ownerRoute_.endBackward(g, currentLast_ || !config_.accumulateLocally));
   ph.backwardDone = true;
+  inMicroBatch_ = !std::all_of(phases_.begin(), phases_.end(),
+                               [](const HookPhase &p) { return p.backwardDone; });
   return Status::ok();
 }
 
@@ -235,8 +263,25 @@ Status Executor::finishBackward() {
   for (int g = 0; g < ownerRoute_.numGroups(); ++g)
     if (!phases_[g].backwardDone)
       return invalidState("finish_backward before post_backward of " + groupLabel(g));
+  if (!currentLast_)
+    return invalidState("finish_backward after a micro-batch declared not the last; run the "
+                        "step's last micro-batch first");
   DMUON_RETURN_IF_ERROR(ownerRoute_.finishReduce());
   backwardFinished_ = true;
+  return Status::ok();
+}
+
+// The replicated params' all-reduce and the norm's, once per step, after
+// every owner reduce.
+Status Executor::measureGradients() {
+  if (gradientsMeasured_)
+    return Status::ok();
+  DMUON_RETURN_IF_ERROR(finishBackward());
+  DMUON_RETURN_IF_ERROR(replicatedRoute_.reduce());
+  DMUON_RETURN_IF_ERROR(gradNorm_.measure(params_, replicatedRoute_, norms_));
+  clipCoef_ = clipFactor(config_, norms_);
+  normsValid_ = true;
+  gradientsMeasured_ = true;
   return Status::ok();
 }
 
@@ -245,15 +290,36 @@ Status Executor::finishBackward() {
 Status Executor::step() {
   if (!started_)
     return invalidState("step before any forward/backward (call the hooks first)");
-  DMUON_RETURN_IF_ERROR(finishBackward());
+  DMUON_RETURN_IF_ERROR(measureGradients());
+  if (!norms_.finite()) {
+    // Every rank saw the same sums, so every rank skips: nothing changes.
+    for (ParamRt &p : params_)
+      p.reducedGrad.release();
+    DMUON_RETURN_IF_ERROR(replicatedRoute_.zeroGrads());
+    endStep();
+    ++stepsSkipped_;
+    return Status(DMUON_STEP_SKIPPED,
+                  "step skipped: a gradient element is NaN or Inf; no param or optimizer state "
+                  "changed");
+  }
+  DMUON_RETURN_IF_ERROR(gradNorm_.clip(params_, replicatedRoute_, clipCoef_));
   DMUON_RETURN_IF_ERROR(ownerStep_.step());
   DMUON_RETURN_IF_ERROR(ownerRoute_.broadcastReplicas());
   DMUON_RETURN_IF_ERROR(replicatedRoute_.step());
+  endStep();
+  ++stepsApplied_;
+  return Status::ok();
+}
+
+void Executor::endStep() {
   for (HookPhase &ph : phases_)
     ph = HookPhase{};
   ownerRoute_.endStep();
-  backwardFinished_ = false;
-  return Status::ok();
+  backwardFinished_ = gradientsMeasured_ = false;
+  inMicroBatch_ = false;
+  microBatchesLastStep_ = std::max(1, microBatches_);
+  microBatches_ = 0;
+  currentLast_ = true;
 }
 
 Status Executor::synchronize() {

@@ -5,13 +5,16 @@
 //   routes/ReplicatedRoute all-reduced params
 //   optim/OwnerStep        the owner-only Muon step (optim/GatheredMuon for
 //                          matrices sharded over a model-parallel dim)
+//   optim/GradNorm         the global gradient norm and clipping
 //   core/ExecutorCheckpoint.cpp  saving and restoring the training state
+//   core/ExecutorTraining.cpp    micro-batches, schedules, norms, step counts
 // Backend- and device-agnostic.
 #ifndef DMUON_RUNTIME_CORE_EXECUTOR_H
 #define DMUON_RUNTIME_CORE_EXECUTOR_H
 
 #include "core/Context.h"
 #include "core/Params.h"
+#include "optim/GradNorm.h"
 #include "optim/OwnerStep.h"
 #include "routes/OwnerRoute.h"
 #include "routes/ReplicatedRoute.h"
@@ -38,8 +41,19 @@ public:
   Status preBackward(int g);
   Status postBackward(int g);
   Status finishBackward();
+  // DMUON_STEP_SKIPPED (not an error) when a gradient is not finite.
   Status step();
   Status synchronize();
+
+  Status beginMicroBatch(bool isLast);
+  Status setHyperParams(const dmuon_hyper_params_t &h);
+  void hyperParams(dmuon_hyper_params_t &out) const;
+  Status setParamGroupScale(const std::string &pattern, double lrScale, double wdScale);
+  Status gradNorm(dmuon_grad_norm_t &out);
+  void stepCounts(int64_t &applied, int64_t &skipped) const {
+    applied = stepsApplied_;
+    skipped = stepsSkipped_;
+  }
 
   Status gatherParam(const std::string &name, float *out, int64_t numel);
   Status saveCheckpoint(const std::string &dir, int64_t step);
@@ -60,6 +74,9 @@ private:
   Executor() = default;
   Status init(const LoadedPlan &plan, const dmuon_runtime_options_t &options);
   Status agreeOnCreate(const LoadedPlan &plan, const Status &verdict);
+  Status startMicroBatch();
+  Status measureGradients();
+  void endStep();
   Status findParam(const std::string &name, int &index) const;
   Status checkGroup(int g, const char *call) const;
   std::string groupLabel(int g) const;
@@ -81,8 +98,18 @@ private:
   OwnerRoute ownerRoute_;
   ReplicatedRoute replicatedRoute_;
   OwnerStep ownerStep_;
+  GradNorm gradNorm_;
   std::vector<HookPhase> phases_;
   bool allBound_ = false, started_ = false, backwardFinished_ = false;
+  // Micro-batches: whether one is between its first pre_forward and its
+  // last post_backward, how many this step has run, whether the current
+  // one is the step's last and what the host declared for the next.
+  bool inMicroBatch_ = false, currentLast_ = true, nextLast_ = true;
+  int microBatches_ = 0, microBatchesLastStep_ = 1;
+  GradNorms norms_;
+  double clipCoef_ = 1;
+  bool normsValid_ = false, gradientsMeasured_ = false;
+  int64_t stepsApplied_ = 0, stepsSkipped_ = 0;
   // Declared last so it is destroyed first: it completes pending collectives
   // before the buffers they touch are freed.
   std::unique_ptr<Backend> backend_;

@@ -62,6 +62,8 @@ static Status refuseSharded(const std::vector<const dmuon::plan::Param *> &param
 }
 
 bool Executor::midStep() const {
+  if (microBatches_ > 0) // gradients of this step are accumulating
+    return true;
   for (const HookPhase &ph : phases_)
     if (ph.forwardStarted || ph.backwardStarted)
       return true;
@@ -147,6 +149,10 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
     ckpt::Manifest m;
     m.step = step;
     m.adamwStep = replicatedRoute_.adamwStep();
+    m.stepsApplied = stepsApplied_;
+    m.stepsSkipped = stepsSkipped_;
+    hyperParams(m.hyper);
+    m.hasHyper = true;
     m.planFingerprint = planFp;
     m.modelFingerprint = modelFingerprint();
     m.worldSize = backend_->worldSize();
@@ -233,6 +239,15 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
     p.bound = true;
   }
   replicatedRoute_.setAdamwStep(manifest.adamwStep);
+  stepsApplied_ = manifest.stepsApplied;
+  stepsSkipped_ = manifest.stepsSkipped;
+  if (manifest.hasHyper) { // the schedule's values at the save
+    config_.muon.lr = static_cast<float>(manifest.hyper.lr);
+    config_.muon.momentum = static_cast<float>(manifest.hyper.momentum);
+    config_.muon.weightDecay = static_cast<float>(manifest.hyper.weight_decay);
+    config_.adamw.lr = static_cast<float>(manifest.hyper.adamw_lr);
+    config_.adamw.weightDecay = static_cast<float>(manifest.hyper.adamw_weight_decay);
+  }
   if (step)
     *step = manifest.step;
   return Status::ok();

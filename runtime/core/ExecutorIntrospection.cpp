@@ -56,12 +56,16 @@ dmuon_comm_counters_t Executor::plannedCounters() const {
   dmuon_comm_counters_t c{};
   const auto *ranks = plan_->root().stats()->ranks();
   const fbp::RankFigures *f = ranks->Get(static_cast<flatbuffers::uoffset_t>(topo_.rank));
-  // The plan prices its own mode; scale the unshard broadcasts to ours.
-  const uint64_t planUnshards = config_.planZ3 ? 2 : 1, ourUnshards = config_.z3 ? 2 : 1;
+  // The plan prices one micro-batch in its own mode; scale the unshard
+  // broadcasts to ours and to the last step's micro-batches, and the reduces
+  // to them when every micro-batch reduces.
+  const uint64_t k = static_cast<uint64_t>(microBatchesLastStep_);
+  const uint64_t planUnshards = config_.planZ3 ? 2 : 1, ourUnshards = (config_.z3 ? 2 : 1) * k;
+  const uint64_t reduces = config_.accumulateLocally ? 1 : k;
   c.sent[DMUON_COLLECTIVE_BROADCAST] = f->broadcast_send_bytes() / planUnshards * ourUnshards;
   c.received[DMUON_COLLECTIVE_BROADCAST] = f->broadcast_recv_bytes() / planUnshards * ourUnshards;
-  c.sent[DMUON_COLLECTIVE_REDUCE] = f->reduce_send_bytes();
-  c.received[DMUON_COLLECTIVE_REDUCE] = f->reduce_recv_bytes();
+  c.sent[DMUON_COLLECTIVE_REDUCE] = f->reduce_send_bytes() * reduces;
+  c.received[DMUON_COLLECTIVE_REDUCE] = f->reduce_recv_bytes() * reduces;
   c.sent[DMUON_COLLECTIVE_REPLICATE] = f->replicate_send_bytes();
   c.received[DMUON_COLLECTIVE_REPLICATE] = f->replicate_recv_bytes();
   if (config_.manageAdamW) {

@@ -48,6 +48,28 @@ Status checkExecutable(const LoadedPlan &plan) {
   return Status::ok();
 }
 
+namespace {
+
+// A param Replicate on a model-parallel dim has the same gradient at every
+// coordinate of it; coordinate 0 speaks for them all.
+bool firstModelParallelCopy(const fbp::Param &pp, const Topology &topo) {
+  const auto *pls = pp.placements();
+  for (size_t d = 0; d < topo.coord.size(); ++d) {
+    if (static_cast<int>(d) == topo.shardDim || static_cast<int>(d) == topo.replicateDim)
+      continue;
+    const bool sharded =
+        pls && d < pls->size() &&
+        (pls->Get(static_cast<flatbuffers::uoffset_t>(d))->kind() == fbp::PlacementKind::shard ||
+         pls->Get(static_cast<flatbuffers::uoffset_t>(d))->kind() ==
+             fbp::PlacementKind::strided_shard);
+    if (!sharded && topo.coord[d] != 0)
+      return false;
+  }
+  return true;
+}
+
+} // namespace
+
 Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
                    std::vector<ParamRt> &out) {
   const auto *units = plan.root().units();
@@ -90,6 +112,9 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
       p.group = pp.hook_group();
       p.keepsMaster = p.so == topo.s;
       p.isOwner = p.keepsMaster && p.ro == topo.r;
+      p.countsInNorm = p.isOwner && firstModelParallelCopy(pp, topo);
+    } else {
+      p.countsInNorm = topo.s == 0 && topo.r == 0 && firstModelParallelCopy(pp, topo);
     }
   }
   return Status::ok();

@@ -35,6 +35,11 @@ struct ParamRt {
   int gatherSize = 1, gatherCoord = 0, computeIndex = 0;
   int64_t concatOuter = 1, concatInner = 1, concatLocal = 1;
   bool isOwner = false, keepsMaster = false, bound = false;
+  // Whether this rank's copy of the (averaged) gradient counts in the global
+  // norm: one rank per element over owners, replicas and model-parallel
+  // copies (dmuon_runtime_grad_norm).
+  bool countsInNorm = false;
+  float lrScale = 1, weightDecayScale = 1; // dmuon_runtime_set_param_group_scale
   // fp32 values this rank keeps (owner route: the owner's shard column, I2;
   // replicated: every rank) and optimizer state (on the rank that steps it).
   DeviceArray master, momentum, reducedGrad; // reducedGrad: owner route, I3

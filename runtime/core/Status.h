@@ -34,7 +34,7 @@ inline Status unsupported(std::string m) { return {DMUON_ERROR_UNSUPPORTED, std:
 inline Status backendError(std::string m) { return {DMUON_ERROR_BACKEND, std::move(m)}; }
 
 // "1.5" rather than std::to_string's "1.500000", for messages.
-inline std::string formatSeconds(double s) {
+inline std::string formatNumber(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", s);
   return buf;

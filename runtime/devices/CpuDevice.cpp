@@ -54,6 +54,18 @@ public:
       dst[k] = src[k] * scale;
     return Status::ok();
   }
+  Status scaleAdd(float *dst, const float *src, float scale, int64_t n) override {
+    for (int64_t k = 0; k < n; ++k)
+      dst[k] = dst[k] + src[k] * scale;
+    return Status::ok();
+  }
+  Status addSumOfSquares(const float *x, int64_t n, double *acc) override {
+    double sum = 0.0;
+    for (int64_t k = 0; k < n; ++k)
+      sum += static_cast<double>(x[k]) * static_cast<double>(x[k]);
+    *acc += sum;
+    return Status::ok();
+  }
   Status muonStep(float *param, float *momentum, const float *grad, int64_t batch, int64_t rows,
                   int64_t cols, const MuonHyper &h) override {
     kernels::muonStep(param, momentum, grad, batch, rows, cols, h, workspace_);
@@ -61,7 +73,7 @@ public:
   }
   Status muonMomentum(float *momentum, const float *grad, float *u, int64_t n,
                       const MuonHyper &h) override {
-    kernels::muonMomentum(momentum, grad, u, n, h.momentum, h.nesterov);
+    kernels::muonMomentum(momentum, grad, u, n, h);
     return Status::ok();
   }
   Status newtonSchulz(float *x, int64_t batch, int64_t rows, int64_t cols,

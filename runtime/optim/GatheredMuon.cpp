@@ -2,10 +2,9 @@
 
 namespace dmuon::rt {
 
-Status gatheredMuonStep(const Context &ctx, ParamRt &p, GatherScratch &sc) {
+Status gatheredMuonStep(const Context &ctx, ParamRt &p, const MuonHyper &h, GatherScratch &sc) {
   Device &dev = ctx.device;
   Backend &backend = ctx.backend;
-  const MuonHyper &h = ctx.config.muon;
   const size_t local = static_cast<size_t>(p.numel), bytes = local * sizeof(float);
   const int K = p.gatherSize;
   const bool computes = p.gatherCoord == p.computeIndex;

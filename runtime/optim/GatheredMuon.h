@@ -15,7 +15,8 @@ struct GatherScratch {
   DeviceArray u, ortho, chunks, full;
 };
 
-Status gatheredMuonStep(const Context &ctx, ParamRt &p, GatherScratch &scratch);
+Status gatheredMuonStep(const Context &ctx, ParamRt &p, const MuonHyper &h,
+                        GatherScratch &scratch);
 
 } // namespace dmuon::rt
 

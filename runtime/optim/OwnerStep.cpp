@@ -26,12 +26,15 @@ Status OwnerStep::step() {
   for (ParamRt &p : *params_) {
     if (!p.isOwner)
       continue;
+    MuonHyper h = cfg.muon;
+    h.lr *= p.lrScale;
+    h.weightDecay *= p.weightDecayScale;
     if (p.comm)
-      DMUON_RETURN_IF_ERROR(gatheredMuonStep(*ctx_, p, scratch_));
+      DMUON_RETURN_IF_ERROR(gatheredMuonStep(*ctx_, p, h, scratch_));
     else
       DMUON_RETURN_IF_ERROR(ctx_->device.muonStep(p.master.floats(), p.momentum.floats(),
                                                   p.reducedGrad.floats(), p.localBatch,
-                                                  p.localRows, p.localCols, cfg.muon));
+                                                  p.localRows, p.localCols, h));
     if (!p.comm || p.gatherCoord == p.computeIndex) // the plan prices its own ns_steps
       nsFlops_ += p.plan->cost() / cfg.planNsSteps * cfg.muon.nsSteps;
     p.reducedGrad.release();

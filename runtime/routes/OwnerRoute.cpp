@@ -106,12 +106,18 @@ void OwnerRoute::reshard(int g) {
 
 Status OwnerRoute::beginBackward(int g) {
   Group &grp = groups_[g];
+  if (grp.grad.live())
+    return Status::ok();
   return grp.grad.allocate(ctx_->device, static_cast<size_t>(grp.reduceBufferBytes));
 }
 
-Status OwnerRoute::reduce(int g) {
+Status OwnerRoute::endBackward(int g, bool communicate) {
   Group &grp = groups_[g];
   const Topology &t = ctx_->topo;
+  if (!communicate) {
+    reshard(g);
+    return Status::ok();
+  }
   // Phase 1: average over the shard group onto the row's shard owner.
   if (t.G > 1) {
     CollectiveGroup coalesced(ctx_->backend);
@@ -185,6 +191,10 @@ Status OwnerRoute::finishReduce() {
         ParamRt &p = (*params_)[i];
         const float *src =
             reinterpret_cast<const float *>(grp.grad.bytes() + p.plan->reduce_offset());
+        if (p.reducedGrad.live()) { // an earlier micro-batch's, reduced already
+          DMUON_RETURN_IF_ERROR(dev.scaleAdd(p.reducedGrad.floats(), src, scale, p.numel));
+          continue;
+        }
         DMUON_RETURN_IF_ERROR(p.reducedGrad.allocate(dev, p.numel * sizeof(float)));
         DMUON_RETURN_IF_ERROR(dev.scaleCopy(p.reducedGrad.floats(), src, scale, p.numel));
       }

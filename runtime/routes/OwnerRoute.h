@@ -31,12 +31,15 @@ public:
   Status unshard(int g);
   Status waitUnshard(int g);
   void reshard(int g);
-  // A zeroed gradient buffer for the group's backward.
+  // The group's gradient buffer for backward: zeroed when new, kept (so
+  // the host accumulates into it) while an earlier micro-batch's gradients
+  // wait in it.
   Status beginBackward(int g);
-  // Phase 1 of the group's reduce; phase 2 of earlier groups overlaps it.
-  Status reduce(int g);
-  // Completes every reduce and leaves each global owner its averaged
-  // gradient (I3); frees the gradient buffers.
+  // Ends the group's backward: phase 1 of its reduce (phase 2 of earlier
+  // groups overlaps it) when `communicate`, else the gradients stay here.
+  Status endBackward(int g, bool communicate);
+  // Completes every reduce and adds the averaged gradient to each global
+  // owner's reduced gradient (I3); frees the gradient buffers.
   Status finishReduce();
   Status broadcastReplicas();
   Status waitReplicate(int g);

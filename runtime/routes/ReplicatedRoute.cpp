@@ -16,31 +16,36 @@ Status ReplicatedRoute::init(const Context &ctx, std::vector<ParamRt> &params) {
   return grad_.allocate(ctx.device, elements_ * sizeof(float));
 }
 
+Status ReplicatedRoute::reduce() {
+  const Topology &t = ctx_->topo;
+  if (!ctx_->config.manageAdamW || members_.empty() || t.G * t.R == 1)
+    return Status::ok();
+  RequestId id;
+  DMUON_RETURN_IF_ERROR(
+      ctx_->backend.allReduceSum(CommGroup::DataParallel, grad_.floats(), elements_, id));
+  DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
+  ctx_->counters.count(DMUON_COLLECTIVE_ALLREDUCE, gradBytes(), gradBytes());
+  return ctx_->device.scaleCopy(grad_.floats(), grad_.floats(),
+                                1.0f / static_cast<float>(t.G * t.R),
+                                static_cast<int64_t>(elements_));
+}
+
 Status ReplicatedRoute::step() {
   Device &dev = ctx_->device;
   // The documented contract when the host opts out: gradients start each
   // step at zero.
   if (!ctx_->config.manageAdamW || members_.empty())
-    return dev.zero(grad_.bytes(), gradBytes());
+    return zeroGrads();
   ++adamwStep_;
-  const Topology &t = ctx_->topo;
-  if (t.G * t.R > 1) {
-    RequestId id;
-    DMUON_RETURN_IF_ERROR(
-        ctx_->backend.allReduceSum(CommGroup::DataParallel, grad_.floats(), elements_, id));
-    DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
-    ctx_->counters.count(DMUON_COLLECTIVE_ALLREDUCE, gradBytes(), gradBytes());
-    DMUON_RETURN_IF_ERROR(dev.scaleCopy(grad_.floats(), grad_.floats(),
-                                        1.0f / static_cast<float>(t.G * t.R),
-                                        static_cast<int64_t>(elements_)));
-  }
   for (int i : members_) {
     ParamRt &p = (*params_)[i];
+    AdamWHyper h = ctx_->config.adamw;
+    h.lr *= p.lrScale;
+    h.weightDecay *= p.weightDecayScale;
     DMUON_RETURN_IF_ERROR(dev.adamwStep(p.master.floats(), p.adamM.floats(), p.adamV.floats(),
-                                        grad_.floats() + p.gradOffset, p.numel, adamwStep_,
-                                        ctx_->config.adamw));
+                                        grad_.floats() + p.gradOffset, p.numel, adamwStep_, h));
   }
-  return dev.zero(grad_.bytes(), gradBytes());
+  return zeroGrads();
 }
 
 } // namespace dmuon::rt

@@ -15,9 +15,20 @@ class ReplicatedRoute {
 public:
   Status init(const Context &ctx, std::vector<ParamRt> &params);
   float *gradSlot(const ParamRt &p) const { return grad_.floats() + p.gradOffset; }
-  // Averages the gradients and applies AdamW (when the runtime manages these
-  // params), then zeroes the gradients for the next step.
+  // Averages the gradients over the data-parallel ranks (when the runtime
+  // manages these params; otherwise the host does).
+  Status reduce();
+  // Applies AdamW to the averaged gradients (when managed), then zeroes them
+  // for the next step.
   Status step();
+  // Multiplies every gradient by `factor` (clipping).
+  Status scaleGrads(float factor) {
+    return ctx_->device.scaleCopy(grad_.floats(), grad_.floats(), factor,
+                                  static_cast<int64_t>(elements_));
+  }
+  // Drops this step's gradients (a skipped step).
+  Status zeroGrads() { return ctx_->device.zero(grad_.bytes(), gradBytes()); }
+  const std::vector<int> &members() const { return members_; }
   uint64_t gradBytes() const { return elements_ * sizeof(float); }
   int64_t adamwStep() const { return adamwStep_; }
   void setAdamwStep(int64_t s) { adamwStep_ = s; }

@@ -152,11 +152,6 @@ void expectBitEqual(const std::vector<float> &got, const std::vector<float> &wan
         << what << "[" << i << "]: gpu " << got[i] << " cpu " << want[i];
 }
 
-cu::Coefficients toCuda(k::NsCoefficients set) {
-  return set == k::NsCoefficients::PolarExpress ? cu::Coefficients::PolarExpress
-                                                : cu::Coefficients::Original;
-}
-
 const char *setName(k::NsCoefficients set) {
   return set == k::NsCoefficients::Original ? "Original" : "PolarExpress";
 }
@@ -166,7 +161,7 @@ const char *setName(k::NsCoefficients set) {
 
 TEST(CudaApi, NullContextIsAnError) {
   const cu::Result r = cu::newtonSchulz(nullptr, nullptr, nullptr, 1, 4, 4, 5,
-                                        cu::Coefficients::Original);
+                                        cu::NsCoefficients::Original);
   EXPECT_EQ(r.code, -1);
   EXPECT_FALSE(r.message.empty());
   EXPECT_EQ(cu::adamwStep(nullptr, nullptr, nullptr, nullptr, nullptr, 4, 1, {}).code, -1);
@@ -217,7 +212,7 @@ TEST_P(CudaNs, MatchesCpu) {
 
   DeviceBuffer<float> in(g), out(g.size());
   ASSERT_TRUE(in.valid() && out.valid());
-  ASSERT_CU_OK(cu::newtonSchulz(ctx_, in.get(), out.get(), batch, rows, cols, steps, toCuda(set)));
+  ASSERT_CU_OK(cu::newtonSchulz(ctx_, in.get(), out.get(), batch, rows, cols, steps, set));
   ASSERT_CU_OK(cu::synchronize(ctx_));
   const std::vector<float> got = out.download();
 
@@ -230,7 +225,7 @@ TEST_P(CudaNs, MatchesCpu) {
   }
 
   // In place gives the same result (the computation is deterministic).
-  ASSERT_CU_OK(cu::newtonSchulz(ctx_, in.get(), in.get(), batch, rows, cols, steps, toCuda(set)));
+  ASSERT_CU_OK(cu::newtonSchulz(ctx_, in.get(), in.get(), batch, rows, cols, steps, set));
   ASSERT_CU_OK(cu::synchronize(ctx_));
   expectBitEqual(in.download(), got, "in-place NS");
 }
@@ -255,7 +250,7 @@ TEST_F(CudaTest, NsZeroStepsIsTheNormalization) {
     k::NsWorkspace ws;
     k::newtonSchulz(g.data(), want.data(), rows, cols, 0, set, ws);
     DeviceBuffer<float> in(g), out(g.size());
-    ASSERT_CU_OK(cu::newtonSchulz(ctx_, in.get(), out.get(), 1, rows, cols, 0, toCuda(set)));
+    ASSERT_CU_OK(cu::newtonSchulz(ctx_, in.get(), out.get(), 1, rows, cols, 0, set));
     ASSERT_CU_OK(cu::synchronize(ctx_));
     EXPECT_LE(relFrobenius(out.download().data(), want.data(), g.size()), 1e-6) << setName(set);
   }
@@ -292,14 +287,7 @@ TEST_P(CudaMuon, MatchesCpu) {
   hc.nesterov = c.nesterov;
   hc.matchRmsAdamW = c.matchRms;
   hc.coefficients = c.set;
-  cu::MuonHyper hg;
-  hg.lr = hc.lr;
-  hg.momentum = hc.momentum;
-  hg.weightDecay = hc.weightDecay;
-  hg.nesterov = hc.nesterov;
-  hg.matchRmsAdamW = hc.matchRmsAdamW;
-  hg.nsSteps = hc.nsSteps;
-  hg.coefficients = toCuda(c.set);
+  const cu::MuonHyper &hg = hc; // one struct for both paths
 
   std::vector<float> p = randomVector(n, 1, 0.1f);
   std::vector<float> buf(n, 0.0f);
@@ -351,12 +339,7 @@ TEST_F(CudaTest, AdamWIsBitExact) {
   k::AdamWHyper hc;
   hc.lr = 3e-3f;
   hc.weightDecay = 0.01f;
-  cu::AdamWHyper hg;
-  hg.lr = hc.lr;
-  hg.beta1 = hc.beta1;
-  hg.beta2 = hc.beta2;
-  hg.eps = hc.eps;
-  hg.weightDecay = hc.weightDecay;
+  const cu::AdamWHyper &hg = hc; // one struct for both paths
 
   std::vector<float> p = randomVector(n, 3), m(n, 0.0f), v(n, 0.0f);
   DeviceBuffer<float> dp(p), dm(m), dv(v), dg(n);
@@ -441,29 +424,29 @@ TEST_F(CudaTest, WorkspaceIsReservedOnceAndReused) {
   ASSERT_CU_OK(cu::muonStep(ctx_, a.get(), b.get(), c.get(), 1, 384, 256, h));
   ASSERT_CU_OK(cu::muonStep(ctx_, a.get(), b.get(), c.get(), 4, 64, 96, h));
   ASSERT_CU_OK(cu::newtonSchulz(ctx_, a.get(), c.get(), 1, 256, 384, 5,
-                                cu::Coefficients::PolarExpress));
+                                cu::NsCoefficients::PolarExpress));
   ASSERT_CU_OK(cu::synchronize(ctx_));
   EXPECT_EQ(cu::workspaceBytes(ctx_), reserved);
   // A larger one grows it once, then it stays.
   DeviceBuffer<float> big(512 * 512);
   ASSERT_CU_OK(cu::newtonSchulz(ctx_, big.get(), big.get(), 1, 512, 512, 1,
-                                cu::Coefficients::Original));
+                                cu::NsCoefficients::Original));
   const int64_t grown = cu::workspaceBytes(ctx_);
   EXPECT_GT(grown, reserved);
   ASSERT_CU_OK(cu::newtonSchulz(ctx_, big.get(), big.get(), 1, 512, 512, 1,
-                                cu::Coefficients::Original));
+                                cu::NsCoefficients::Original));
   ASSERT_CU_OK(cu::synchronize(ctx_));
   EXPECT_EQ(cu::workspaceBytes(ctx_), grown);
 }
 
 TEST_F(CudaTest, BadArgumentsAreErrors) {
-  EXPECT_EQ(cu::newtonSchulz(ctx_, nullptr, nullptr, 1, -1, 4, 5, cu::Coefficients::Original).code,
+  EXPECT_EQ(cu::newtonSchulz(ctx_, nullptr, nullptr, 1, -1, 4, 5, cu::NsCoefficients::Original).code,
             -1);
-  EXPECT_EQ(cu::newtonSchulz(ctx_, nullptr, nullptr, 1, 4, 4, -1, cu::Coefficients::Original).code,
+  EXPECT_EQ(cu::newtonSchulz(ctx_, nullptr, nullptr, 1, 4, 4, -1, cu::NsCoefficients::Original).code,
             -1);
   EXPECT_EQ(cu::packCast(ctx_, nullptr, static_cast<cu::PackedType>(7), nullptr, 4).code, -1);
   // Empty tensors are a no-op.
-  EXPECT_TRUE(cu::newtonSchulz(ctx_, nullptr, nullptr, 0, 4, 4, 5, cu::Coefficients::Original).ok());
+  EXPECT_TRUE(cu::newtonSchulz(ctx_, nullptr, nullptr, 0, 4, 4, 5, cu::NsCoefficients::Original).ok());
   EXPECT_TRUE(cu::scaleCopy(ctx_, nullptr, nullptr, 2.0f, 0).ok());
   // An out-of-memory request comes back as a CUDA error with its message.
   const cu::Result oom = cu::reserveWorkspace(ctx_, 1, int64_t{1} << 30, int64_t{1} << 20);

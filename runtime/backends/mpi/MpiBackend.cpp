@@ -156,6 +156,18 @@ public:
     return Status::ok();
   }
 
+  Status allReduceSum(CommGroup g, double *data, size_t count, RequestId &out) override {
+    DMUON_RETURN_IF_ERROR(failure_);
+    if (count > kMaxChunk / sizeof(double))
+      return invalidArgument("allReduceSum: " + std::to_string(count) + " doubles is too many");
+    std::vector<MPI_Request> reqs(1);
+    DMUON_RETURN_IF_ERROR(check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
+                                               MPI_DOUBLE, MPI_SUM, comm(g), reqs.data()),
+                                "MPI_Iallreduce"));
+    out = track(std::move(reqs));
+    return Status::ok();
+  }
+
   Status reduceSum(CommGroup g, float *data, size_t count, int root, RequestId &out) override {
     DMUON_RETURN_IF_ERROR(failure_);
     std::vector<MPI_Request> reqs;
@@ -219,7 +231,7 @@ public:
       std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
       if (waited.count() > timeout_) {
         failure_ = backendError(
-            "timed out after " + formatSeconds(timeout_) + " s waiting for a collective on rank " +
+            "timed out after " + formatNumber(timeout_) + " s waiting for a collective on rank " +
             std::to_string(rank_) + " (a peer may have failed or skipped a hook); the runtime "
             "refuses further work and must be destroyed");
         return failure_;

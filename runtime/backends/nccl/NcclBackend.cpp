@@ -188,6 +188,13 @@ public:
                    "ncclAllReduce", comm(g));
     });
   }
+  Status allReduceSum(CommGroup g, double *data, size_t count, RequestId &out) override {
+    return issue(reduceStream_, out, [&] {
+      return check(
+          ncclAllReduce(data, data, count, ncclFloat64, ncclSum, comm(g), reduceStream_),
+          "ncclAllReduce", comm(g));
+    });
+  }
 
   // The compute stream waits on the device; the host never blocks here.
   Status wait(RequestId id) override {
@@ -251,7 +258,7 @@ private:
             c = nullptr;
           }
         aborted_ = true;
-        failure_ = backendError("timed out after " + formatSeconds(timeout_) +
+        failure_ = backendError("timed out after " + formatNumber(timeout_) +
                                 " s waiting for a collective on rank " + std::to_string(rank_) +
                                 "; the runtime's NCCL communicators were aborted and the "
                                 "runtime must be destroyed");

@@ -22,20 +22,6 @@ Status kernelCheck(const cuda::Result &r) {
   return r.ok() ? Status::ok() : backendError(r.message);
 }
 
-cuda::MuonHyper toCuda(const MuonHyper &h) {
-  cuda::MuonHyper k;
-  k.lr = h.lr;
-  k.momentum = h.momentum;
-  k.weightDecay = h.weightDecay;
-  k.nesterov = h.nesterov;
-  k.matchRmsAdamW = h.matchRmsAdamW;
-  k.nsSteps = h.nsSteps;
-  k.coefficients = h.coefficients == kernels::NsCoefficients::PolarExpress
-                       ? cuda::Coefficients::PolarExpress
-                       : cuda::Coefficients::Original;
-  return k;
-}
-
 class CudaDevice final : public Device {
 public:
   CudaDevice(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
@@ -74,31 +60,34 @@ public:
     return cudaCheck(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync");
   }
   Status packCast(void *dst, PackedType type, const float *src, int64_t n) override {
-    return kernelCheck(cuda::packCast(
-        ctx_, dst, type == PackedType::BF16 ? cuda::PackedType::BF16 : cuda::PackedType::F32, src,
-        n));
+    return kernelCheck(cuda::packCast(ctx_, dst, type, src, n));
   }
   Status scaleCopy(float *dst, const float *src, float scale, int64_t n) override {
     return kernelCheck(cuda::scaleCopy(ctx_, dst, src, scale, n));
   }
+  Status scaleAdd(float *dst, const float *src, float scale, int64_t n) override {
+    return kernelCheck(cuda::scaleAdd(ctx_, dst, src, scale, n));
+  }
+  Status addSumOfSquares(const float *x, int64_t n, double *acc) override {
+    return kernelCheck(cuda::addSumOfSquares(ctx_, x, n, acc));
+  }
   Status muonStep(float *param, float *momentum, const float *grad, int64_t batch, int64_t rows,
                   int64_t cols, const MuonHyper &h) override {
     return kernelCheck(
-        cuda::muonStep(ctx_, param, momentum, grad, batch, rows, cols, toCuda(h)));
+        cuda::muonStep(ctx_, param, momentum, grad, batch, rows, cols, h));
   }
   Status muonMomentum(float *momentum, const float *grad, float *u, int64_t n,
                       const MuonHyper &h) override {
-    return kernelCheck(cuda::muonMomentum(ctx_, momentum, grad, u, n, h.momentum, h.nesterov));
+    return kernelCheck(cuda::muonMomentum(ctx_, momentum, grad, u, n, h));
   }
   Status newtonSchulz(float *x, int64_t batch, int64_t rows, int64_t cols,
                       const MuonHyper &h) override {
-    const cuda::MuonHyper k = toCuda(h);
-    return kernelCheck(cuda::newtonSchulz(ctx_, x, x, batch, rows, cols, k.nsSteps,
-                                          k.coefficients));
+    return kernelCheck(
+        cuda::newtonSchulz(ctx_, x, x, batch, rows, cols, h.nsSteps, h.coefficients));
   }
   Status muonApply(float *param, const float *ortho, int64_t n, int64_t rows, int64_t cols,
                    const MuonHyper &h) override {
-    return kernelCheck(cuda::muonApply(ctx_, param, ortho, n, rows, cols, toCuda(h)));
+    return kernelCheck(cuda::muonApply(ctx_, param, ortho, n, rows, cols, h));
   }
   Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t width,
                 size_t height) override {
@@ -111,8 +100,7 @@ public:
   }
   Status adamwStep(float *param, float *m, float *v, const float *grad, int64_t n, int64_t step,
                    const AdamWHyper &h) override {
-    cuda::AdamWHyper k{h.lr, h.beta1, h.beta2, h.eps, h.weightDecay};
-    return kernelCheck(cuda::adamwStep(ctx_, param, m, v, grad, n, step, k));
+    return kernelCheck(cuda::adamwStep(ctx_, param, m, v, grad, n, step, h));
   }
   Status synchronize() override {
     return cudaCheck(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");

@@ -1,0 +1,38 @@
+// The optimizer hyper-parameters and packed-buffer types every kernel path
+// takes: the CPU kernels (kernels/cpu), the CUDA kernels (kernels/cuda) and
+// the runtime's devices use these structs directly. Plain C++17, header-only,
+// no dependencies: nvcc compiles it in host code.
+#ifndef DMUON_KERNELS_HYPER_H
+#define DMUON_KERNELS_HYPER_H
+
+namespace dmuon::kernels {
+
+enum class NsCoefficients { Original, PolarExpress };
+
+// The element type of a packed (broadcast) buffer.
+enum class PackedType { F32 = 0, BF16 = 1 };
+
+struct MuonHyper {
+  float lr = 0.02f;
+  float momentum = 0.95f;
+  float weightDecay = 0.0f;
+  bool nesterov = true;
+  // buf <- mu*buf + (1-mu)*g (torch.optim.Muon's lerp) instead of
+  // buf <- mu*buf + g; Nesterov then mixes u = (1-mu)*g + mu*buf.
+  bool emaMomentum = false;
+  bool matchRmsAdamW = false; // lr scale 0.2*sqrt(max(m,n)) instead of sqrt(max(1,m/n))
+  int nsSteps = 5;
+  NsCoefficients coefficients = NsCoefficients::Original;
+};
+
+struct AdamWHyper {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weightDecay = 0.0f;
+};
+
+} // namespace dmuon::kernels
+
+#endif

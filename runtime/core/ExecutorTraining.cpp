@@ -1,0 +1,124 @@
+// What a training loop sets and reads between hooks: micro-batch
+// declarations, hyper-parameters for a schedule (agreed on by every rank,
+// like the options at create), per-param-group scales, the gradient norm.
+#include "core/Executor.h"
+#include "plan/PlanFile.h"
+
+#include <cmath>
+#include <fnmatch.h>
+
+namespace dmuon::rt {
+
+namespace {
+
+// Every rank learns every rank's verdict and value hash, so all apply a
+// setting or all refuse it.
+Status agreeOnSetting(Backend &backend, const Status &verdict, uint64_t hash,
+                      const std::string &what) {
+  std::vector<uint64_t> verdicts, hashes;
+  DMUON_RETURN_IF_ERROR(backend.allGather(static_cast<uint64_t>(verdict.code()), verdicts));
+  DMUON_RETURN_IF_ERROR(backend.allGather(hash, hashes));
+  DMUON_RETURN_IF_ERROR(verdict);
+  for (size_t i = 0; i < verdicts.size(); ++i)
+    if (verdicts[i] != DMUON_SUCCESS)
+      return Status(static_cast<dmuon_status_t>(verdicts[i]),
+                    what + ": rank " + std::to_string(i) + " refused it (see that rank's error)");
+  for (size_t i = 0; i < hashes.size(); ++i)
+    if (hashes[i] != hashes[0])
+      return mismatch(what + ": rank " + std::to_string(i) +
+                      " passed other values than rank 0; every rank must pass the same");
+  return Status::ok();
+}
+
+// Applies `value` unless it is NaN; refuses what no optimizer can use.
+Status takeValue(double value, const char *name, double lo, bool loOpen, double hi, float &out) {
+  if (std::isnan(value))
+    return Status::ok();
+  const bool aboveLo = loOpen ? value > lo : value >= lo;
+  if (!std::isfinite(value) || !aboveLo || !(value < hi))
+    return invalidArgument(std::string("hyper-parameter ") + name + "=" + formatNumber(value) +
+                           " is out of range");
+  out = static_cast<float>(value);
+  return Status::ok();
+}
+
+} // namespace
+
+Status Executor::beginMicroBatch(bool isLast) {
+  if (inMicroBatch_)
+    return invalidState("begin_micro_batch inside a micro-batch (after its first pre_forward and "
+                        "before its last post_backward)");
+  nextLast_ = isLast;
+  return Status::ok();
+}
+
+Status Executor::setHyperParams(const dmuon_hyper_params_t &h) {
+  Config next = config_;
+  const double inf = INFINITY;
+  Status verdict = takeValue(h.lr, "lr", 0, false, inf, next.muon.lr);
+  if (verdict)
+    verdict = takeValue(h.momentum, "momentum", 0, false, 1, next.muon.momentum);
+  if (verdict)
+    verdict = takeValue(h.weight_decay, "weight_decay", 0, false, inf, next.muon.weightDecay);
+  if (verdict)
+    verdict = takeValue(h.adamw_lr, "adamw_lr", 0, false, inf, next.adamw.lr);
+  if (verdict)
+    verdict = takeValue(h.adamw_weight_decay, "adamw_weight_decay", 0, false, inf,
+                        next.adamw.weightDecay);
+  DMUON_RETURN_IF_ERROR(
+      agreeOnSetting(*backend_, verdict, next.hyperHash(), "set_hyper_params"));
+  config_.muon = next.muon;
+  config_.adamw = next.adamw;
+  return Status::ok();
+}
+
+void Executor::hyperParams(dmuon_hyper_params_t &out) const {
+  out.lr = config_.muon.lr;
+  out.momentum = config_.muon.momentum;
+  out.weight_decay = config_.muon.weightDecay;
+  out.adamw_lr = config_.adamw.lr;
+  out.adamw_weight_decay = config_.adamw.weightDecay;
+}
+
+Status Executor::setParamGroupScale(const std::string &pattern, double lrScale,
+                                    double wdScale) {
+  std::vector<ParamRt *> matched;
+  for (ParamRt &p : params_)
+    if (::fnmatch(pattern.c_str(), p.name.c_str(), 0) == 0)
+      matched.push_back(&p);
+  Status verdict = Status::ok();
+  if (matched.empty())
+    verdict = invalidArgument("set_param_group_scale: no param matches '" + pattern + "'");
+  else if (!(lrScale >= 0) || !std::isfinite(lrScale) || !(wdScale >= 0) ||
+           !std::isfinite(wdScale))
+    verdict = invalidArgument("set_param_group_scale('" + pattern + "'): scales must be finite "
+                              "and >= 0 (got " + formatNumber(lrScale) + ", " +
+                              formatNumber(wdScale) + ")");
+  std::string key = pattern;
+  key.append(reinterpret_cast<const char *>(&lrScale), sizeof lrScale);
+  key.append(reinterpret_cast<const char *>(&wdScale), sizeof wdScale);
+  DMUON_RETURN_IF_ERROR(agreeOnSetting(
+      *backend_, verdict,
+      planfile::fnv1a64(reinterpret_cast<const uint8_t *>(key.data()), key.size()),
+      "set_param_group_scale('" + pattern + "')"));
+  for (ParamRt *p : matched) {
+    p->lrScale = static_cast<float>(lrScale);
+    p->weightDecayScale = static_cast<float>(wdScale);
+  }
+  return Status::ok();
+}
+
+Status Executor::gradNorm(dmuon_grad_norm_t &out) {
+  if (microBatches_ > 0)
+    DMUON_RETURN_IF_ERROR(measureGradients());
+  if (!normsValid_)
+    return invalidState("grad_norm before any backward (run a forward and backward first)");
+  out.total = norms_.total();
+  out.muon = norms_.muon();
+  out.adamw = norms_.adamw();
+  out.clip_coef = clipCoef_;
+  out.finite = norms_.finite();
+  return Status::ok();
+}
+
+} // namespace dmuon::rt
