@@ -184,7 +184,8 @@ Model::Model(const Config &cfg, int64_t batch) : cfg_(cfg), batch_(batch) {
   dz_.resize(B * H);
 }
 
-float Model::forward(ParamAccess &access, const float *x, const float *t) {
+float Model::forward(ParamAccess &access, const float *x, const float *t,
+                     int64_t microBatches) {
   const int64_t B = batch_, I = cfg_.inDim, D = cfg_.dim, H = cfg_.hidden, O = cfg_.outDim;
   gemm(false, true, B, D, I, x, I, access.param("embed.weight"), I, 0.0f, h_[0].data(), D);
 
@@ -226,7 +227,8 @@ float Model::forward(ParamAccess &access, const float *x, const float *t) {
   gemm(false, true, B, O, D, h_[static_cast<size_t>(cfg_.layers)].data(), D,
        access.param("head.weight"), D, 0.0f, y_.data(), O);
   double loss = 0;
-  const float scale = 2.0f / static_cast<float>(B * O);
+  // d(loss)/dy of the mean over every micro-batch's rows: the host's 1/k.
+  const float scale = 2.0f / static_cast<float>(B * microBatches * O);
   for (int64_t i = 0; i < B * O; ++i) {
     float d = y_[static_cast<size_t>(i)] - t[i];
     loss += static_cast<double>(d) * d;
@@ -236,11 +238,14 @@ float Model::forward(ParamAccess &access, const float *x, const float *t) {
 }
 
 float Model::loss(ParamAccess &access, const float *x, const float *t) {
-  return forward(access, x, t);
+  return forward(access, x, t, 1);
 }
 
-float Model::forwardBackward(ParamAccess &access, const float *x, const float *t) {
-  const float loss = forward(access, x, t);
+float Model::forwardBackward(ParamAccess &access, const float *x, const float *t,
+                             int64_t microBatches) {
+  if (microBatches < 1)
+    throw std::invalid_argument("tiny::Model: microBatches must be positive");
+  const float loss = forward(access, x, t, microBatches);
   const int64_t B = batch_, I = cfg_.inDim, D = cfg_.dim, H = cfg_.hidden, O = cfg_.outDim;
   const size_t L = static_cast<size_t>(cfg_.layers);
 

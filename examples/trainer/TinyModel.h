@@ -86,7 +86,11 @@ public:
   // One forward and backward pass over a batch of `batch` rows; returns the
   // mean loss over the batch and accumulates the gradient of that mean into
   // access.grad(...). Layer params are read only between the layer's hooks.
-  float forwardBackward(ParamAccess &access, const float *x, const float *t);
+  // One of `microBatches` micro-batches of a step: the gradient is of the
+  // mean over all their rows (the loss scaled by 1/microBatches, as a torch
+  // host scales it for gradient accumulation).
+  float forwardBackward(ParamAccess &access, const float *x, const float *t,
+                        int64_t microBatches = 1);
 
   // Forward only (loss of a batch).
   float loss(ParamAccess &access, const float *x, const float *t);
@@ -95,7 +99,7 @@ public:
   int64_t batch() const { return batch_; }
 
 private:
-  float forward(ParamAccess &access, const float *x, const float *t);
+  float forward(ParamAccess &access, const float *x, const float *t, int64_t microBatches);
 
   Config cfg_;
   int64_t batch_;
