@@ -439,6 +439,7 @@ Topology makeTopology(const dmuon::Plan &plan) {
 // ---------------------------------------------------------------- reference
 struct Trajectory {
   std::vector<float> losses; // global mean loss per step
+  std::vector<double> norms; // global gradient norm per step
   Tensors initial, final;    // full params
 };
 
@@ -488,6 +489,11 @@ Trajectory runReference(const dmuon::Plan &plan, const Config &cfg,
       std::fill(grad.begin(), grad.end(), 0.0f);
     tr.losses.push_back(
         static_cast<float>(forwardBackward(cfg, p, g, x.data(), t.data(), cfg.globalBatch, 0)));
+    double squares = 0;
+    for (const auto &[name, grad] : g)
+      for (float e : grad)
+        squares += static_cast<double>(e) * e;
+    tr.norms.push_back(std::sqrt(squares));
     for (const Spec &s : specs) {
       const dmuon_param_info_t info = plan.param(plan.findParam(s.name));
       float *pv = p[s.name].data();
@@ -702,6 +708,7 @@ public:
         checkI3(rt, spec, step);
       }
       rt.step();
+      tr.norms.push_back(rt.gradNorm().total);
       if (spec.checks) {
         rt.synchronize();
         checkCounters(rt, spec, step);
@@ -995,6 +1002,18 @@ void compareWithReference(const Trajectory &dist, const Trajectory &ref, const s
     if (dist.initial.at(name) != v)
       fail("[%s] %s: reassembled right after binding, differs from its initial values",
            mesh.c_str(), name.c_str());
+  // Each element of the averaged gradient counted once over owners,
+  // replicas and model-parallel shards and copies.
+  double worstNorm = 0;
+  for (size_t i = 0; i < ref.norms.size(); ++i)
+    worstNorm = std::max(worstNorm, std::fabs(dist.norms[i] - ref.norms[i]) / ref.norms[i]);
+  if (worstNorm > 1e-6)
+    fail("[%s] global gradient norm: worst relative error %.3g vs the single-process norm",
+         mesh.c_str(), worstNorm);
+  else
+    info("[%s] global gradient norm of every step within %.3g of the single-process norm "
+         "(step 0: %.9g)",
+         mesh.c_str(), worstNorm, dist.norms[0]);
   const double l0 = dist.losses[0], r0 = ref.losses[0];
   const double lossErr = std::fabs(l0 - r0) / std::max(1e-30, std::fabs(r0));
   if (lossErr > 1e-6)
