@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -18,8 +19,11 @@ void usage(FILE *out, const TrainerInfo &info) {
   const int indent = static_cast<int>(std::strlen("usage: ") + std::strlen(info.program) + 1);
   std::fprintf(out, "usage: %s --plan PLAN [--steps N] [--lr LR] [--adamw-lr LR]\n", info.program);
   std::fprintf(out, "%*s[--seed S] [--mode z2|z3] [--sync|--async]\n", indent, "");
+  std::fprintf(out, "%*s[--warmup N] [--cosine] [--clip-grad-norm X] [--clip-policy P]\n",
+               indent, "");
   std::fprintf(out, "%*s[--min-loss-drop F]%s\n", indent, "",
-               info.cuda ? " [--device N] [--check-against-cpu]" : "");
+               info.cuda ? " [--device N] [--check-against-cpu]"
+                         : " [--micro-batches K] [--accumulation local|reduce]");
   std::fprintf(out,
                "%s\n"
                "  --plan PLAN        plan compiled by dmuonc for this world size\n"
@@ -29,8 +33,16 @@ void usage(FILE *out, const TrainerInfo &info) {
                "  --seed S           seed of the initial params and the data (default 1)\n"
                "  --mode z2|z3       packed-buffer lifetime (default: the plan's)\n"
                "  --sync, --async    replicate broadcast after the step (default: the plan's)\n"
+               "  --warmup N         linear learning-rate warmup over N steps (default 0)\n"
+               "  --cosine           cosine learning-rate decay to 10%% by the last step\n"
+               "  --clip-grad-norm X clip gradients to a global norm of X (default: none)\n"
+               "  --clip-policy P    what X clips: adamw_only (default), all, none\n"
                "  --min-loss-drop F  fail unless the loss falls by at least F times\n",
                info.description);
+  if (!info.cuda)
+    std::fprintf(out,
+                 "  --micro-batches K  accumulate gradients over K micro-batches per step\n"
+                 "  --accumulation M   local (reduce once per step, default) or reduce\n");
   if (info.cuda)
     std::fprintf(out,
                  "  --device N         CUDA device of every rank (default: local rank %% devices)\n"
@@ -123,6 +135,55 @@ bool parseFlags(int argc, char **argv, const TrainerInfo &info, TrainerFlags &f,
     } else if (a == "--min-loss-drop") {
       if (!number(f.minLossDrop))
         return false;
+    } else if (a == "--warmup") {
+      if (!number(d))
+        return false;
+      if (d < 0 || d != std::floor(d) || d > 1e9) {
+        err = "--warmup must be a non-negative integer";
+        return false;
+      }
+      f.warmup = static_cast<int>(d);
+    } else if (a == "--cosine" && !hasInline) {
+      f.cosine = true;
+    } else if (a == "--clip-grad-norm") {
+      if (!number(f.clipGradNorm))
+        return false;
+      if (!(f.clipGradNorm >= 0) || std::isinf(f.clipGradNorm)) {
+        err = "--clip-grad-norm must be a finite number >= 0";
+        return false;
+      }
+    } else if (a == "--clip-policy") {
+      if (!next(s))
+        return false;
+      if (s == "adamw_only")
+        f.clipPolicy = DMUON_CLIP_ADAMW_ONLY;
+      else if (s == "all")
+        f.clipPolicy = DMUON_CLIP_ALL;
+      else if (s == "none")
+        f.clipPolicy = DMUON_CLIP_NONE;
+      else {
+        err = "--clip-policy must be adamw_only, all or none, not '" + s + "'";
+        return false;
+      }
+    } else if (!info.cuda && a == "--micro-batches") {
+      if (!number(d))
+        return false;
+      if (d < 1 || d != std::floor(d) || d > 1024) {
+        err = "--micro-batches must be a positive integer";
+        return false;
+      }
+      f.microBatches = static_cast<int>(d);
+    } else if (!info.cuda && a == "--accumulation") {
+      if (!next(s))
+        return false;
+      if (s == "local")
+        f.accumulation = DMUON_ACCUMULATION_LOCAL;
+      else if (s == "reduce")
+        f.accumulation = DMUON_ACCUMULATION_REDUCE;
+      else {
+        err = "--accumulation must be local or reduce, not '" + s + "'";
+        return false;
+      }
     } else if (info.cuda && a == "--device") {
       if (!number(d))
         return false;
@@ -206,6 +267,9 @@ dmuon_runtime_options_t runtimeOptions(const TrainerFlags &flags) {
   opt.replicate_async = flags.replicateAsync;
   opt.lr = flags.lr;
   opt.adamw_lr = flags.adamwLr;
+  opt.accumulation = flags.accumulation;
+  opt.max_grad_norm = flags.clipGradNorm;
+  opt.clip_policy = flags.clipPolicy;
   return opt;
 }
 
@@ -219,13 +283,38 @@ void printRunHeader(const TrainerInfo &info, const TrainerFlags &flags, const dm
                 cfg.globalBatch, localBatch, flags.steps, extra.c_str());
 }
 
-double reduceAndPrintLoss(float mine, int step, int rank, int world) {
+double lrFactor(const TrainerFlags &flags, int step) {
+  if (step < flags.warmup)
+    return static_cast<double>(step + 1) / flags.warmup;
+  if (!flags.cosine)
+    return 1.0;
+  const int span = std::max(1, flags.steps - 1 - flags.warmup);
+  const double t = std::min(1.0, static_cast<double>(step - flags.warmup) / span);
+  return 0.1 + 0.45 * (1.0 + std::cos(M_PI * t));
+}
+
+double stepAndReport(dmuon::Runtime &rt, const TrainerFlags &flags,
+                     const dmuon_hyper_params_t &base, int step, float mine, int rank, int world) {
+  if (flags.warmup > 0 || flags.cosine) {
+    dmuon_hyper_params_t h;
+    dmuon_hyper_params_init(&h);
+    h.lr = base.lr * lrFactor(flags, step);
+    h.adamw_lr = base.adamw_lr * lrFactor(flags, step);
+    rt.setHyperParams(h);
+  }
+  const bool applied = rt.step();
+  const dmuon_grad_norm_t norm = rt.gradNorm();
   // Slices are equal, so the mean of the ranks' means is the global mean.
   double sum = 0, value = mine;
   MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   const double loss = sum / world;
   if (rank == 0) {
-    std::printf("step %4d  loss %.6f\n", step, loss);
+    std::printf("step %4d  loss %.6f  grad-norm %.4f", step, loss, norm.total);
+    if (!applied)
+      std::printf("  skipped (non-finite gradient)");
+    else if (norm.clip_coef < 1)
+      std::printf("  clipped x%.3f", norm.clip_coef);
+    std::printf("\n");
     std::fflush(stdout);
   }
   return loss;

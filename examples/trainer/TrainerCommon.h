@@ -25,6 +25,12 @@ struct TrainerFlags {
   dmuon_mode_t mode = DMUON_MODE_FROM_PLAN;
   int replicateAsync = -1; // -1: plan, 0: --sync, 1: --async
   double minLossDrop = 0;  // > 0: exit 1 unless first/last loss >= this
+  int microBatches = 1;    // gradient accumulation over this many per step
+  dmuon_accumulation_t accumulation = DMUON_ACCUMULATION_LOCAL;
+  int warmup = 0;          // linear warmup steps of both learning rates
+  bool cosine = false;     // cosine decay to 10% by the last step
+  double clipGradNorm = 0; // 0: no clipping
+  dmuon_clip_policy_t clipPolicy = DMUON_CLIP_ADAMW_ONLY;
   // dmuon-trainer-cuda only (the CPU trainer rejects these flags):
   int device = -1;              // -1: local rank % visible devices
   bool checkAgainstCpu = false; // compare step 0 with the CPU model
@@ -58,9 +64,16 @@ void printRunHeader(const TrainerInfo &info, const TrainerFlags &flags, const dm
                     const Config &cfg, int rank, int world, int64_t localBatch,
                     const std::string &extra = "");
 
-// The global mean loss from each rank's mean over its equal slice (a
-// collective over MPI_COMM_WORLD); rank 0 prints the step's loss line.
-double reduceAndPrintLoss(float mine, int step, int rank, int world);
+// The schedule's factor on the learning rates at `step` (--warmup, --cosine).
+double lrFactor(const TrainerFlags &flags, int step);
+
+// One optimizer step after the step's micro-batches: sets the schedule's
+// learning rates (from `base`, the runtime's at the start), steps, and
+// returns the global mean loss from each rank's mean over its equal slice (a
+// collective over MPI_COMM_WORLD); rank 0 prints the step's loss line with
+// the gradient norm, and whether it clipped or skipped.
+double stepAndReport(dmuon::Runtime &rt, const TrainerFlags &flags,
+                     const dmuon_hyper_params_t &base, int step, float mine, int rank, int world);
 
 // After rt.synchronize(): rank 0 prints the loss summary and the per-rank
 // table (NS flops, bytes per collective; a collective over MPI_COMM_WORLD),

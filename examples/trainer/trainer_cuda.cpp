@@ -228,6 +228,7 @@ int run(const tiny::TrainerFlags &flags, int rank, int world) {
   std::vector<float> x(static_cast<size_t>(local * cfg.inDim));
   std::vector<float> t(static_cast<size_t>(local * cfg.outDim));
 
+  const dmuon_hyper_params_t base = rt.hyperParams();
   bool checked = true;
   double first = 0, last = 0;
   for (int step = 0; step < flags.steps; ++step) {
@@ -243,13 +244,11 @@ int run(const tiny::TrainerFlags &flags, int rank, int world) {
       float mine = model.forwardBackward(recording, xDev.p, tDev.p);
       recording.copyRemaining(); // adamw gradients stay local until step()
       checked = checkAgainstCpu(flags, cfg, local, x, t, mine, recording, rank);
-      rt.step();
-      first = last = tiny::reduceAndPrintLoss(mine, step, rank, world);
+      first = last = tiny::stepAndReport(rt, flags, base, step, mine, rank, world);
       continue;
     }
     float mine = model.forwardBackward(access, xDev.p, tDev.p);
-    rt.step();
-    const double loss = tiny::reduceAndPrintLoss(mine, step, rank, world);
+    const double loss = tiny::stepAndReport(rt, flags, base, step, mine, rank, world);
     if (step == 0)
       first = loss;
     last = loss;

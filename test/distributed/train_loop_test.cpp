@@ -20,6 +20,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -459,6 +460,47 @@ void checkAgreement(const dmuon::Plan &plan) {
   info("mismatched hyper-parameters refused on every rank: %s", msg.c_str());
 }
 
+// A checkpoint holds the schedule's current values and the step counts.
+void checkCheckpointKeepsSchedule(const dmuon::Plan &plan, const tiny::Config &cfg) {
+  char dir[] = "/tmp/dmuon-train-loop-XXXXXX";
+  int made = gRank == 0 && ::mkdtemp(dir) ? 1 : 0;
+  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&made, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!made) {
+    fail("cannot make a temporary directory");
+    return;
+  }
+  MPI_Comm comm = MPI_COMM_WORLD;
+  Scenario sc;
+  sc.steps = 2;
+  dmuon_runtime_options_t opt = makeOptions(&comm, sc);
+  dmuon_hyper_params_t set;
+  dmuon_hyper_params_init(&set);
+  set.lr = 0.0123, set.momentum = 0.9, set.weight_decay = 0.2, set.adamw_lr = 3e-4;
+  set.adamw_weight_decay = 0.05;
+  {
+    dmuon::Runtime rt(plan, opt);
+    tiny::bindInitialParams(rt, cfg, kSeed);
+    rt.setHyperParams(set);
+    rt.saveCheckpoint(dir, 7);
+  }
+  dmuon::Runtime fresh(plan, opt);
+  fresh.loadCheckpoint(dir);
+  const dmuon_hyper_params_t got = fresh.hyperParams();
+  const double pairs[][2] = {{got.lr, set.lr},
+                             {got.momentum, set.momentum},
+                             {got.weight_decay, set.weight_decay},
+                             {got.adamw_lr, set.adamw_lr},
+                             {got.adamw_weight_decay, set.adamw_weight_decay}};
+  for (const auto &pr : pairs)
+    if (pr[0] != static_cast<float>(pr[1]))
+      fail("checkpoint: hyper-parameter %.9g came back as %.9g", pr[1], pr[0]);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (gRank == 0)
+    std::system(("rm -rf '" + std::string(dir) + "'").c_str());
+  info("checkpoint restores the schedule's hyper-parameters");
+}
+
 int runTests(int argc, char **argv) {
   std::string planPath;
   for (int i = 1; i < argc; ++i)
@@ -479,6 +521,7 @@ int runTests(int argc, char **argv) {
   checkNonFinite(dist, plan, cfg, mesh);
   if (gWorld > 1)
     checkAgreement(plan);
+  checkCheckpointKeepsSchedule(plan, cfg);
   return 0;
 }
 
