@@ -4,9 +4,11 @@
  * C ABI in the style of NCCL and the IREE runtime: opaque handles, status
  * codes with readable messages, options structs that begin with their size
  * and version, create/destroy pairs, and the host's own communicator passed
- * in. Every function returns a status; on failure the message is available
- * from dmuon_last_error() (per thread) and, for calls on a runtime, from
- * dmuon_runtime_last_error(). No function aborts the process.
+ * in. Every function that can fail returns a status (the others are plain
+ * getters); on failure the message is available from dmuon_last_error() (per
+ * thread) and, for calls on a runtime, from dmuon_runtime_last_error(). No
+ * function aborts the process. DMUON_STEP_SKIPPED is the one status that is
+ * not an error.
  *
  * Per training step, for hook groups g = 0..n-1 in forward order:
  *   forward:  pre_forward(g) ... read params through views ... post_forward(g)
@@ -15,7 +17,10 @@
  *   step()
  * Params with role adamw have their own views and gradient buffers, valid at
  * all times; step() averages their gradients over all data-parallel ranks and
- * applies AdamW (unless the host opted out).
+ * applies AdamW (unless the host opted out). For gradient accumulation, run k
+ * micro-batches (forward and backward, every hook) before step(), declaring
+ * each but the last with dmuon_runtime_begin_micro_batch(rt, 0). Invariants
+ * I1-I4 and the training loop: docs/runtime.md.
  */
 #ifndef DMUON_DMUON_H
 #define DMUON_DMUON_H
@@ -223,7 +228,8 @@ DMUON_API const char *dmuon_runtime_last_error(dmuon_runtime_t runtime);
 DMUON_API dmuon_status_t dmuon_runtime_bind_param(dmuon_runtime_t runtime, const char *name,
                                                  const float *values, int64_t numel);
 
-/* The full param, in the plan's dtype: for a Muon param valid between
+/* The param's values in the plan's dtype (this rank's local shard for a
+ * param sharded on model-parallel dims, as bound): for a Muon param valid between
  * pre_forward and post_forward of its hook group (and pre_backward and
  * post_backward under Z3), for an adamw param always. */
 DMUON_API dmuon_status_t dmuon_runtime_param_view(dmuon_runtime_t runtime, const char *name,
