@@ -569,6 +569,48 @@ TEST(MuonStepTest, BatchEqualsSeparateMatrices) {
   EXPECT_EQ(buf, bufSep);
 }
 
+// The EMA (torch.optim.Muon) form: buf <- mu*buf + (1-mu)*g and Nesterov input
+// (1-mu)*g + mu*buf, element by element; the default form is untouched by it.
+TEST(MuonMomentumTest, EmaFormIsTorchsLerp) {
+  const int64_t n = 257;
+  auto g = randomMatrix(1, n, 21);
+  auto buf0 = randomMatrix(1, n, 22);
+  for (bool nesterov : {true, false}) {
+    MuonHyper h;
+    h.nesterov = nesterov;
+    h.emaMomentum = true;
+    std::vector<float> buf = buf0, u(n);
+    k::muonMomentum(buf.data(), g.data(), u.data(), n, h);
+    const float mu = h.momentum, gw = static_cast<float>(1.0 - static_cast<double>(mu));
+    for (int64_t i = 0; i < n; ++i) {
+      const float b = mu * buf0[i] + gw * g[i];
+      ASSERT_EQ(buf[i], b) << i;
+      ASSERT_EQ(u[i], nesterov ? gw * g[i] + mu * b : b) << i;
+    }
+    h.emaMomentum = false;
+    buf = buf0;
+    k::muonMomentum(buf.data(), g.data(), u.data(), n, h);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(buf[i], mu * buf0[i] + g[i]) << i;
+  }
+}
+
+// From a zero buffer the two forms give the same update up to NS's epsilon.
+TEST(MuonMomentumTest, EmaAndSgdFormsGiveTheSameFirstUpdate) {
+  const int64_t rows = 12, cols = 20;
+  auto g = randomMatrix(rows, cols, 23);
+  auto p = randomMatrix(rows, cols, 24);
+  auto pEma = p;
+  std::vector<float> buf(p.size(), 0.0f), bufEma(p.size(), 0.0f);
+  MuonHyper h, hEma;
+  hEma.emaMomentum = true;
+  NsWorkspace ws;
+  k::muonStep(p.data(), buf.data(), g.data(), 1, rows, cols, h, ws);
+  k::muonStep(pEma.data(), bufEma.data(), g.data(), 1, rows, cols, hEma, ws);
+  for (size_t i = 0; i < p.size(); ++i)
+    EXPECT_NEAR(p[i], pEma[i], 1e-5) << i;
+}
+
 // ---------------------------------------------------------------------------
 // AdamW against a scalar double reference (torch.optim.AdamW formulas).
 

@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstddef>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -216,6 +217,92 @@ TEST_F(OneRank, CallsOutOfOrderAreRefusedAndTheRuntimeStaysUsable) {
   EXPECT_EQ(dmuon_runtime_step(rt), DMUON_SUCCESS) << err();
   EXPECT_EQ(dmuon_runtime_bind_param(rt, "layers.0.fc1.weight", nullptr, 0),
             DMUON_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(RuntimeCreate, AVersion1OptionsStructTakesTheNewDefaults) {
+  dmuon_plan_t plan = nullptr;
+  ASSERT_EQ(dmuon_plan_load_file(planPath("1").c_str(), &plan), DMUON_SUCCESS) << lastError();
+  dmuon_runtime_options_t o = mpiOptions();
+  o.version = 1;
+  o.struct_size = offsetof(dmuon_runtime_options_t, accumulation);
+  o.accumulation = static_cast<dmuon_accumulation_t>(99); // beyond a v1 struct: never read
+  dmuon_runtime_t rt = nullptr;
+  EXPECT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_SUCCESS) << lastError();
+  dmuon_runtime_destroy(rt);
+  o.struct_size -= 8; // shorter than any version
+  EXPECT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_ERROR_INVALID_ARGUMENT);
+  o = mpiOptions();
+  o.clip_policy = static_cast<dmuon_clip_policy_t>(7);
+  EXPECT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("options.clip_policy 7"), std::string::npos) << lastError();
+  o = mpiOptions();
+  o.max_grad_norm = -1;
+  EXPECT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("options.max_grad_norm"), std::string::npos) << lastError();
+  dmuon_plan_destroy(plan);
+}
+
+TEST_F(OneRank, TrainingLoopCallsCheckTheirArguments) {
+  bindAll(0.01f);
+  dmuon_grad_norm_t norm{};
+  EXPECT_EQ(dmuon_runtime_grad_norm(rt, &norm), DMUON_ERROR_INVALID_ARGUMENT); // no size
+  norm.struct_size = sizeof norm;
+  norm.version = DMUON_GRAD_NORM_VERSION;
+  EXPECT_EQ(dmuon_runtime_grad_norm(rt, &norm), DMUON_ERROR_INVALID_STATE);
+  EXPECT_NE(err().find("before any backward"), std::string::npos) << err();
+  EXPECT_EQ(dmuon_runtime_set_param_group_scale(rt, "nothing.*", 1, 1),
+            DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("no param matches 'nothing.*'"), std::string::npos) << err();
+  EXPECT_EQ(dmuon_runtime_set_param_group_scale(rt, "layers.*", -1, 1),
+            DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(dmuon_runtime_set_param_group_scale(rt, "layers.*.fc1.*", 0.5, 1), DMUON_SUCCESS);
+  dmuon_hyper_params_t h;
+  dmuon_hyper_params_init(&h);
+  h.momentum = 1.0;
+  EXPECT_EQ(dmuon_runtime_set_hyper_params(rt, &h), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("momentum=1"), std::string::npos) << err();
+  h.momentum = 0.9;
+  EXPECT_EQ(dmuon_runtime_set_hyper_params(rt, &h), DMUON_SUCCESS) << err();
+  dmuon_hyper_params_t got;
+  dmuon_hyper_params_init(&got);
+  ASSERT_EQ(dmuon_runtime_get_hyper_params(rt, &got), DMUON_SUCCESS);
+  EXPECT_FLOAT_EQ(static_cast<float>(got.momentum), 0.9f);
+
+  // A micro-batch declared not last: the step waits for the last one.
+  const int n = dmuon_plan_num_hook_groups(plan);
+  ASSERT_EQ(dmuon_runtime_begin_micro_batch(rt, 0), DMUON_SUCCESS);
+  ASSERT_EQ(dmuon_runtime_pre_forward(rt, 0), DMUON_SUCCESS) << err();
+  EXPECT_EQ(dmuon_runtime_begin_micro_batch(rt, 1), DMUON_ERROR_INVALID_STATE);
+  for (int g = 0; g < n; ++g) {
+    if (g > 0) {
+      ASSERT_EQ(dmuon_runtime_pre_forward(rt, g), DMUON_SUCCESS) << err();
+    }
+    ASSERT_EQ(dmuon_runtime_post_forward(rt, g), DMUON_SUCCESS) << err();
+  }
+  for (int g = n - 1; g >= 0; --g) {
+    ASSERT_EQ(dmuon_runtime_pre_backward(rt, g), DMUON_SUCCESS) << err();
+    ASSERT_EQ(dmuon_runtime_post_backward(rt, g), DMUON_SUCCESS) << err();
+  }
+  EXPECT_EQ(dmuon_runtime_step(rt), DMUON_ERROR_INVALID_STATE);
+  EXPECT_NE(err().find("declared not the last"), std::string::npos) << err();
+  // The last micro-batch, then the step; a third forward before it is refused.
+  for (int g = 0; g < n; ++g) {
+    ASSERT_EQ(dmuon_runtime_pre_forward(rt, g), DMUON_SUCCESS) << err();
+    ASSERT_EQ(dmuon_runtime_post_forward(rt, g), DMUON_SUCCESS) << err();
+  }
+  for (int g = n - 1; g >= 0; --g) {
+    ASSERT_EQ(dmuon_runtime_pre_backward(rt, g), DMUON_SUCCESS) << err();
+    ASSERT_EQ(dmuon_runtime_post_backward(rt, g), DMUON_SUCCESS) << err();
+  }
+  EXPECT_EQ(dmuon_runtime_pre_forward(rt, 0), DMUON_ERROR_INVALID_STATE);
+  EXPECT_NE(err().find("after the step's last micro-batch"), std::string::npos) << err();
+  EXPECT_EQ(dmuon_runtime_step(rt), DMUON_SUCCESS) << err();
+  EXPECT_EQ(dmuon_runtime_grad_norm(rt, &norm), DMUON_SUCCESS) << err();
+  EXPECT_TRUE(norm.finite);
+  int64_t applied = -1, skipped = -1;
+  ASSERT_EQ(dmuon_runtime_step_counts(rt, &applied, &skipped), DMUON_SUCCESS);
+  EXPECT_EQ(applied, 1);
+  EXPECT_EQ(skipped, 0);
 }
 
 TEST_F(OneRank, OneStepEqualsTheKernelOnTheGivenGradient) {
