@@ -1,6 +1,7 @@
 // validate: every shape and placement makes sense for the mesh, and every
 // Muon param is a matrix (spec 004 §2.1).
 #include "Passes.h"
+#include "common/PlanRules.h"
 
 #include <string>
 
@@ -15,8 +16,7 @@ std::string shapeStr(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-// Bound on elements per param: keeps byte counts and flop costs exact.
-constexpr int64_t kMaxElements = int64_t(1) << 48;
+using common::kMaxElements;
 
 } // namespace
 

@@ -4,6 +4,9 @@
 // accessor, and every index is range-checked before it is followed).
 #include "plan/PlanFile.h"
 
+#include "common/Hex.h"
+#include "common/MeshIndex.h"
+#include "common/PlanRules.h"
 #include "dmuon/plan_version.h"
 
 #include <cerrno>
@@ -17,18 +20,6 @@
 namespace dmuon::planfile {
 
 namespace fb = dmuon::plan;
-
-int64_t slotRank(const std::vector<int64_t> &dimSizes, int shardDim, int replicateDim,
-                 int64_t s, int64_t r) {
-  if (s < 0 || r < 0)
-    return -1;
-  int64_t rank = 0;
-  for (size_t i = 0; i < dimSizes.size(); ++i) {
-    const int d = static_cast<int>(i);
-    rank = rank * dimSizes[i] + (d == shardDim ? s : d == replicateDim ? r : 0);
-  }
-  return rank;
-}
 
 namespace {
 
@@ -100,11 +91,8 @@ std::string readFile(const std::string &path, std::vector<uint8_t> &out) {
 
 namespace {
 
-std::string hex64(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
+using common::hex64;
+using common::kMaxElements;
 
 std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
 
@@ -113,10 +101,6 @@ template <typename T> uint32_t size(const flatbuffers::Vector<T> *v) {
 }
 
 template <typename E> bool enumOk(E e, E lo, E hi) { return !flatbuffers::IsOutRange(e, lo, hi); }
-
-// Bound on elements per param (as dmuonc's validate pass): keeps byte counts
-// and flop costs exact in 64 bits.
-constexpr int64_t kMaxElements = int64_t(1) << 48;
 
 // Product of non-negative dims, false past kMaxElements (a zero dim makes the
 // product 0, but the other dims are still bounded, as dmuonc bounds them).
@@ -225,7 +209,7 @@ private:
   int shardDim_ = -1, replicateDim_ = -1;
 
   int64_t slotRank(int64_t s, int64_t r) const {
-    return planfile::slotRank(dimSizes_, shardDim_, replicateDim_, s, r);
+    return common::slotRank(dimSizes_, shardDim_, replicateDim_, s, r);
   }
 };
 
@@ -758,9 +742,9 @@ std::string Checker::run(bool requireComplete) {
     const fb::OptimizerDefaults *od = p_.options()->optimizer();
     if (!od)
       return "complete plan has no options.optimizer";
-    if (od->ns_steps() < 1 || od->ns_steps() > 100)
-      return "options.optimizer.ns_steps is " + std::to_string(od->ns_steps()) +
-             " (must be between 1 and 100)";
+    if (!common::nsStepsInRange(od->ns_steps()))
+      return "options.optimizer.ns_steps is " + std::to_string(od->ns_steps()) + " (must be " +
+             common::nsStepsRangeText() + ")";
     if (!p_.params())
       return "complete plan has no params";
   }

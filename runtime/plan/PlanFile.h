@@ -11,12 +11,6 @@
 
 namespace dmuon::planfile {
 
-// Rank of owner slot (shard s, replicate r) on a mesh with these dim sizes,
-// every other dim at coordinate 0 (row-major, DESIGN.md §4); -1 for a
-// negative coordinate.
-int64_t slotRank(const std::vector<int64_t> &dimSizes, int shardDim, int replicateDim,
-                 int64_t s, int64_t r);
-
 // FNV-1a 64 over `size` bytes.
 uint64_t fnv1a64(const uint8_t *data, size_t size);
 

@@ -7,7 +7,8 @@
 // index is out of range instead of crashing.
 #include "plan/PlanPrinter.h"
 
-#include "plan/PlanFile.h"
+#include "common/Hex.h"
+#include "common/MeshIndex.h"
 
 #include <charconv>
 #include <cmath>
@@ -43,11 +44,7 @@ std::string fixed4(double v) {
   return std::string(buf, r.ptr);
 }
 
-std::string hex64(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
+using common::hex64;
 
 std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
 std::string orDash(const std::string &s) { return s.empty() ? "-" : s; }
@@ -103,7 +100,7 @@ public:
   int64_t slotReplicate(int64_t slot) const { return slot < 0 ? -1 : slot / G; }
   // Rank of owner slot (s, r) with every other mesh dim at 0 (row-major).
   int64_t slotRank(int64_t s, int64_t r) const {
-    return planfile::slotRank(dims, shardDim, replicateDim, s, r);
+    return common::slotRank(dims, shardDim, replicateDim, s, r);
   }
   std::string meshString() const {
     std::string s;

@@ -3,6 +3,7 @@
 #include "Pipeline.h"
 #include "plan/PlanPrinter.h"
 #include "PlanWriter.h"
+#include "common/PlanRules.h"
 #include "dmuon/plan_version.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -139,8 +140,9 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
                 " must be a power of two no larger than 65536");
     return false;
   }
-  if (nsSteps == 0 || nsSteps > 100) {
-    diags.error("--ns-steps=" + std::to_string(nsSteps) + " must be between 1 and 100");
+  if (!dmuon::common::nsStepsInRange(nsSteps)) {
+    diags.error("--ns-steps=" + std::to_string(nsSteps) + " must be " +
+                dmuon::common::nsStepsRangeText());
     return false;
   }
   if (smallParamThreshold > (1ULL << 48)) {
