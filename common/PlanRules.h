@@ -8,6 +8,8 @@
 #ifndef DMUON_COMMON_PLANRULES_H
 #define DMUON_COMMON_PLANRULES_H
 
+#include "dmuon/plan_generated.h"
+
 #include <cstdint>
 #include <string>
 
@@ -27,6 +29,20 @@ constexpr bool nsStepsInRange(int64_t steps) {
 // "between 1 and 100", for messages about an ns_steps out of range.
 inline std::string nsStepsRangeText() {
   return "between " + std::to_string(kMinNsSteps) + " and " + std::to_string(kMaxNsSteps);
+}
+
+// Bytes per element of a plan dtype; 0 for a value the schema does not know.
+constexpr int64_t dtypeBytes(plan::DType t) {
+  switch (t) {
+  case plan::DType::f32:
+    return 4;
+  case plan::DType::bf16:
+  case plan::DType::f16:
+    return 2;
+  case plan::DType::f64:
+    return 8;
+  }
+  return 0;
 }
 
 } // namespace dmuon::common

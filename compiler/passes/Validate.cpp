@@ -41,12 +41,12 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
       diags.error(p.loc, describe() + " has more than 2^48 elements");
       continue;
     }
-    if (p.role == Role::Muon && ndim < 2) {
+    if (p.role == Role::muon && ndim < 2) {
       diags.error(p.loc, describe() + " cannot use Muon: Muon orthogonalizes matrices and "
                                 "needs at least 2 dims; leave it to AdamW");
       continue;
     }
-    if (p.role == Role::Muon && empty) {
+    if (p.role == Role::muon && empty) {
       diags.error(p.loc, describe() + " cannot use Muon: it has no elements");
       continue;
     }

@@ -92,6 +92,7 @@ std::string readFile(const std::string &path, std::vector<uint8_t> &out) {
 namespace {
 
 using common::hex64;
+using common::dtypeBytes;
 using common::kMaxElements;
 
 std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
@@ -130,19 +131,6 @@ bool boundedProduct(int64_t a, int64_t b, int64_t c, int64_t &out) {
 
 std::string matrixStr(int64_t b, int64_t r, int64_t c) {
   return std::to_string(b) + "x" + std::to_string(r) + "x" + std::to_string(c);
-}
-
-int64_t dtypeBytes(fb::DType t) {
-  switch (t) {
-  case fb::DType::f32:
-    return 4;
-  case fb::DType::bf16:
-  case fb::DType::f16:
-    return 2;
-  case fb::DType::f64:
-    return 8;
-  }
-  return 0;
 }
 
 // Semantic checks on a buffer the FlatBuffers verifier has accepted.
