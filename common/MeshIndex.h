@@ -8,6 +8,7 @@
 #ifndef DMUON_COMMON_MESHINDEX_H
 #define DMUON_COMMON_MESHINDEX_H
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
