@@ -8,6 +8,7 @@
 #define DMUON_RUNTIME_PLAN_PLANCHECKER_H
 
 #include "common/MeshIndex.h"
+#include "common/PlanAccess.h"
 #include "dmuon/plan_generated.h"
 
 #include <cstdint>
@@ -18,11 +19,8 @@ namespace dmuon::planfile::detail {
 
 namespace fb = dmuon::plan;
 
-inline std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
-
-template <typename T> uint32_t size(const flatbuffers::Vector<T> *v) {
-  return v ? v->size() : 0;
-}
+using common::size;
+using common::str;
 
 template <typename E> bool enumOk(E e, E lo, E hi) { return !flatbuffers::IsOutRange(e, lo, hi); }
 

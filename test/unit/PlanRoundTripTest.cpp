@@ -7,7 +7,7 @@
 #include "PlanWriter.h"
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
-#include "plan/PlanPrinter.h"
+#include "plan-print/PlanPrinter.h"
 
 #include "gtest/gtest.h"
 

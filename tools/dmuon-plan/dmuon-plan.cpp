@@ -5,7 +5,7 @@
 #include "common/Hex.h"
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
-#include "plan/PlanPrinter.h"
+#include "plan-print/PlanPrinter.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"

@@ -1,7 +1,7 @@
 // dmuonc: the dmuon planning compiler driver. All work is in compiler/.
 #include "Diagnostics.h"
 #include "Pipeline.h"
-#include "plan/PlanPrinter.h"
+#include "plan-print/PlanPrinter.h"
 #include "PlanWriter.h"
 #include "common/PlanRules.h"
 #include "dmuon/plan_version.h"
