@@ -72,7 +72,7 @@ bool compile(const std::string &path, const std::string &mesh, PlanModel &m, Tim
     if (t)
       t->ms.push_back({p.name, ms(a, Clock::now())});
   }
-  m.stage = Stage::Complete;
+  m.stage = Stage::complete;
   auto a = Clock::now();
   std::vector<uint8_t> plan = writePlan(m);
   if (t) {
@@ -89,7 +89,7 @@ PartitionProblem specUnits(const PlanModel &m, int slots, std::vector<int> &mode
   pb.slots = slots;
   std::map<std::string, int> layerId, smallUnit;
   for (const Param &p : m.params) {
-    if (p.role != Role::Muon)
+    if (p.role != Role::muon)
       continue;
     int layer = layerId.try_emplace(p.layer, static_cast<int>(layerId.size())).first->second;
     if (p.numElements() < m.options.smallParamThreshold) {

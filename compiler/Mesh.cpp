@@ -1,6 +1,7 @@
 #include "Mesh.h"
 
 #include "Diagnostics.h"
+#include "common/MeshIndex.h"
 
 #include <cctype>
 #include <limits>
@@ -26,29 +27,20 @@ int Mesh::findDim(std::string_view name) const {
   return -1;
 }
 
+namespace {
+int64_t sizeOf(const MeshDim &d) { return d.size; }
+} // namespace
+
 std::vector<int64_t> Mesh::coordOf(int64_t rank) const {
-  std::vector<int64_t> c(dims.size());
-  for (size_t i = dims.size(); i-- > 0;) {
-    c[i] = rank % dims[i].size;
-    rank /= dims[i].size;
-  }
-  return c;
+  return common::rowMajorCoord(dims, rank, sizeOf);
 }
 
 int64_t Mesh::rankOf(const std::vector<int64_t> &coord) const {
-  int64_t r = 0;
-  for (size_t i = 0; i < dims.size(); ++i)
-    r = r * dims[i].size + coord[i];
-  return r;
+  return common::rowMajorRank(dims, coord, sizeOf);
 }
 
 int64_t Mesh::slotRank(int64_t shard, int64_t replicate) const {
-  std::vector<int64_t> c(dims.size(), 0);
-  if (shardDim >= 0)
-    c[shardDim] = shard;
-  if (replicateDim >= 0)
-    c[replicateDim] = replicate;
-  return rankOf(c);
+  return common::slotRank(dims, shardDim, replicateDim, shard, replicate, sizeOf);
 }
 
 std::string Mesh::str() const {

@@ -4,52 +4,22 @@ namespace dmuon {
 
 std::optional<DType> parseDType(std::string_view name) {
   if (name == "f32" || name == "float32" || name == "fp32" || name == "float")
-    return DType::F32;
+    return DType::f32;
   if (name == "bf16" || name == "bfloat16")
-    return DType::BF16;
+    return DType::bf16;
   if (name == "f16" || name == "float16" || name == "fp16" || name == "half")
-    return DType::F16;
+    return DType::f16;
   if (name == "f64" || name == "float64" || name == "fp64" || name == "double")
-    return DType::F64;
+    return DType::f64;
   return std::nullopt;
 }
 
-const char *dtypeName(DType t) {
-  switch (t) {
-  case DType::F32:
-    return "f32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F16:
-    return "f16";
-  case DType::F64:
-    return "f64";
-  }
-  return "?";
-}
-
-int64_t dtypeBytes(DType t) {
-  switch (t) {
-  case DType::F32:
-    return 4;
-  case DType::BF16:
-  case DType::F16:
-    return 2;
-  case DType::F64:
-    return 8;
-  }
-  return 4;
-}
-
-static constexpr const char *kStageNames[] = {
-    "frontend", "select", "validate", "group", "partition", "hooks", "layout", "complete"};
-
-const char *stageName(Stage s) { return kStageNames[static_cast<int>(s)]; }
+const char *stageName(Stage s) { return plan::EnumNameStage(s); }
 
 std::optional<Stage> parseStage(std::string_view name) {
-  for (int i = 0; i <= static_cast<int>(Stage::Complete); ++i)
-    if (name == kStageNames[i])
-      return static_cast<Stage>(i);
+  for (Stage s : plan::EnumValuesStage())
+    if (name == plan::EnumNameStage(s))
+      return s;
   return std::nullopt;
 }
 

@@ -6,6 +6,8 @@
 #include "Mesh.h"
 #include "Placement.h"
 
+#include "dmuon/plan_generated.h"
+
 #include "llvm/Support/SMLoc.h"
 
 #include <cstdint>
@@ -16,22 +18,22 @@
 
 namespace dmuon {
 
-enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, F64 = 3 };
-std::optional<DType> parseDType(std::string_view name);
-const char *dtypeName(DType t);
-int64_t dtypeBytes(DType t);
+// The plan's enums (include/dmuon/plan.fbs), used as they are: what the
+// passes compute is what the plan writer stores, value for value.
+using DType = plan::DType;
+using Role = plan::Role;
+using RoleReason = plan::RoleReason;
+using ShardingGroupKind = plan::ShardingGroupKind;
+using Stage = plan::Stage;
+using Mode = plan::Mode;
+using CostModel = plan::CostModel;
 
-enum class Role : uint8_t { AdamW = 0, Muon = 1 };
-// Mirrors plan.fbs RoleReason.
-enum class RoleReason : uint8_t {
-  DefaultMatrix, DefaultVector, DefaultExcluded, IncludeFlag, ExcludeFlag,
-  ManifestOverride
-};
-enum class ShardingGroupKind : uint8_t { None = 0, NoComm = 1, Comm = 2 };
-enum class Stage : uint8_t {
-  Frontend, Select, Validate, Group, Partition, Hooks, Layout, Complete
-};
+// "f32", "float32", "fp32", "float", "bf16", ...: the spellings manifests and
+// ONNX use.
+std::optional<DType> parseDType(std::string_view name);
+// The pass a stage is captured after: "frontend", "select", ... "complete".
 const char *stageName(Stage s);
+std::optional<Stage> parseStage(std::string_view name);
 
 // The matrix Muon sees in a shape: batch x rows x cols over the last two dims,
 // or [out, in*k...] for a conv weight.
@@ -39,7 +41,6 @@ struct MatrixView {
   int64_t batch = 1, rows = 0, cols = 0;
 };
 MatrixView matrixViewOf(const std::vector<int64_t> &shape, bool conv);
-std::optional<Stage> parseStage(std::string_view name);
 
 struct Param {
   // Frontend.
@@ -49,21 +50,21 @@ struct Param {
   std::string sourceLoc;  // "file:line:col" for the plan, empty if none
   llvm::SMLoc loc;        // for diagnostics into a manifest buffer
   std::vector<int64_t> shape;
-  DType dtype = DType::F32;
+  DType dtype = DType::f32;
   std::vector<Placement> placements; // one per mesh dim
   bool conv = false;                 // flatten [out, in, k...] to [out, in*k...]
   std::optional<Role> roleOverride;  // per-param optimizer in the manifest
 
   // select
-  Role role = Role::AdamW;
-  RoleReason roleReason = RoleReason::DefaultVector;
+  Role role = Role::adamw;
+  RoleReason roleReason = RoleReason::default_vector;
   int64_t batch = 1, rows = 0, cols = 0; // the matrix view
   // validate: this rank's shard (the shape divided by the non-ownership mesh
   // dims that shard it; equal on every rank) and its matrix view.
   std::vector<int64_t> localShape;
   int64_t localBatch = 1, localRows = 0, localCols = 0;
   // group
-  ShardingGroupKind group = ShardingGroupKind::None;
+  ShardingGroupKind group = ShardingGroupKind::none;
   int commGroup = -1;
   // comm params: the one non-ownership mesh dim that shards the matrix dims
   // (gathered for NS) and the tensor dim it shards; -1 otherwise.
@@ -137,8 +138,6 @@ struct Stats {
   std::vector<RankFigures> ranks;
 };
 
-enum class Mode : uint8_t { Z3 = 0, Z2 = 1 };
-
 struct OptimizerDefaults {
   double lr = 0.02, momentum = 0.95;
   bool nesterov = true;
@@ -150,18 +149,15 @@ struct OptimizerDefaults {
          adamwWeightDecay = 0.0;
 };
 
-// What the partition balances (plan.fbs CostModel).
-enum class CostModel : uint8_t { Flops = 0, Table = 1 };
-
 struct Options {
-  Mode mode = Mode::Z3;
+  Mode mode = Mode::z3;
   bool replicateAsync = true;
   int64_t smallParamThreshold = 5'000'000;
   std::string hookBoundary; // empty: default heuristic
   std::string muonInclude, muonExclude;
   int alignment = 256;
   OptimizerDefaults optimizer;
-  CostModel costModel = CostModel::Flops;
+  CostModel costModel = CostModel::flops;
   std::string costTablePath; // --cost-table, as given
   // Measured NS seconds per (rows, cols), loaded from costTablePath.
   std::map<std::pair<int64_t, int64_t>, double> costTable;
@@ -178,7 +174,7 @@ struct PlanModel {
   std::vector<CommGroup> commGroups;
   std::vector<HookGroup> hookGroups;
   Stats stats;
-  Stage stage = Stage::Frontend;
+  Stage stage = Stage::frontend;
 };
 
 } // namespace dmuon

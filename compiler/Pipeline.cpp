@@ -16,12 +16,12 @@ struct PassEntry {
 };
 
 constexpr PassEntry kPasses[] = {
-    {Stage::Select, runSelect, "Select Muon/AdamW roles"},
-    {Stage::Validate, runValidate, "Validate shapes and placements"},
-    {Stage::Group, runGroup, "Group params by sharding"},
-    {Stage::Partition, runPartition, "Partition units over owner slots"},
-    {Stage::Hooks, runHooks, "Choose hook boundaries"},
-    {Stage::Layout, runLayout, "Lay out packed buffers"},
+    {Stage::select, runSelect, "Select Muon/AdamW roles"},
+    {Stage::validate, runValidate, "Validate shapes and placements"},
+    {Stage::group, runGroup, "Group params by sharding"},
+    {Stage::partition, runPartition, "Partition units over owner slots"},
+    {Stage::hooks, runHooks, "Choose hook boundaries"},
+    {Stage::layout, runLayout, "Lay out packed buffers"},
 };
 
 } // namespace
@@ -32,7 +32,7 @@ bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &dia
   model.source = opts.input;
   if (!parseMesh(opts.mesh, model.mesh, diags))
     return false;
-  if (model.options.costModel == CostModel::Table &&
+  if (model.options.costModel == CostModel::table &&
       !loadCostTable(model.options.costTablePath, diags, model.options.costTable))
     return false;
   {
@@ -41,8 +41,8 @@ bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &dia
     if (!loadModel(opts.input, opts.format, model, diags))
       return false;
   }
-  model.stage = Stage::Frontend;
-  if (opts.stopAfter == Stage::Frontend)
+  model.stage = Stage::frontend;
+  if (opts.stopAfter == Stage::frontend)
     return true;
   for (const PassEntry &p : kPasses) {
     {
@@ -55,7 +55,7 @@ bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &dia
     if (opts.stopAfter == p.stage)
       return true;
   }
-  model.stage = Stage::Complete;
+  model.stage = Stage::complete;
   return true;
 }
 

@@ -14,7 +14,7 @@ struct PipelineOptions {
   std::string input;
   InputFormat format = InputFormat::Auto;
   std::string mesh;
-  Stage stopAfter = Stage::Complete;
+  Stage stopAfter = Stage::complete;
   bool timePasses = false;
 };
 

@@ -6,14 +6,14 @@ namespace dmuon {
 
 std::string Placement::str() const {
   switch (kind) {
-  case PlacementKind::Replicate:
+  case PlacementKind::replicate:
     return "Replicate";
-  case PlacementKind::Shard:
+  case PlacementKind::shard:
     return "Shard(" + std::to_string(dim) + ")";
-  case PlacementKind::StridedShard:
+  case PlacementKind::strided_shard:
     return "StridedShard(" + std::to_string(dim) + ", " +
            std::to_string(splitFactor) + ")";
-  case PlacementKind::Partial:
+  case PlacementKind::partial:
     return "Partial(" + reduceOp + ")";
   }
   return "?";
@@ -92,18 +92,18 @@ bool parsePlacement(std::string_view text, Placement &out, std::string &error,
   std::string_view name = c.ident();
   Placement p;
   if (name == "Replicate") {
-    p.kind = PlacementKind::Replicate;
+    p.kind = PlacementKind::replicate;
     if (c.eat('(') && !c.eat(')'))
       return fail("expected ')' after 'Replicate('");
   } else if (name == "Shard" || name == "StridedShard") {
-    p.kind = name == "Shard" ? PlacementKind::Shard : PlacementKind::StridedShard;
+    p.kind = name == "Shard" ? PlacementKind::shard : PlacementKind::strided_shard;
     if (!c.eat('('))
       return fail("expected '(' after '" + std::string(name) + "'");
     long long d;
     if (!c.integer(d))
       return fail("expected a tensor dim in '" + std::string(name) + "(...)'");
     p.dim = static_cast<int>(d);
-    if (p.kind == PlacementKind::StridedShard) {
+    if (p.kind == PlacementKind::strided_shard) {
       if (!c.eat(','))
         return fail("expected ', split_factor' in 'StridedShard(dim, split_factor)'");
       long long k;
@@ -114,7 +114,7 @@ bool parsePlacement(std::string_view text, Placement &out, std::string &error,
     if (!c.eat(')'))
       return fail("expected ')'");
   } else if (name == "Partial") {
-    p.kind = PlacementKind::Partial;
+    p.kind = PlacementKind::partial;
     if (c.eat('(')) {
       std::string_view op = c.ident();
       if (op.empty()) {

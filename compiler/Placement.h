@@ -2,25 +2,28 @@
 #ifndef DMUON_COMPILER_PLACEMENT_H
 #define DMUON_COMPILER_PLACEMENT_H
 
+#include "dmuon/plan_generated.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace dmuon {
 
-enum class PlacementKind : uint8_t { Replicate = 0, Shard = 1, StridedShard = 2, Partial = 3 };
+// The plan's placement kinds (include/dmuon/plan.fbs).
+using PlacementKind = plan::PlacementKind;
 
 struct Placement {
-  PlacementKind kind = PlacementKind::Replicate;
+  PlacementKind kind = PlacementKind::replicate;
   int dim = 0;         // Shard / StridedShard
   int splitFactor = 1; // StridedShard
   std::string reduceOp = "sum"; // Partial
 
   // StridedShard is a Shard for grouping purposes (spec 004 §6).
   bool isShard() const {
-    return kind == PlacementKind::Shard || kind == PlacementKind::StridedShard;
+    return kind == PlacementKind::shard || kind == PlacementKind::strided_shard;
   }
-  bool isReplicate() const { return kind == PlacementKind::Replicate; }
+  bool isReplicate() const { return kind == PlacementKind::replicate; }
   // The spelling users write and the plan prints: Shard(0), Replicate, ...
   std::string str() const;
   // The grouping key of spec 004 §4.4: StridedShard keys as Shard(dim).

@@ -16,18 +16,6 @@ namespace dmuon {
 
 namespace fb = dmuon::plan;
 
-// The compiler's enums mirror the schema's value for value.
-static_assert(static_cast<int>(DType::F64) == static_cast<int>(fb::DType::f64));
-static_assert(static_cast<int>(RoleReason::ManifestOverride) ==
-              static_cast<int>(fb::RoleReason::manifest_override));
-static_assert(static_cast<int>(PlacementKind::Partial) ==
-              static_cast<int>(fb::PlacementKind::partial));
-static_assert(static_cast<int>(ShardingGroupKind::Comm) ==
-              static_cast<int>(fb::ShardingGroupKind::comm));
-static_assert(static_cast<int>(Stage::Complete) == static_cast<int>(fb::Stage::complete));
-static_assert(static_cast<int>(Stage::Layout) == static_cast<int>(fb::Stage::layout));
-static_assert(static_cast<int>(Mode::Z2) == static_cast<int>(fb::Mode::z2));
-
 namespace {
 
 using flatbuffers::FlatBufferBuilder;
@@ -107,9 +95,8 @@ Offset<fb::Options> Writer::writeOptions() {
   auto inc = optString(o.muonInclude);
   auto exc = optString(o.muonExclude);
   auto table = optString(o.costTablePath);
-  return fb::CreateOptions(b_, static_cast<fb::Mode>(o.mode), o.replicateAsync,
-                           o.smallParamThreshold, hook, inc, exc, o.alignment, opt,
-                           static_cast<fb::CostModel>(o.costModel), table);
+  return fb::CreateOptions(b_, o.mode, o.replicateAsync, o.smallParamThreshold, hook, inc, exc,
+                           o.alignment, opt, o.costModel, table);
 }
 
 Offset<fb::Param> Writer::writeParam(const Param &p) {
@@ -122,20 +109,19 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
   std::vector<Offset<fb::Placement>> pls;
   for (const Placement &pl : p.placements) {
     Offset<String> op;
-    if (pl.kind == PlacementKind::Partial)
+    if (pl.kind == PlacementKind::partial)
       op = b_.CreateString(pl.reduceOp);
     pls.push_back(fb::CreatePlacement(
-        b_, static_cast<fb::PlacementKind>(pl.kind),
-        pl.isShard() ? pl.dim : 0,
-        pl.kind == PlacementKind::StridedShard ? pl.splitFactor : 0, op));
+        b_, pl.kind, pl.isShard() ? pl.dim : 0,
+        pl.kind == PlacementKind::strided_shard ? pl.splitFactor : 0, op));
   }
   auto placements = b_.CreateVector(pls);
-  auto localShape = reached(Stage::Validate) ? b_.CreateVector(p.localShape)
+  auto localShape = reached(Stage::validate) ? b_.CreateVector(p.localShape)
                                              : Offset<flatbuffers::Vector<int64_t>>();
-  auto layer = reached(Stage::Partition) ? optString(p.layer) : Offset<String>();
+  auto layer = reached(Stage::partition) ? optString(p.layer) : Offset<String>();
 
   int32_t ownerShard = -1, ownerReplicate = -1, ownerRank = -1;
-  if (reached(Stage::Partition) && p.unit >= 0 &&
+  if (reached(Stage::partition) && p.unit >= 0 &&
       p.unit < static_cast<int>(m_.units.size()))
     slotCoords(m_.units[p.unit].slot, ownerShard, ownerReplicate, ownerRank);
 
@@ -147,29 +133,29 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
   pb.add_name_note(nameNote);
   pb.add_source_loc(sourceLoc);
   pb.add_shape(shape);
-  pb.add_dtype(static_cast<fb::DType>(p.dtype));
+  pb.add_dtype(p.dtype);
   pb.add_conv(p.conv);
   pb.add_placements(placements);
-  if (reached(Stage::Select)) {
-    pb.add_role(static_cast<fb::Role>(p.role));
-    pb.add_role_reason(static_cast<fb::RoleReason>(p.roleReason));
+  if (reached(Stage::select)) {
+    pb.add_role(p.role);
+    pb.add_role_reason(p.roleReason);
     pb.add_batch(p.batch);
     pb.add_rows(p.rows);
     pb.add_cols(p.cols);
   }
-  if (reached(Stage::Validate)) {
+  if (reached(Stage::validate)) {
     pb.add_local_shape(localShape);
     pb.add_local_batch(p.localBatch);
     pb.add_local_rows(p.localRows);
     pb.add_local_cols(p.localCols);
   }
-  if (reached(Stage::Group)) {
-    pb.add_group(static_cast<fb::ShardingGroupKind>(p.group));
+  if (reached(Stage::group)) {
+    pb.add_group(p.group);
     pb.add_comm_group(p.commGroup);
     pb.add_gather_mesh_dim(p.gatherMeshDim);
     pb.add_gather_tensor_dim(p.gatherTensorDim);
   }
-  if (reached(Stage::Partition)) {
+  if (reached(Stage::partition)) {
     pb.add_layer(layer);
     pb.add_unit(p.unit);
     pb.add_owner_shard(ownerShard);
@@ -177,9 +163,9 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
     pb.add_owner_rank(ownerRank);
     pb.add_cost(p.cost);
   }
-  if (reached(Stage::Hooks))
+  if (reached(Stage::hooks))
     pb.add_hook_group(p.hookGroup);
-  if (reached(Stage::Layout)) {
+  if (reached(Stage::layout)) {
     pb.add_offset(p.offset);
     pb.add_bytes(p.bytes);
     pb.add_reduce_offset(p.reduceOffset);
@@ -212,7 +198,7 @@ Offset<fb::HookGroup> Writer::writeHookGroup(const HookGroup &h) {
   auto name = b_.CreateString(h.name);
   auto params = intVector(h.params);
   std::vector<Offset<fb::Segment>> segs;
-  if (reached(Stage::Layout)) {
+  if (reached(Stage::layout)) {
     for (const Segment &s : h.segments) {
       int32_t shard, replicate, rank;
       slotCoords(s.slot, shard, replicate, rank);
@@ -224,7 +210,7 @@ Offset<fb::HookGroup> Writer::writeHookGroup(const HookGroup &h) {
     }
   }
   auto segVec = b_.CreateVector(segs);
-  bool laidOut = reached(Stage::Layout);
+  bool laidOut = reached(Stage::layout);
   return fb::CreateHookGroup(b_, name, params, segVec, laidOut ? h.bufferBytes : 0,
                              laidOut ? h.reduceBufferBytes : 0);
 }
@@ -233,9 +219,9 @@ Offset<fb::Stats> Writer::writeStats() {
   const Stats &s = m_.stats;
   int32_t muon = 0, adamw = 0;
   int64_t muonElems = 0, adamwElems = 0;
-  if (reached(Stage::Select)) {
+  if (reached(Stage::select)) {
     for (const Param &p : m_.params) {
-      if (p.role == Role::Muon) {
+      if (p.role == Role::muon) {
         ++muon;
         muonElems += p.numElements();
       } else {
@@ -244,10 +230,10 @@ Offset<fb::Stats> Writer::writeStats() {
       }
     }
   }
-  bool partitioned = reached(Stage::Partition);
+  bool partitioned = reached(Stage::partition);
   auto slotLoad = b_.CreateVector(partitioned ? s.slotLoad : std::vector<double>());
   std::vector<Offset<fb::RankFigures>> ranks;
-  if (reached(Stage::Layout)) {
+  if (reached(Stage::layout)) {
     for (const RankFigures &r : s.ranks)
       ranks.push_back(fb::CreateRankFigures(
           b_, static_cast<int32_t>(r.rank), r.ownedParams, r.ownedElements, r.masterBytes,
@@ -273,7 +259,7 @@ Offset<fb::Stats> Writer::writeStats() {
     sb.add_optimal(s.optimal);
     sb.add_small_unit_cap(s.smallUnitCap);
   }
-  if (reached(Stage::Layout))
+  if (reached(Stage::layout))
     sb.add_max_owners_per_hook_group(s.maxOwnersPerHookGroup);
   sb.add_muon_params(muon);
   sb.add_adamw_params(adamw);
@@ -297,14 +283,14 @@ std::vector<uint8_t> Writer::run() {
   auto paramsVec = b_.CreateVector(params);
 
   std::vector<Offset<fb::Unit>> units;
-  if (reached(Stage::Partition))
+  if (reached(Stage::partition))
     for (const Unit &u : m_.units)
       units.push_back(writeUnit(u));
   auto unitsVec = b_.CreateVector(units);
 
   std::vector<Offset<fb::CommGroup>> commGroups;
   std::vector<int32_t> noComm;
-  if (reached(Stage::Group)) {
+  if (reached(Stage::group)) {
     noComm.assign(m_.noComm.begin(), m_.noComm.end());
     for (const CommGroup &g : m_.commGroups)
       commGroups.push_back(writeCommGroup(g));
@@ -313,7 +299,7 @@ std::vector<uint8_t> Writer::run() {
   auto commVec = b_.CreateVector(commGroups);
 
   std::vector<Offset<fb::HookGroup>> hooks;
-  if (reached(Stage::Hooks))
+  if (reached(Stage::hooks))
     for (const HookGroup &h : m_.hookGroups)
       hooks.push_back(writeHookGroup(h));
   auto hooksVec = b_.CreateVector(hooks);
@@ -328,7 +314,7 @@ std::vector<uint8_t> Writer::run() {
   pb.add_format_minor(DMUON_PLAN_FORMAT_MINOR);
   pb.add_producer(producer);
   pb.add_fingerprint(0);
-  pb.add_stage(static_cast<fb::Stage>(m_.stage));
+  pb.add_stage(m_.stage);
   pb.add_source(source);
   pb.add_model_name(modelName);
   pb.add_mesh(mesh);

@@ -29,13 +29,13 @@ namespace {
 std::optional<DType> dtypeOf(int32_t onnxType) {
   switch (onnxType) {
   case onnx::TensorProto::FLOAT:
-    return DType::F32;
+    return DType::f32;
   case onnx::TensorProto::BFLOAT16:
-    return DType::BF16;
+    return DType::bf16;
   case onnx::TensorProto::FLOAT16:
-    return DType::F16;
+    return DType::f16;
   case onnx::TensorProto::DOUBLE:
-    return DType::F64;
+    return DType::f64;
   default:
     return std::nullopt;
   }

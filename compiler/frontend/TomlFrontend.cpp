@@ -71,7 +71,7 @@ struct LeafTemplate {
   std::vector<Piece> pieces; // prefixes of enclosing blocks, then the name
   std::string display;       // the same, as written (placeholders kept)
   std::vector<int64_t> shape;
-  DType dtype = DType::F32;
+  DType dtype = DType::f32;
   std::vector<Placement> placements;
   bool conv = false;
   std::optional<Role> role;
@@ -373,11 +373,11 @@ bool TomlFrontend::parseRoleValue(const toml::node &value, const std::string &wh
     return false;
   }
   if (s->get() == "muon") {
-    out = Role::Muon;
+    out = Role::muon;
     return true;
   }
   if (s->get() == "adamw") {
-    out = Role::AdamW;
+    out = Role::adamw;
     return true;
   }
   error(locOf(value), "unknown optimizer '" + s->get() + "' in " + who +
@@ -780,7 +780,7 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
   leaf.dtype = own.dtype                        ? *own.dtype
                : inherited && inherited->dtype ? *inherited->dtype
                : modelDType_                    ? *modelDType_
-                                                : DType::F32;
+                                                : DType::f32;
   if (own.placements)
     leaf.placements = std::move(*own.placements);
   else if (inherited && inherited->placements)

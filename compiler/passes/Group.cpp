@@ -39,7 +39,7 @@ bool runGroup(PlanModel &model, Diagnostics &) {
   std::map<std::string, int> groupByKey;
   for (size_t i = 0; i < model.params.size(); ++i) {
     Param &p = model.params[i];
-    if (p.role != Role::Muon)
+    if (p.role != Role::muon)
       continue;
     const int ndim = static_cast<int>(p.shape.size());
     std::set<int> shardDims;
@@ -58,11 +58,11 @@ bool runGroup(PlanModel &model, Diagnostics &) {
       if (p.conv || d >= ndim - 2)
         comm = true;
     if (!comm) {
-      p.group = ShardingGroupKind::NoComm;
+      p.group = ShardingGroupKind::no_comm;
       model.noComm.push_back(static_cast<int>(i));
       continue;
     }
-    p.group = ShardingGroupKind::Comm;
+    p.group = ShardingGroupKind::comm;
     // The mesh dim gathered for NS: the one model-parallel mesh dim whose
     // Shard touches the matrix dims. Anything else (several such mesh dims,
     // StridedShard) is not supported yet; partition reports it.
@@ -75,7 +75,7 @@ bool runGroup(PlanModel &model, Diagnostics &) {
         continue;
       ++gatherDims;
       gatherMeshDim = static_cast<int>(d);
-      strided = strided || pl.kind == PlacementKind::StridedShard;
+      strided = strided || pl.kind == PlacementKind::strided_shard;
     }
     if (gatherDims == 1 && !strided) {
       p.gatherMeshDim = gatherMeshDim;

@@ -42,7 +42,7 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
   std::unordered_map<std::string, int> groupOf;
   for (size_t i = 0; i < model.params.size(); ++i) {
     Param &p = model.params[i];
-    if (p.role != Role::Muon)
+    if (p.role != Role::muon)
       continue;
     std::string boundary;
     if (re) {

@@ -4,6 +4,7 @@
 // per-step communication figures the runtime's counters are checked against
 // (accounting rule: docs/plan-format.md).
 #include "Passes.h"
+#include "common/PlanRules.h"
 
 #include <algorithm>
 #include <map>
@@ -24,12 +25,12 @@ bool runLayout(PlanModel &model, Diagnostics &) {
   const Mesh &mesh = model.mesh;
   const int64_t align = model.options.alignment;
   const int64_t G = mesh.numShards(), R = mesh.numReplicas(), S = G * R;
-  const int64_t unshardsPerStep = model.options.mode == Mode::Z3 ? 2 : 1;
+  const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
 
   // Every rank holds and moves its local shard.
   for (Param &p : model.params) {
-    p.bytes = p.localNumElements() * dtypeBytes(p.dtype);
-    if (p.role == Role::Muon)
+    p.bytes = p.localNumElements() * common::dtypeBytes(p.dtype);
+    if (p.role == Role::muon)
       p.reduceBytes = p.localNumElements() * kReduceElementBytes;
   }
 
@@ -42,7 +43,7 @@ bool runLayout(PlanModel &model, Diagnostics &) {
     std::vector<int> comm;
     for (size_t i = 0; i < model.params.size(); ++i) {
       const Param &p = model.params[i];
-      if (p.role == Role::Muon && p.group == ShardingGroupKind::Comm && p.unit >= 0 &&
+      if (p.role == Role::muon && p.group == ShardingGroupKind::comm && p.unit >= 0 &&
           p.gatherMeshDim >= 0)
         comm.push_back(static_cast<int>(i));
     }
@@ -124,7 +125,7 @@ bool runLayout(PlanModel &model, Diagnostics &) {
         master += p.localNumElements() * kMasterElementBytes;
         elements += p.localNumElements();
         // A comm param's NS runs on one rank of its gather group (below).
-        if (p.group != ShardingGroupKind::Comm)
+        if (p.group != ShardingGroupKind::comm)
           flops += p.cost;
       }
       for (int64_t r = 0; r < R; ++r) {
@@ -173,11 +174,11 @@ bool runLayout(PlanModel &model, Diagnostics &) {
     int64_t pair = hg[i].bufferBytes + (i + 1 < hg.size() ? hg[i + 1].bufferBytes : 0);
     peak = std::max(peak, pair);
   }
-  peak = (model.options.mode == Mode::Z3 ? peak : sum) + maxReduce;
+  peak = (model.options.mode == Mode::z3 ? peak : sum) + maxReduce;
 
   int64_t adamwPayload = 0;
   for (const Param &p : model.params)
-    if (p.role == Role::AdamW)
+    if (p.role == Role::adamw)
       adamwPayload += p.localNumElements() * kMasterElementBytes;
 
   model.stats.ranks.clear();

@@ -39,14 +39,14 @@ std::string placementsStr(const Param &p) {
 bool checkModelParallel(const Param &p, const Mesh &mesh, Diagnostics &diags) {
   const std::string who = "Muon param '" + p.name + "' with placements " + placementsStr(p);
   for (size_t d = 0; d < p.placements.size(); ++d)
-    if (p.placements[d].kind == PlacementKind::Partial) {
+    if (p.placements[d].kind == PlacementKind::partial) {
       diags.error(p.loc, who + " is " + p.placements[d].str() + " on mesh dim '" +
                              mesh.dims[d].name +
                              "': Partial placement on a Muon param is not supported: "
                              "reduce it before the optimizer");
       return false;
     }
-  if (p.group != ShardingGroupKind::Comm || p.gatherMeshDim >= 0)
+  if (p.group != ShardingGroupKind::comm || p.gatherMeshDim >= 0)
     return true;
   const int ndim = static_cast<int>(p.shape.size());
   std::string dims, strided;
@@ -58,7 +58,7 @@ bool checkModelParallel(const Param &p, const Mesh &mesh, Diagnostics &diags) {
       continue;
     ++count;
     dims += (dims.empty() ? "'" : ", '") + mesh.dims[d].name + "'";
-    if (pl.kind == PlacementKind::StridedShard && strided.empty())
+    if (pl.kind == PlacementKind::strided_shard && strided.empty())
       strided = pl.str() + " on mesh dim '" + mesh.dims[d].name + "'";
   }
   if (count > 1)
@@ -108,7 +108,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   // dmuon owns a Muon param's data-parallel placement: it must be Replicate
   // on the ownership dims.
   for (Param &p : model.params) {
-    if (p.role != Role::Muon)
+    if (p.role != Role::muon)
       continue;
     bool ok = true;
     for (size_t d = 0; d < p.placements.size(); ++d)
@@ -129,7 +129,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   // merging small params can only show up as a worse max/LB, never hide.
   // Param::cost is always NS flops (the runtime counts them); what the
   // partition balances is the cost model's: flops, or measured seconds.
-  const bool measured = model.options.costModel == CostModel::Table;
+  const bool measured = model.options.costModel == CostModel::table;
   std::map<std::string, int> layerIds;
   std::vector<int> muonParams;
   std::vector<double> paramCosts;             // per entry of muonParams
@@ -137,14 +137,14 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   std::set<std::pair<int64_t, int64_t>> missing;
   for (size_t i = 0; i < model.params.size(); ++i) {
     Param &p = model.params[i];
-    if (p.role != Role::Muon)
+    if (p.role != Role::muon)
       continue;
     p.layer = defaultLayerOf(p.name);
     // NS runs on the local matrices of a no_comm param (every model-parallel
     // rank of the owner slot, on its own shard), and on the gathered full
     // matrices of a comm param (one rank of the gather group): local batch
     // either way.
-    const bool comm = p.group == ShardingGroupKind::Comm;
+    const bool comm = p.group == ShardingGroupKind::comm;
     const int64_t nsRows = comm ? p.rows : p.localRows;
     const int64_t nsCols = comm ? p.cols : p.localCols;
     p.cost = static_cast<double>(p.localBatch) * nsFlops(nsRows, nsCols, steps);

@@ -52,22 +52,22 @@ bool runSelect(PlanModel &model, Diagnostics &diags) {
     p.cols = v.cols;
     if (p.roleOverride) {
       p.role = *p.roleOverride;
-      p.roleReason = RoleReason::ManifestOverride;
+      p.roleReason = RoleReason::manifest_override;
     } else if (exclude && exclude->match(p.name)) {
-      p.role = Role::AdamW;
-      p.roleReason = RoleReason::ExcludeFlag;
+      p.role = Role::adamw;
+      p.roleReason = RoleReason::exclude_flag;
     } else if (include && include->match(p.name)) {
-      p.role = Role::Muon;
-      p.roleReason = RoleReason::IncludeFlag;
+      p.role = Role::muon;
+      p.roleReason = RoleReason::include_flag;
     } else if (p.shape.size() < 2) {
-      p.role = Role::AdamW;
-      p.roleReason = RoleReason::DefaultVector;
+      p.role = Role::adamw;
+      p.roleReason = RoleReason::default_vector;
     } else if (mayMatchDefaultExclude(p.name) && defaultExclude.match(p.name)) {
-      p.role = Role::AdamW;
-      p.roleReason = RoleReason::DefaultExcluded;
+      p.role = Role::adamw;
+      p.roleReason = RoleReason::default_excluded;
     } else {
-      p.role = Role::Muon;
-      p.roleReason = RoleReason::DefaultMatrix;
+      p.role = Role::muon;
+      p.roleReason = RoleReason::default_matrix;
     }
   }
   return true;

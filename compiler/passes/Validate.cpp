@@ -1,6 +1,7 @@
 // validate: every shape and placement makes sense for the mesh, and every
 // Muon param is a matrix (spec 004 §2.1).
 #include "Passes.h"
+#include "common/PlanRules.h"
 
 #include <string>
 
@@ -15,8 +16,7 @@ std::string shapeStr(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-// Bound on elements per param: keeps byte counts and flop costs exact.
-constexpr int64_t kMaxElements = int64_t(1) << 48;
+using common::kMaxElements;
 
 } // namespace
 
@@ -41,12 +41,12 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
       diags.error(p.loc, describe() + " has more than 2^48 elements");
       continue;
     }
-    if (p.role == Role::Muon && ndim < 2) {
+    if (p.role == Role::muon && ndim < 2) {
       diags.error(p.loc, describe() + " cannot use Muon: Muon orthogonalizes matrices and "
                                 "needs at least 2 dims; leave it to AdamW");
       continue;
     }
-    if (p.role == Role::Muon && empty) {
+    if (p.role == Role::muon && empty) {
       diags.error(p.loc, describe() + " cannot use Muon: it has no elements");
       continue;
     }

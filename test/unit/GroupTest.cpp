@@ -29,7 +29,7 @@ struct Fixture {
       p.placements.push_back(pl);
     }
     if (forceMuon)
-      p.roleOverride = Role::Muon;
+      p.roleOverride = Role::muon;
     model.params.push_back(p);
   }
 
@@ -75,12 +75,12 @@ TEST(Group, LastTwoDimsRule) {
   f.add("e", {4, 8, 16}, {"Replicate", "Shard(2)"});
   f.add("g", {4, 8, 16}, {"Replicate", "Shard(1)"});
   ASSERT_TRUE(f.run()) << f.diagText;
-  EXPECT_EQ(f.param("a").group, ShardingGroupKind::NoComm);
-  EXPECT_EQ(f.param("b").group, ShardingGroupKind::Comm);
-  EXPECT_EQ(f.param("c").group, ShardingGroupKind::Comm);
-  EXPECT_EQ(f.param("d").group, ShardingGroupKind::NoComm);
-  EXPECT_EQ(f.param("e").group, ShardingGroupKind::Comm);
-  EXPECT_EQ(f.param("g").group, ShardingGroupKind::Comm);
+  EXPECT_EQ(f.param("a").group, ShardingGroupKind::no_comm);
+  EXPECT_EQ(f.param("b").group, ShardingGroupKind::comm);
+  EXPECT_EQ(f.param("c").group, ShardingGroupKind::comm);
+  EXPECT_EQ(f.param("d").group, ShardingGroupKind::no_comm);
+  EXPECT_EQ(f.param("e").group, ShardingGroupKind::comm);
+  EXPECT_EQ(f.param("g").group, ShardingGroupKind::comm);
   // Grouped by placements key: c and g share Replicate,Shard(1).
   EXPECT_EQ(f.param("c").commGroup, f.param("g").commGroup);
   EXPECT_NE(f.param("b").commGroup, f.param("c").commGroup);
@@ -112,7 +112,7 @@ TEST(Group, StridedShardAndPartialKeys) {
   f.add("s", {8, 16}, {"Replicate", "StridedShard(0, 2)"});
   f.add("p", {8, 16}, {"Partial(sum)", "Shard(1)"});
   ASSERT_TRUE(f.run()) << f.diagText;
-  EXPECT_EQ(f.param("s").group, ShardingGroupKind::Comm);
+  EXPECT_EQ(f.param("s").group, ShardingGroupKind::comm);
   EXPECT_EQ(f.model.commGroups[f.param("s").commGroup].key, "Replicate,Shard(0)");
   EXPECT_EQ(f.model.commGroups[f.param("p").commGroup].key, "Partial(sum),Shard(1)");
 }

@@ -7,7 +7,7 @@
 #include "PlanWriter.h"
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
-#include "plan/PlanPrinter.h"
+#include "plan-print/PlanPrinter.h"
 
 #include "gtest/gtest.h"
 
@@ -27,12 +27,12 @@ Param makeParam(const std::string &name, std::vector<int64_t> shape, Role role, 
   p.placements.assign(ndims, Placement{});
   p.localShape = p.shape;
   p.role = role;
-  if (role == Role::Muon) {
-    p.roleReason = RoleReason::DefaultMatrix;
+  if (role == Role::muon) {
+    p.roleReason = RoleReason::default_matrix;
     p.rows = p.localRows = p.shape[0];
     p.cols = p.localCols = p.shape[1];
   } else {
-    p.roleReason = RoleReason::DefaultVector;
+    p.roleReason = RoleReason::default_vector;
   }
   return p;
 }
@@ -48,19 +48,19 @@ PlanModel makeModel() {
   m.mesh.replicateDim = 0;
   m.mesh.shardDim = 1;
 
-  m.params.push_back(makeParam("layers.0.q.weight", {64, 64}, Role::Muon, 3));
-  m.params.push_back(makeParam("layers.0.norm.weight", {64}, Role::AdamW, 3));
-  m.params.back().dtype = DType::BF16;
-  m.params.push_back(makeParam("layers.0.up.weight", {128, 64}, Role::Muon, 3));
-  m.params[2].placements[2] = Placement{PlacementKind::Shard, 0, 1, "sum"};
+  m.params.push_back(makeParam("layers.0.q.weight", {64, 64}, Role::muon, 3));
+  m.params.push_back(makeParam("layers.0.norm.weight", {64}, Role::adamw, 3));
+  m.params.back().dtype = DType::bf16;
+  m.params.push_back(makeParam("layers.0.up.weight", {128, 64}, Role::muon, 3));
+  m.params[2].placements[2] = Placement{PlacementKind::shard, 0, 1, "sum"};
   m.params[2].gatherMeshDim = 2;
   m.params[2].gatherTensorDim = 0;
   m.params[2].computeIndex = 0;
   m.params[2].sourceName = "onnx::MatMul_7";
   m.params[2].nameNote = "from node /layers.0/up/MatMul";
 
-  m.params[0].group = ShardingGroupKind::NoComm;
-  m.params[2].group = ShardingGroupKind::Comm;
+  m.params[0].group = ShardingGroupKind::no_comm;
+  m.params[2].group = ShardingGroupKind::comm;
   m.params[2].commGroup = 0;
   m.noComm = {0};
   CommGroup cg;
@@ -117,7 +117,7 @@ PlanModel makeModel() {
     f.allreduceBytes = 256;
     m.stats.ranks.push_back(f);
   }
-  m.stage = Stage::Complete;
+  m.stage = Stage::complete;
   return m;
 }
 
@@ -252,7 +252,7 @@ TEST(PlanRoundTrip, MissingFingerprintField) {
 
 TEST(PlanRoundTrip, StopAfterPlanNeedsComplete) {
   PlanModel m = makeModel();
-  m.stage = Stage::Layout;
+  m.stage = Stage::layout;
   std::vector<uint8_t> b = writePlan(m);
   EXPECT_EQ(verify(b, /*requireComplete=*/false), "");
   EXPECT_EQ(verify(b, true),
@@ -260,17 +260,17 @@ TEST(PlanRoundTrip, StopAfterPlanNeedsComplete) {
 }
 
 TEST(PlanRoundTrip, EveryStageVerifies) {
-  for (int s = 0; s <= static_cast<int>(Stage::Complete); ++s) {
+  for (int s = 0; s <= static_cast<int>(Stage::complete); ++s) {
     PlanModel m = makeModel();
     m.stage = static_cast<Stage>(s);
     std::vector<uint8_t> b = writePlan(m);
     EXPECT_EQ(verify(b, false), "") << "stage " << stageName(m.stage);
     const fb::Plan *p = fb::GetPlan(b.data());
     std::string text = planfile::printText(*p);
-    EXPECT_EQ(contains(text, "units:"), s >= static_cast<int>(Stage::Partition)) << text;
-    EXPECT_EQ(contains(text, "role="), s >= static_cast<int>(Stage::Select)) << text;
-    EXPECT_EQ(contains(text, "hook_groups:"), s >= static_cast<int>(Stage::Hooks)) << text;
-    EXPECT_EQ(contains(text, "segment owner="), s >= static_cast<int>(Stage::Layout)) << text;
+    EXPECT_EQ(contains(text, "units:"), s >= static_cast<int>(Stage::partition)) << text;
+    EXPECT_EQ(contains(text, "role="), s >= static_cast<int>(Stage::select)) << text;
+    EXPECT_EQ(contains(text, "hook_groups:"), s >= static_cast<int>(Stage::hooks)) << text;
+    EXPECT_EQ(contains(text, "segment owner="), s >= static_cast<int>(Stage::layout)) << text;
   }
 }
 
@@ -490,7 +490,7 @@ TEST(PlanRoundTrip, CompletePlanChecksRebuilt) {
        [](PlanModel &m) { m.stats.ranks.clear(); }},
       {"stats.ranks[3] is for rank 4", [](PlanModel &m) { m.stats.ranks[3].rank = 4; }},
       {"param 'layers.0.q.weight': bytes is 16384, expected 8192 (4096 local elements of bf16)",
-       [](PlanModel &m) { m.params[0].dtype = DType::BF16; }},
+       [](PlanModel &m) { m.params[0].dtype = DType::bf16; }},
       {"param 'layers.0.up.weight': gathered matrix view 1x64x64 (local_batch x rows x cols) is "
        "not 1 local shards of 8192 elements (gather mesh dim 2)",
        [](PlanModel &m) {
@@ -499,7 +499,7 @@ TEST(PlanRoundTrip, CompletePlanChecksRebuilt) {
        }},
       {"param 'big': AdamW params up to this one have more than 2^48 local elements",
        [](PlanModel &m) {
-         m.params.push_back(makeParam("big", {int64_t(1) << 48}, Role::AdamW, 3));
+         m.params.push_back(makeParam("big", {int64_t(1) << 48}, Role::adamw, 3));
        }},
       {"hook group 0 'layers.0' segment 0: param 'layers.0.up.weight' belongs to hook group 1",
        [](PlanModel &m) {
@@ -582,10 +582,10 @@ TEST(PlanRoundTrip, CompletePlanNeedsFields) {
 // The complete-plan checks leave --stop-after plans printable.
 TEST(PlanRoundTrip, CompletePlanChecksSkipPartialPlans) {
   PlanModel m = makeModel();
-  m.stage = Stage::Layout;
+  m.stage = Stage::layout;
   m.options.optimizer.nsSteps = 0;
   m.stats.ranks.clear();
-  m.params[0].dtype = DType::BF16;
+  m.params[0].dtype = DType::bf16;
   m.hookGroups[0].segments[1].params.clear();
   std::vector<uint8_t> b = writePlan(m);
   EXPECT_EQ(verify(b, /*requireComplete=*/false), "");
@@ -674,7 +674,7 @@ TEST(PlanPrinter, TextForm) {
 
 TEST(PlanPrinter, StopAfterSelectOmitsLaterFields) {
   PlanModel m = makeModel();
-  m.stage = Stage::Select;
+  m.stage = Stage::select;
   std::vector<uint8_t> b = writePlan(m);
   std::string t = planfile::printText(*fb::GetPlan(b.data()));
   EXPECT_TRUE(contains(t, "; dmuon plan 1.1 stage=select ")) << t;

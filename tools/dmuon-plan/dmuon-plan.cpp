@@ -2,9 +2,10 @@
 // verifier, format version, fingerprint, semantic checks), then prints it as
 // text, JSON or a short summary — the same printers dmuonc --emit uses — or
 // compares two plans (`dmuon-plan diff a.bin b.bin`).
+#include "common/Hex.h"
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
-#include "plan/PlanPrinter.h"
+#include "plan-print/PlanPrinter.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -72,11 +73,7 @@ bool load(const std::string &path, std::vector<uint8_t> &buf) {
   return true;
 }
 
-std::string hex64(uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%016llx", static_cast<unsigned long long>(v));
-  return b;
-}
+using common::hex64;
 
 std::vector<std::string> lines(const std::string &s) {
   std::vector<std::string> out;

@@ -1,8 +1,9 @@
 // dmuonc: the dmuon planning compiler driver. All work is in compiler/.
 #include "Diagnostics.h"
 #include "Pipeline.h"
-#include "plan/PlanPrinter.h"
+#include "plan-print/PlanPrinter.h"
 #include "PlanWriter.h"
+#include "common/PlanRules.h"
 #include "dmuon/plan_version.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -64,9 +65,9 @@ cl::opt<std::string> muonExclude("muon-exclude",
                                  cl::desc("Regex of param names forced onto AdamW"),
                                  cl::value_desc("regex"), cl::cat(category));
 cl::opt<dmuon::Mode> mode(
-    "mode", cl::desc("Packed-buffer lifetime"), cl::init(dmuon::Mode::Z3),
-    cl::values(clEnumValN(dmuon::Mode::Z3, "z3", "reshard after forward (ZeRO-3)"),
-               clEnumValN(dmuon::Mode::Z2, "z2", "keep packed buffers (ZeRO-2)")),
+    "mode", cl::desc("Packed-buffer lifetime"), cl::init(dmuon::Mode::z3),
+    cl::values(clEnumValN(dmuon::Mode::z3, "z3", "reshard after forward (ZeRO-3)"),
+               clEnumValN(dmuon::Mode::z2, "z2", "keep packed buffers (ZeRO-2)")),
     cl::cat(category));
 cl::opt<bool> replicateAsync(
     "replicate-async",
@@ -77,10 +78,10 @@ cl::opt<unsigned> alignment("alignment",
                             cl::init(256), cl::cat(category));
 cl::opt<dmuon::CostModel> costModel(
     "cost-model", cl::desc("What the partition balances"),
-    cl::init(dmuon::CostModel::Flops),
-    cl::values(clEnumValN(dmuon::CostModel::Flops, "flops",
+    cl::init(dmuon::CostModel::flops),
+    cl::values(clEnumValN(dmuon::CostModel::flops, "flops",
                           "Newton-Schulz flops of each matrix (default)"),
-               clEnumValN(dmuon::CostModel::Table, "table",
+               clEnumValN(dmuon::CostModel::table, "table",
                           "measured NS seconds per matrix shape (--cost-table)")),
     cl::cat(category));
 cl::opt<std::string> costTable(
@@ -120,7 +121,7 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
   popts.timePasses = timePasses;
   if (!stopAfter.empty()) {
     std::optional<dmuon::Stage> s = dmuon::parseStage(stopAfter);
-    if (!s || *s == dmuon::Stage::Complete) {
+    if (!s || *s == dmuon::Stage::complete) {
       diags.error("unknown pass '" + stopAfter +
                   "' for --stop-after (expected frontend, select, validate, group, "
                   "partition, hooks or layout)");
@@ -139,8 +140,9 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
                 " must be a power of two no larger than 65536");
     return false;
   }
-  if (nsSteps == 0 || nsSteps > 100) {
-    diags.error("--ns-steps=" + std::to_string(nsSteps) + " must be between 1 and 100");
+  if (!dmuon::common::nsStepsInRange(nsSteps)) {
+    diags.error("--ns-steps=" + std::to_string(nsSteps) + " must be " +
+                dmuon::common::nsStepsRangeText());
     return false;
   }
   if (smallParamThreshold > (1ULL << 48)) {
@@ -149,15 +151,15 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
     return false;
   }
   if (!costTable.empty() && costModel.getNumOccurrences() &&
-      costModel == dmuon::CostModel::Flops) {
+      costModel == dmuon::CostModel::flops) {
     diags.error("--cost-table needs --cost-model=table");
     return false;
   }
-  if (costModel == dmuon::CostModel::Table && costTable.empty()) {
+  if (costModel == dmuon::CostModel::table && costTable.empty()) {
     diags.error("--cost-model=table needs --cost-table=<file>");
     return false;
   }
-  o.costModel = costTable.empty() ? costModel.getValue() : dmuon::CostModel::Table;
+  o.costModel = costTable.empty() ? costModel.getValue() : dmuon::CostModel::table;
   o.costTablePath = costTable;
   o.mode = mode;
   o.replicateAsync = replicateAsync;

@@ -11,20 +11,18 @@
 // lower bound; the hook groups with their owners; the per-rank memory and
 // communication figures. Big meshes stay readable: grid cells shrink to a few
 // pixels, bars merge into one path, and the tables are truncated with a note.
-#include "plan/PlanPrinter.h"
-
-#include "plan/PlanFile.h"
+#include "HtmlFormat.h"
+#include "PlanPrinter.h"
+#include "PrintCommon.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <string>
 #include <vector>
 
 namespace dmuon::planfile {
 
-namespace fb = dmuon::plan;
+using namespace print;
 
 namespace {
 
@@ -35,222 +33,6 @@ constexpr uint32_t kMaxHookRows = 96;      // hook groups shown
 constexpr uint32_t kMaxSegmentsShown = 12; // owners listed per hook group
 constexpr uint32_t kMaxBarTitles = 512;    // bars with their own tooltip
 constexpr double kWidth = 1240;            // drawing width of the SVGs
-
-// ---------------------------------------------------------------- helpers
-
-template <typename T> uint32_t size(const flatbuffers::Vector<T> *v) { return v ? v->size() : 0; }
-std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
-
-std::string esc(const std::string &s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-    case '&':
-      o += "&amp;";
-      break;
-    case '<':
-      o += "&lt;";
-      break;
-    case '>':
-      o += "&gt;";
-      break;
-    case '"':
-      o += "&quot;";
-      break;
-    case '\'':
-      o += "&#39;";
-      break;
-    default:
-      // Control characters other than tab/newline cannot appear in HTML text.
-      if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n')
-        o += "&#xFFFD;";
-      else
-        o += c;
-    }
-  }
-  return o;
-}
-
-std::string fmt(const char *f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-std::string px(double v) { return fmt("%.2f", v); }
-std::string i64(int64_t v) { return std::to_string(v); }
-
-// 1234567 -> "1,234,567"
-std::string grouped(int64_t v) {
-  std::string d = std::to_string(v < 0 ? -v : v), o;
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (i && (d.size() - i) % 3 == 0)
-      o += ',';
-    o += d[i];
-  }
-  return v < 0 ? "-" + o : o;
-}
-
-std::string bytes(double b) {
-  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  int u = 0;
-  while (std::fabs(b) >= 1024 && u < 6) {
-    b /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt("%.0f B", b) : fmt("%.2f ", b) + units[u];
-}
-
-// A cost in the plan's unit: NS flops (SI prefixes) or measured seconds.
-struct CostUnit {
-  bool seconds = false;
-  std::string operator()(double v) const {
-    if (seconds) {
-      double a = std::fabs(v);
-      if (a == 0)
-        return "0 s";
-      if (a >= 1)
-        return fmt("%.3f s", v);
-      if (a >= 1e-3)
-        return fmt("%.3f ms", v * 1e3);
-      return fmt("%.3f \xC2\xB5s", v * 1e6);
-    }
-    static const char *pre[] = {"", "k", "M", "G", "T", "P", "E", "Z"};
-    int u = 0;
-    while (std::fabs(v) >= 1000 && u < 7) {
-      v /= 1000;
-      ++u;
-    }
-    return (u == 0 ? fmt("%.0f", v) : fmt("%.2f", v)) + " " + pre[u] + "FLOP";
-  }
-  const char *name() const { return seconds ? "measured seconds" : "NS flops"; }
-};
-
-// Viridis, 9 stops: 0 -> dark purple, 1 -> yellow.
-std::string viridis(double t) {
-  static const std::array<std::array<double, 3>, 9> stops = {{{68, 1, 84},
-                                                              {71, 44, 122},
-                                                              {59, 81, 139},
-                                                              {44, 113, 142},
-                                                              {33, 144, 141},
-                                                              {39, 173, 129},
-                                                              {92, 200, 99},
-                                                              {170, 220, 50},
-                                                              {253, 231, 37}}};
-  if (!(t > 0))
-    t = 0;
-  if (t > 1)
-    t = 1;
-  double x = t * (stops.size() - 1);
-  size_t i = std::min(static_cast<size_t>(x), stops.size() - 2);
-  double f = x - static_cast<double>(i);
-  char b[16];
-  int c[3];
-  for (int k = 0; k < 3; ++k)
-    c[k] = static_cast<int>(std::lround(stops[i][k] + f * (stops[i + 1][k] - stops[i][k])));
-  std::snprintf(b, sizeof b, "#%02x%02x%02x", c[0], c[1], c[2]);
-  return b;
-}
-bool darkOnViridis(double t) { return t < 0.55; }
-
-// A "nice" axis top >= v: 1, 2, 2.5 or 5 times a power of ten.
-double niceCeil(double v) {
-  if (!(v > 0))
-    return 1;
-  double p = std::pow(10.0, std::floor(std::log10(v)));
-  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
-    if (m * p >= v * (1 - 1e-12))
-      return m * p;
-  return 10 * p;
-}
-
-// Label every k-th of n items so labels are at least `minPx` apart.
-int labelStep(double cellPx, double minPx) {
-  int k = 1;
-  while (k * cellPx < minPx)
-    k *= 2;
-  return k;
-}
-
-struct Mesh {
-  std::vector<int64_t> dims;
-  std::vector<std::string> names;
-  int shardDim = -1, replicateDim = -1;
-  int64_t G = 1, R = 1;
-
-  explicit Mesh(const fb::Plan &p) {
-    if (const fb::Mesh *m = p.mesh()) {
-      for (uint32_t i = 0; i < size(m->dims()); ++i) {
-        dims.push_back(m->dims()->Get(i)->size());
-        names.push_back(str(m->dims()->Get(i)->name()));
-      }
-      shardDim = m->shard_dim();
-      replicateDim = m->replicate_dim();
-      G = m->num_shards() > 0 ? m->num_shards() : 1;
-      R = m->num_replicas() > 0 ? m->num_replicas() : 1;
-    }
-  }
-  int64_t slotRank(int64_t s, int64_t r) const {
-    return planfile::slotRank(dims, shardDim, replicateDim, s, r);
-  }
-  std::string coords(int64_t rank) const {
-    std::vector<int64_t> c(dims.size(), 0);
-    for (size_t i = dims.size(); i-- > 0;) {
-      int64_t d = dims[i] > 0 ? dims[i] : 1;
-      c[i] = rank % d;
-      rank /= d;
-    }
-    std::string o = "(";
-    for (size_t i = 0; i < c.size(); ++i)
-      o.append(i ? "," : "").append(i64(c[i]));
-    return o + ")";
-  }
-  std::string text() const {
-    std::string s;
-    for (size_t i = 0; i < dims.size(); ++i)
-      s.append(i ? "," : "").append(names[i] + "=" + i64(dims[i]));
-    return s;
-  }
-  std::string shardName() const { return shardDim >= 0 ? names[shardDim] : "dp_shard"; }
-  std::string replicateName() const {
-    return replicateDim >= 0 ? names[replicateDim] : "dp_replicate";
-  }
-};
-
-bool reached(const fb::Plan &p, fb::Stage s) {
-  return static_cast<int>(p.stage()) >= static_cast<int>(s);
-}
-
-const char *kStyle = R"(
-*{box-sizing:border-box}
-body{font:14px/1.45 "DejaVu Sans","Liberation Sans",Arial,sans-serif;color:#1b2130;background:#fff;margin:0;padding:24px 28px;max-width:1340px}
-h1{font-size:24px;margin:0 0 2px}
-h2{font-size:17px;margin:30px 0 8px;padding-bottom:4px;border-bottom:1px solid #d5dae3}
-p{margin:4px 0}
-.sub{color:#4a5568;margin-bottom:14px}
-.badge{display:inline-block;padding:1px 9px;border-radius:10px;font-size:13px;font-weight:bold;vertical-align:3px;margin-left:6px}
-.ok{background:#d3f0dc;color:#14602f}.near{background:#e3ecfa;color:#1f4f8f}.warn{background:#fde6c4;color:#7a4500}
-.cards{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0 4px}
-.card{border:1px solid #d5dae3;border-radius:6px;padding:6px 12px;min-width:132px;background:#f8fafc}
-.card .k{font-size:11px;color:#5a6478;text-transform:uppercase;letter-spacing:.04em}
-.card .v{font-size:17px;font-weight:bold}
-table{border-collapse:collapse;font-size:12px;margin:6px 0}
-th,td{border:1px solid #d5dae3;padding:3px 7px;text-align:right;white-space:nowrap;vertical-align:top}
-th{background:#eef2f7;font-weight:bold;white-space:normal}
-table.ranks th,table.ranks td{padding:2px 5px;font-size:11px}
-td.l,th.l{text-align:left}
-td.segs{text-align:left;white-space:normal;max-width:760px}
-tr.gap td{text-align:center;color:#5a6478;background:#fafbfc;font-style:italic}
-tr.agg td{background:#f4f6f9;font-weight:bold}
-tr.hot td{background:#fff4e5}
-.note{color:#5a6478;font-size:12px;margin:6px 0}
-.seg{display:inline-block;margin:0 10px 0 0}
-code{font-family:"DejaVu Sans Mono",monospace;font-size:12px}
-svg{display:block;margin:6px 0}
-svg text{font-family:"DejaVu Sans","Liberation Sans",Arial,sans-serif}
-)";
-
-// ---------------------------------------------------------------- sections
 
 class Report {
 public:
@@ -264,7 +46,7 @@ public:
     std::string model = str(p_.model_name());
     if (model.empty())
       model = str(p_.source());
-    std::string title = "dmuon plan: " + model + " on " + mesh_.text();
+    std::string title = "dmuon plan: " + model + " on " + mesh_.meshString();
     if (s) {
       title += " \xC2\xB7 imbalance " + fmt("%.4f", s->imbalance());
       if (s->optimal())
@@ -272,35 +54,26 @@ public:
     }
     o_ += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
     o_ += "<meta name=\"generator\" content=\"" + esc(str(p_.producer())) + "\">\n";
-    o_ += "<title>" + esc(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+    o_ += "<title>" + esc(title) + "</title>\n<style>" + kHtmlStyle + "</style>\n</head>\n<body>\n";
     header(s);
     if (s) {
       grid(*s);
       chart(*s);
     } else {
       section("mesh", "Mesh");
-      o_ += "<p class=\"note\">Not partitioned yet (stage " + stageName() + ").</p>\n</section>\n";
+      o_ += "<p class=\"note\">Not partitioned yet (stage " + stageName(p_) + ").</p>\n</section>\n";
     }
     hooks();
     ranks(s);
     o_ += "<p class=\"note\">Generated by " + esc(str(p_.producer())) +
           " from the plan buffer (format " + i64(p_.format_major()) + "." + i64(p_.format_minor()) +
-          ", fingerprint <code>" + hex(p_.fingerprint()) +
+          ", fingerprint <code>" + common::hex64(p_.fingerprint()) +
           "</code>). Self-contained: no scripts, no external resources.</p>\n";
     o_ += "</body>\n</html>\n";
     return std::move(o_);
   }
 
 private:
-  std::string stageName() const {
-    const char *n = fb::EnumNameStage(p_.stage());
-    return n && *n ? n : "?";
-  }
-  static std::string hex(uint64_t v) {
-    char b[24];
-    std::snprintf(b, sizeof b, "0x%016llx", static_cast<unsigned long long>(v));
-    return b;
-  }
   void section(const char *id, const std::string &heading) {
     o_ += "<section id=\"" + std::string(id) + "\">\n<h2>" + heading + "</h2>\n";
   }
@@ -323,11 +96,11 @@ private:
         o_ += "<span class=\"badge warn\">" + fmt("%.2f", 100 * (s->imbalance() - 1)) +
               "% above the bound</span>";
     }
-    o_ += "</h1>\n<p class=\"sub\">mesh <b>" + esc(mesh_.text()) + "</b> \xC2\xB7 " +
+    o_ += "</h1>\n<p class=\"sub\">mesh <b>" + esc(mesh_.meshString()) + "</b> \xC2\xB7 " +
           i64(p_.mesh() ? p_.mesh()->world_size() : 0) + " ranks \xC2\xB7 " + i64(mesh_.G) +
           " shards \xC3\x97 " + i64(mesh_.R) + " replicas = " + i64(mesh_.G * mesh_.R) +
           " owner slots \xC2\xB7 source <code>" + esc(str(p_.source())) +
-          "</code> \xC2\xB7 stage " + esc(stageName());
+          "</code> \xC2\xB7 stage " + esc(stageName(p_));
     if (const fb::Options *op = p_.options()) {
       o_ += " \xC2\xB7 cost model <b>" +
             std::string(op->cost_model() == fb::CostModel::table ? "table" : "flops") + "</b>";
@@ -691,8 +464,8 @@ private:
                           "reduce send",  "reduce recv",    "repl send",  "repl recv",
                           "allreduce",    "moved"};
     std::string coordHead;
-    for (size_t i = 0; i < mesh_.names.size(); ++i)
-      coordHead.append(i ? "," : "").append(mesh_.names[i]);
+    for (size_t i = 0; i < mesh_.dimNames.size(); ++i)
+      coordHead.append(i ? "," : "").append(mesh_.dimNames[i]);
     o_ += "<table class=\"ranks\">\n<tr><th>rank</th><th class=\"l\">coord<br>(" + esc(coordHead) +
           ")</th>";
     for (const char *c : cols) {
@@ -780,7 +553,7 @@ private:
   }
 
   const fb::Plan &p_;
-  Mesh mesh_;
+  MeshView mesh_;
   CostUnit unit_;
   std::string o_;
 };

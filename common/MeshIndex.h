@@ -1,0 +1,70 @@
+// Row-major mesh indexing (DESIGN.md §4): rank = ((c0 * n1 + c1) * n2 + c2)...,
+// dim 0 varying slowest.
+//
+// common/ is the one place for definitions that the compiler (dmuonc), the
+// runtime (libdmuon) and the tools share. Its headers are header-only and
+// need nothing but the C++ standard library and the FlatBuffers-generated
+// plan header: no LLVM, no protobuf.
+#ifndef DMUON_COMMON_MESHINDEX_H
+#define DMUON_COMMON_MESHINDEX_H
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace dmuon::common {
+
+// The identity: a list of dim sizes is its own size projection.
+struct DimSize {
+  template <typename T> int64_t operator()(const T &size) const {
+    return static_cast<int64_t>(size);
+  }
+};
+
+// Rank of `coord` on a mesh whose dims are `dims`; `sizeOf(dim)` gives a
+// dim's size (the default takes the elements as sizes). `coord` has one
+// entry per dim.
+template <typename Dims, typename Coord, typename SizeOf = DimSize>
+int64_t rowMajorRank(const Dims &dims, const Coord &coord, SizeOf sizeOf = {}) {
+  int64_t rank = 0;
+  size_t i = 0;
+  for (const auto &d : dims)
+    rank = rank * sizeOf(d) + static_cast<int64_t>(coord[i++]);
+  return rank;
+}
+
+// The coordinate of `rank`, the inverse of rowMajorRank. A dim of size below
+// 1 (only in a plan that was not verified) counts as 1.
+template <typename Dims, typename SizeOf = DimSize>
+std::vector<int64_t> rowMajorCoord(const Dims &dims, int64_t rank, SizeOf sizeOf = {}) {
+  std::vector<int64_t> sizes;
+  for (const auto &d : dims)
+    sizes.push_back(sizeOf(d) > 0 ? sizeOf(d) : 1);
+  std::vector<int64_t> coord(sizes.size());
+  for (size_t i = sizes.size(); i-- > 0;) {
+    coord[i] = rank % sizes[i];
+    rank /= sizes[i];
+  }
+  return coord;
+}
+
+// Rank of owner slot (shard s, replicate r): coordinate s on `shardDim`, r on
+// `replicateDim` (-1: the mesh has no such dim) and 0 on every other dim;
+// -1 for a negative s or r.
+template <typename Dims, typename SizeOf = DimSize>
+int64_t slotRank(const Dims &dims, int shardDim, int replicateDim, int64_t s, int64_t r,
+                 SizeOf sizeOf = {}) {
+  if (s < 0 || r < 0)
+    return -1;
+  int64_t rank = 0;
+  int i = 0;
+  for (const auto &d : dims) {
+    rank = rank * sizeOf(d) + (i == shardDim ? s : i == replicateDim ? r : 0);
+    ++i;
+  }
+  return rank;
+}
+
+} // namespace dmuon::common
+
+#endif

@@ -1,0 +1,50 @@
+// Rules of the plan format that dmuonc enforces when it writes a plan and
+// that the verifier (runtime/plan) and the runtime check when they read one.
+//
+// common/ is the one place for definitions that the compiler (dmuonc), the
+// runtime (libdmuon) and the tools share. Its headers are header-only and
+// need nothing but the C++ standard library and the FlatBuffers-generated
+// plan header: no LLVM, no protobuf.
+#ifndef DMUON_COMMON_PLANRULES_H
+#define DMUON_COMMON_PLANRULES_H
+
+#include "dmuon/plan_generated.h"
+
+#include <cstdint>
+#include <string>
+
+namespace dmuon::common {
+
+// Bound on the elements of one param: keeps byte counts and flop costs exact
+// in 64 bits.
+inline constexpr int64_t kMaxElements = int64_t(1) << 48;
+
+// Newton-Schulz iterations per step: dmuonc --ns-steps, a complete plan's
+// options.optimizer.ns_steps and the runtime's dmuon_options.ns_steps.
+inline constexpr int kMinNsSteps = 1;
+inline constexpr int kMaxNsSteps = 100;
+constexpr bool nsStepsInRange(int64_t steps) {
+  return steps >= kMinNsSteps && steps <= kMaxNsSteps;
+}
+// "between 1 and 100", for messages about an ns_steps out of range.
+inline std::string nsStepsRangeText() {
+  return "between " + std::to_string(kMinNsSteps) + " and " + std::to_string(kMaxNsSteps);
+}
+
+// Bytes per element of a plan dtype; 0 for a value the schema does not know.
+constexpr int64_t dtypeBytes(plan::DType t) {
+  switch (t) {
+  case plan::DType::f32:
+    return 4;
+  case plan::DType::bf16:
+  case plan::DType::f16:
+    return 2;
+  case plan::DType::f64:
+    return 8;
+  }
+  return 0;
+}
+
+} // namespace dmuon::common
+
+#endif

@@ -1,0 +1,211 @@
+// The verifier's checks of units, comm groups, hook groups with their
+// segments, and stats (PlanChecker.h).
+#include "plan/PlanChecker.h"
+
+#include <utility>
+
+namespace dmuon::planfile::detail {
+
+std::string Checker::checkUnits() {
+  if (!p_.units())
+    return {};
+  int64_t slots = G_ * R_;
+  for (uint32_t i = 0; i < p_.units()->size(); ++i) {
+    const fb::Unit *u = p_.units()->Get(i);
+    std::string who = "unit " + std::to_string(i) + " '" + str(u->name()) + "'";
+    if (auto e = paramList(who, u->params()); !e.empty())
+      return e;
+    if (auto e = range(who + ": slot", u->slot(), slots, "owner slots", true); !e.empty())
+      return e;
+  }
+  return {};
+}
+
+std::string Checker::checkGroups() {
+  if (auto e = paramList("no_comm", p_.no_comm()); !e.empty())
+    return e;
+  if (!p_.comm_groups())
+    return {};
+  for (uint32_t i = 0; i < p_.comm_groups()->size(); ++i) {
+    const fb::CommGroup *g = p_.comm_groups()->Get(i);
+    std::string who = "comm group " + std::to_string(i) + " '" + str(g->key()) + "'";
+    if (auto e = paramList(who, g->params()); !e.empty())
+      return e;
+    int64_t ndims = static_cast<int64_t>(dimSizes_.size());
+    if (g->replicate_mesh_dims())
+      for (int32_t d : *g->replicate_mesh_dims())
+        if (auto e = range(who + ": replicate mesh dim", d, ndims, "mesh dims", false);
+            !e.empty())
+          return e;
+    if (g->replicate_groups())
+      for (const fb::RankList *rl : *g->replicate_groups()) {
+        if (!rl->ranks())
+          continue;
+        for (int32_t r : *rl->ranks())
+          if (r < 0 || r >= world_)
+            return who + ": replicate group rank " + std::to_string(r) +
+                   " out of range (world size " + std::to_string(world_) + ")";
+      }
+  }
+  return {};
+}
+
+std::string Checker::checkHooks() {
+  if (complete())
+    segmentsOf_.assign(static_cast<size_t>(numParams_), 0);
+  for (uint32_t i = 0; i < size(p_.hook_groups()); ++i) {
+    const fb::HookGroup *h = p_.hook_groups()->Get(i);
+    std::string who = "hook group " + std::to_string(i) + " '" + str(h->name()) + "'";
+    if (complete()) {
+      if (!h->name() || h->name()->size() == 0)
+        return "hook group " + std::to_string(i) + " has no name";
+      if (!h->params())
+        return who + " has no params vector";
+      if (!h->segments())
+        return who + " has no segments vector";
+    }
+    if (auto e = paramList(who, h->params()); !e.empty())
+      return e;
+    if (h->buffer_bytes() < 0 || h->reduce_buffer_bytes() < 0)
+      return who + " has a negative buffer size";
+    if (!h->segments())
+      continue;
+    for (uint32_t j = 0; j < h->segments()->size(); ++j) {
+      const fb::Segment *s = h->segments()->Get(j);
+      std::string sw = who + " segment " + std::to_string(j);
+      if (auto e = paramList(sw, s->params()); !e.empty())
+        return e;
+      if (s->owner_rank() < 0 || s->owner_rank() >= world_)
+        return sw + ": owner_rank " + std::to_string(s->owner_rank()) +
+               " out of range (world size " + std::to_string(world_) + ")";
+      if (s->owner_shard() < 0 || s->owner_shard() >= G_)
+        return sw + ": owner_shard " + std::to_string(s->owner_shard()) +
+               " out of range (mesh has " + std::to_string(G_) + " shards)";
+      if (s->owner_replicate() < 0 || s->owner_replicate() >= R_)
+        return sw + ": owner_replicate " + std::to_string(s->owner_replicate()) +
+               " out of range (mesh has " + std::to_string(R_) + " replicas)";
+      if (s->offset() < 0 || s->bytes() < 0 || s->offset() > h->buffer_bytes() ||
+          s->bytes() > h->buffer_bytes() - s->offset())
+        return sw + ": bytes [" + std::to_string(s->offset()) + ", +" +
+               std::to_string(s->bytes()) + ") lie outside the buffer of " +
+               std::to_string(h->buffer_bytes()) + " bytes";
+      if (s->reduce_offset() < 0 || s->reduce_bytes() < 0 ||
+          s->reduce_offset() > h->reduce_buffer_bytes() ||
+          s->reduce_bytes() > h->reduce_buffer_bytes() - s->reduce_offset())
+        return sw + ": reduce bytes [" + std::to_string(s->reduce_offset()) + ", +" +
+               std::to_string(s->reduce_bytes()) + ") lie outside the reduce buffer of " +
+               std::to_string(h->reduce_buffer_bytes()) + " bytes";
+      if (complete())
+        if (auto e = checkSegmentParams(*h, i, *s, sw); !e.empty())
+          return e;
+    }
+  }
+  if (!complete())
+    return {};
+  // Every Muon param is moved by exactly one segment (of its own hook group).
+  for (int64_t i = 0; i < numParams_; ++i) {
+    const fb::Param *q = p_.params()->Get(static_cast<uint32_t>(i));
+    if (q->role() == fb::Role::muon && segmentsOf_[static_cast<size_t>(i)] == 0) {
+      const fb::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q->hook_group()));
+      return "param '" + str(q->name()) + "' is in no segment of its hook group " +
+             std::to_string(q->hook_group()) + " '" + str(h->name()) + "'";
+    }
+  }
+  return {};
+}
+
+// A complete plan's segment: the Muon params of its hook group that its
+// owner slot owns, each inside the segment's bytes.
+std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, const fb::Segment &s,
+                                        const std::string &sw) {
+  if (!s.params())
+    return sw + " has no params vector";
+  const int64_t slot = s.owner_shard() + s.owner_replicate() * G_;
+  const int64_t want = slotRank(s.owner_shard(), s.owner_replicate());
+  if (s.owner_rank() != want)
+    return sw + ": owner_rank " + std::to_string(s.owner_rank()) + " is not the rank " +
+           std::to_string(want) + " of its owner slot (" + std::to_string(s.owner_shard()) +
+           "," + std::to_string(s.owner_replicate()) + ")";
+  for (int32_t pi : *s.params()) {
+    const fb::Param *q = p_.params()->Get(static_cast<uint32_t>(pi));
+    const std::string pw = sw + ": param '" + str(q->name()) + "'";
+    if (q->role() != fb::Role::muon)
+      return pw + " is not a Muon param";
+    if (q->hook_group() != hi)
+      return pw + " belongs to hook group " + std::to_string(q->hook_group());
+    const int64_t pslot = p_.units()->Get(static_cast<uint32_t>(q->unit()))->slot();
+    if (pslot != slot)
+      return pw + " is owned by slot " + slotStr(pslot) + ", not the segment's slot " +
+             slotStr(slot);
+    if (++segmentsOf_[static_cast<size_t>(pi)] > 1)
+      return pw + " is listed more than once in the segments of hook group " +
+             std::to_string(hi) + " '" + str(h.name()) + "'";
+    if (q->offset() < s.offset() || q->bytes() > s.offset() + s.bytes() - q->offset())
+      return pw + ": bytes [" + std::to_string(q->offset()) + ", +" +
+             std::to_string(q->bytes()) + ") lie outside the segment's [" +
+             std::to_string(s.offset()) + ", +" + std::to_string(s.bytes()) + ")";
+    if (q->reduce_offset() < s.reduce_offset() ||
+        q->reduce_bytes() > s.reduce_offset() + s.reduce_bytes() - q->reduce_offset())
+      return pw + ": reduce bytes [" + std::to_string(q->reduce_offset()) + ", +" +
+             std::to_string(q->reduce_bytes()) + ") lie outside the segment's [" +
+             std::to_string(s.reduce_offset()) + ", +" + std::to_string(s.reduce_bytes()) +
+             ")";
+  }
+  return {};
+}
+
+std::string Checker::checkStats() {
+  const fb::Stats *s = p_.stats();
+  int64_t slots = G_ * R_;
+  if (!s) {
+    if (reached(fb::Stage::partition))
+      return "plan has no stats";
+    return {};
+  }
+  if (!reached(fb::Stage::partition))
+    return {};
+  if (s->slots() != slots)
+    return "stats.slots is " + std::to_string(s->slots()) + ", expected " +
+           std::to_string(slots) + " (num_shards*num_replicas)";
+  int64_t loads = s->slot_load() ? s->slot_load()->size() : 0;
+  if (loads != slots)
+    return "stats.slot_load has " + std::to_string(loads) + " entries, expected " +
+           std::to_string(slots) + " (num_shards*num_replicas)";
+  if (complete() || (s->ranks() && s->ranks()->size() != 0)) {
+    if (!s->ranks())
+      return "stats.ranks is missing, expected " + std::to_string(world_) +
+             " entries (world size)";
+    if (static_cast<int64_t>(s->ranks()->size()) != world_)
+      return "stats.ranks has " + std::to_string(s->ranks()->size()) +
+             " entries, expected " + std::to_string(world_) + " (world size)";
+    for (uint32_t i = 0; i < s->ranks()->size(); ++i) {
+      const fb::RankFigures *r = s->ranks()->Get(i);
+      std::string who = "stats.ranks[" + std::to_string(i) + "]";
+      if (r->rank() != static_cast<int32_t>(i))
+        return who + " is for rank " + std::to_string(r->rank());
+      const std::pair<const char *, int64_t> figures[] = {
+          {"owned_params", r->owned_params()},
+          {"owned_elements", r->owned_elements()},
+          {"master_bytes", r->master_bytes()},
+          {"momentum_bytes", r->momentum_bytes()},
+          {"peak_buffer_bytes", r->peak_buffer_bytes()},
+          {"broadcast_send_bytes", r->broadcast_send_bytes()},
+          {"broadcast_recv_bytes", r->broadcast_recv_bytes()},
+          {"reduce_send_bytes", r->reduce_send_bytes()},
+          {"reduce_recv_bytes", r->reduce_recv_bytes()},
+          {"replicate_send_bytes", r->replicate_send_bytes()},
+          {"replicate_recv_bytes", r->replicate_recv_bytes()},
+          {"allreduce_bytes", r->allreduce_bytes()},
+          {"gather_send_bytes", r->gather_send_bytes()},
+          {"gather_recv_bytes", r->gather_recv_bytes()},
+          {"scatter_send_bytes", r->scatter_send_bytes()},
+          {"scatter_recv_bytes", r->scatter_recv_bytes()}};
+      for (const auto &[name, value] : figures)
+        if (value < 0)
+          return who + "." + name + " is negative (" + std::to_string(value) + ")";
+    }
+  }
+  return {};
+}
+
+} // namespace dmuon::planfile::detail

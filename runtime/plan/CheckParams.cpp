@@ -1,0 +1,281 @@
+// The verifier's checks of params (PlanChecker.h): enums, placements, indices,
+// owners and buffer bytes at every stage; the model-parallel fields; and in a
+// complete plan what the executor trusts without checking again.
+#include "plan/PlanChecker.h"
+
+#include "common/PlanRules.h"
+
+#include <string_view>
+#include <unordered_map>
+
+namespace dmuon::planfile::detail {
+
+namespace {
+
+using common::kMaxElements;
+
+// Product of non-negative dims, false past kMaxElements (a zero dim makes the
+// product 0, but the other dims are still bounded, as dmuonc bounds them).
+bool elementCount(const flatbuffers::Vector<int64_t> *dims, int64_t &out) {
+  int64_t n = 1;
+  bool zero = false;
+  if (dims)
+    for (int64_t d : *dims) {
+      if (d == 0)
+        zero = true;
+      else if (d < 0 || n > kMaxElements / d)
+        return false;
+      else
+        n *= d;
+    }
+  out = zero ? 0 : n;
+  return true;
+}
+
+// a*b*c for factors >= 1, false past kMaxElements.
+bool boundedProduct(int64_t a, int64_t b, int64_t c, int64_t &out) {
+  if (a < 1 || b < 1 || c < 1 || a > kMaxElements / b || a * b > kMaxElements / c)
+    return false;
+  out = a * b * c;
+  return true;
+}
+
+std::string matrixStr(int64_t b, int64_t r, int64_t c) {
+  return std::to_string(b) + "x" + std::to_string(r) + "x" + std::to_string(c);
+}
+
+} // namespace
+
+std::string Checker::checkParams() {
+  if (!p_.params())
+    return {};
+  uint32_t ndims = static_cast<uint32_t>(dimSizes_.size());
+  std::unordered_map<std::string_view, uint32_t> byName;
+  for (uint32_t i = 0; i < p_.params()->size(); ++i) {
+    const fb::Param *q = p_.params()->Get(i);
+    if (!q->name() || q->name()->size() == 0)
+      return "param #" + std::to_string(i) + " has no name";
+    std::string who = "param '" + q->name()->str() + "'";
+    if (complete()) {
+      auto [it, inserted] = byName.try_emplace(q->name()->string_view(), i);
+      if (!inserted)
+        return "params #" + std::to_string(it->second) + " and #" + std::to_string(i) +
+               " are both named '" + q->name()->str() + "'";
+    }
+    if (!q->shape())
+      return who + " has no shape";
+    for (int64_t d : *q->shape())
+      if (d < 0)
+        return who + " has a negative dim " + std::to_string(d) + " in its shape";
+    if (!enumOk(q->dtype(), fb::DType::MIN, fb::DType::MAX))
+      return who + ": unknown dtype " + std::to_string(static_cast<int>(q->dtype()));
+    if (!enumOk(q->role(), fb::Role::MIN, fb::Role::MAX))
+      return who + ": unknown role " + std::to_string(static_cast<int>(q->role()));
+    if (!enumOk(q->role_reason(), fb::RoleReason::MIN, fb::RoleReason::MAX))
+      return who + ": unknown role_reason " +
+             std::to_string(static_cast<int>(q->role_reason()));
+    if (!enumOk(q->group(), fb::ShardingGroupKind::MIN, fb::ShardingGroupKind::MAX))
+      return who + ": unknown sharding group kind " +
+             std::to_string(static_cast<int>(q->group()));
+    if (!enumOk(q->name_origin(), fb::NameOrigin::MIN, fb::NameOrigin::MAX))
+      return who + ": unknown name_origin " +
+             std::to_string(static_cast<int>(q->name_origin()));
+    if (q->placements()) {
+      if (q->placements()->size() != 0 && q->placements()->size() != ndims)
+        return who + " has " + std::to_string(q->placements()->size()) +
+               " placements but the mesh has " + std::to_string(ndims) + " dims";
+      for (const fb::Placement *pl : *q->placements())
+        if (!enumOk(pl->kind(), fb::PlacementKind::MIN, fb::PlacementKind::MAX))
+          return who + ": unknown placement kind " +
+                 std::to_string(static_cast<int>(pl->kind()));
+    }
+    if (auto e = checkModelParallel(*q, who); !e.empty())
+      return e;
+    if (auto e = range(who + ": unit", q->unit(), numUnits_, "units", true); !e.empty())
+      return e;
+    if (auto e = range(who + ": comm_group", q->comm_group(), numComm_, "comm groups", true);
+        !e.empty())
+      return e;
+    if (auto e = range(who + ": hook_group", q->hook_group(), numHooks_, "hook groups", true);
+        !e.empty())
+      return e;
+    bool muon = q->role() == fb::Role::muon;
+    bool hasOwner =
+        q->owner_shard() != -1 || q->owner_replicate() != -1 || q->owner_rank() != -1;
+    if (muon && reached(fb::Stage::partition)) {
+      if (q->unit() < 0)
+        return who + " is a Muon param but has no unit";
+      hasOwner = true;
+    }
+    if (hasOwner) {
+      if (q->owner_shard() < 0 || q->owner_shard() >= G_)
+        return who + ": owner_shard " + std::to_string(q->owner_shard()) +
+               " out of range (mesh has " + std::to_string(G_) + " shards)";
+      if (q->owner_replicate() < 0 || q->owner_replicate() >= R_)
+        return who + ": owner_replicate " + std::to_string(q->owner_replicate()) +
+               " out of range (mesh has " + std::to_string(R_) + " replicas)";
+      if (q->owner_rank() < 0 || q->owner_rank() >= world_)
+        return who + ": owner_rank " + std::to_string(q->owner_rank()) +
+               " out of range (world size " + std::to_string(world_) + ")";
+      int64_t want = slotRank(q->owner_shard(), q->owner_replicate());
+      if (q->owner_rank() != want)
+        return who + ": owner_rank " + std::to_string(q->owner_rank()) + " is not the rank " +
+               std::to_string(want) + " of its owner slot (" +
+               std::to_string(q->owner_shard()) + "," +
+               std::to_string(q->owner_replicate()) + ")";
+    }
+    if (q->bytes() < 0 || q->reduce_bytes() < 0)
+      return who + " has negative bytes";
+    if (q->hook_group() >= 0 && q->offset() >= 0) {
+      const fb::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q->hook_group()));
+      if (q->offset() > h->buffer_bytes() || q->bytes() > h->buffer_bytes() - q->offset())
+        return who + ": bytes [" + std::to_string(q->offset()) + ", +" +
+               std::to_string(q->bytes()) + ") lie outside hook group '" + str(h->name()) +
+               "' buffer of " + std::to_string(h->buffer_bytes()) + " bytes";
+      if (q->reduce_offset() >= 0 &&
+          (q->reduce_offset() > h->reduce_buffer_bytes() ||
+           q->reduce_bytes() > h->reduce_buffer_bytes() - q->reduce_offset()))
+        return who + ": reduce bytes [" + std::to_string(q->reduce_offset()) + ", +" +
+               std::to_string(q->reduce_bytes()) + ") lie outside hook group '" +
+               str(h->name()) + "' reduce buffer of " +
+               std::to_string(h->reduce_buffer_bytes()) + " bytes";
+    }
+    if (complete())
+      if (auto e = checkCompleteParam(*q, who); !e.empty())
+        return e;
+  }
+  return {};
+}
+
+// What the executor trusts of a param in a complete plan (checkParams and
+// checkModelParallel have accepted it: local_shape has shape's rank, indices
+// are in range or -1, owner coordinates are in range).
+std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &who) {
+  int64_t global, local;
+  if (!elementCount(q.shape(), global))
+    return who + ": shape has more than 2^48 elements";
+  if (!elementCount(q.local_shape(), local))
+    return who + ": local_shape has more than 2^48 elements";
+  if (q.role() != fb::Role::muon) {
+    // Their gradients share one buffer.
+    adamwElements_ += local;
+    if (adamwElements_ > kMaxElements)
+      return who + ": AdamW params up to this one have more than 2^48 local elements";
+    return {};
+  }
+
+  // Ownership: the executor takes the owner slot from the unit.
+  if (q.unit() < 0)
+    return who + " is a Muon param but has no unit";
+  const fb::Unit *u = p_.units()->Get(static_cast<uint32_t>(q.unit()));
+  const int64_t slot = u->slot();
+  if (slot < 0 || slot >= G_ * R_)
+    return who + ": unit " + std::to_string(q.unit()) + " '" + str(u->name()) + "' slot " +
+           std::to_string(slot) + " out of range (plan has " + std::to_string(G_ * R_) +
+           " owner slots)";
+  if (q.owner_shard() != slot % G_ || q.owner_replicate() != slot / G_)
+    return who + ": owner slot (" + std::to_string(q.owner_shard()) + "," +
+           std::to_string(q.owner_replicate()) + ") is not its unit's slot " + slotStr(slot);
+
+  // Placement in its hook group's buffers.
+  if (q.hook_group() < 0)
+    return who + " is a Muon param but has no hook_group";
+  if (q.offset() < 0)
+    return who + " is a Muon param but has no offset (" + std::to_string(q.offset()) + ")";
+  if (q.reduce_offset() < 0)
+    return who + " is a Muon param but has no reduce_offset (" +
+           std::to_string(q.reduce_offset()) + ")";
+  const int64_t elemBytes = common::dtypeBytes(q.dtype());
+  if (q.bytes() != local * elemBytes)
+    return who + ": bytes is " + std::to_string(q.bytes()) + ", expected " +
+           std::to_string(local * elemBytes) + " (" + std::to_string(local) +
+           " local elements of " + fb::EnumNameDType(q.dtype()) + ")";
+  if (q.reduce_bytes() != local * 4)
+    return who + ": reduce_bytes is " + std::to_string(q.reduce_bytes()) + ", expected " +
+           std::to_string(local * 4) + " (" + std::to_string(local) +
+           " local elements of f32)";
+
+  // The matrix views the executor runs Newton-Schulz on.
+  int64_t n;
+  const std::string lv = matrixStr(q.local_batch(), q.local_rows(), q.local_cols());
+  if (!boundedProduct(q.local_batch(), q.local_rows(), q.local_cols(), n))
+    return who + ": local matrix view " + lv +
+           " has a dim below 1 or more than 2^48 elements";
+  if (n != local)
+    return who + ": local matrix view " + lv + " has " + std::to_string(n) +
+           " elements but local_shape has " + std::to_string(local);
+  const std::string gv = matrixStr(q.batch(), q.rows(), q.cols());
+  if (!boundedProduct(q.batch(), q.rows(), q.cols(), n))
+    return who + ": matrix view " + gv + " has a dim below 1 or more than 2^48 elements";
+  if (n != global)
+    return who + ": matrix view " + gv + " has " + std::to_string(n) +
+           " elements but shape has " + std::to_string(global);
+  // A comm param's NS runs on local_batch x rows x cols: the local shards of
+  // its gather group, concatenated.
+  if (q.group() == fb::ShardingGroupKind::comm) {
+    const int64_t k = dimSizes_[static_cast<size_t>(q.gather_mesh_dim())];
+    if (!boundedProduct(q.local_batch(), q.rows(), q.cols(), n) || n % k != 0 ||
+        n / k != local)
+      return who + ": gathered matrix view " +
+             matrixStr(q.local_batch(), q.rows(), q.cols()) +
+             " (local_batch x rows x cols) is not " + std::to_string(k) + " local shards of " +
+             std::to_string(local) + " elements (gather mesh dim " +
+             std::to_string(q.gather_mesh_dim()) + ")";
+  }
+  return {};
+}
+
+// local_shape (from validate on) is a shard of shape; a comm Muon param
+// (from group on) gathers over a model-parallel mesh dim that Shards the
+// tensor dim it names, and (from layout on) has a compute index on that dim.
+std::string Checker::checkModelParallel(const fb::Param &q, const std::string &who) {
+  const int64_t ndims = static_cast<int64_t>(dimSizes_.size());
+  if (reached(fb::Stage::validate)) {
+    if (!q.local_shape())
+      return who + " has no local_shape";
+    if (q.local_shape()->size() != q.shape()->size())
+      return who + " has a local_shape of " + std::to_string(q.local_shape()->size()) +
+             " dims for a shape of " + std::to_string(q.shape()->size());
+    for (uint32_t d = 0; d < q.shape()->size(); ++d) {
+      int64_t global = q.shape()->Get(d), local = q.local_shape()->Get(d);
+      if (local < 0 || (local == 0 ? global != 0 : global % local != 0))
+        return who + ": local_shape dim " + std::to_string(d) + " of size " +
+               std::to_string(local) + " does not divide its global size " +
+               std::to_string(global);
+    }
+  }
+  const bool comm = q.role() == fb::Role::muon && q.group() == fb::ShardingGroupKind::comm;
+  if (!reached(fb::Stage::group))
+    return {};
+  if (!comm) {
+    if (q.gather_mesh_dim() != -1 || q.compute_index() != -1)
+      return who + " is not a comm Muon param but has a gather mesh dim or compute index";
+    return {};
+  }
+  // A comm param's gather is checked once partition has accepted it.
+  if (!reached(fb::Stage::partition) && q.gather_mesh_dim() == -1)
+    return {};
+  const int32_t g = q.gather_mesh_dim();
+  if (g < 0 || g >= ndims)
+    return who + ": gather_mesh_dim " + std::to_string(g) + " out of range (mesh has " +
+           std::to_string(ndims) + " dims)";
+  if (g == shardDim_ || g == replicateDim_)
+    return who + ": gather_mesh_dim " + std::to_string(g) + " is a data-parallel mesh dim";
+  const int32_t t = q.gather_tensor_dim();
+  const fb::Placement *pl =
+      q.placements() && static_cast<int64_t>(q.placements()->size()) == ndims
+          ? q.placements()->Get(static_cast<uint32_t>(g))
+          : nullptr;
+  if (t < 0 || t >= static_cast<int64_t>(q.shape()->size()) || !pl ||
+      pl->kind() != fb::PlacementKind::shard || pl->dim() != t)
+    return who + ": gather_tensor_dim " + std::to_string(t) +
+           " is not the tensor dim its gather mesh dim " + std::to_string(g) + " shards";
+  if (reached(fb::Stage::layout) &&
+      (q.compute_index() < 0 || q.compute_index() >= dimSizes_[g]))
+    return who + ": compute_index " + std::to_string(q.compute_index()) +
+           " out of range (gather mesh dim " + std::to_string(g) + " has size " +
+           std::to_string(dimSizes_[g]) + ")";
+  return {};
+}
+
+} // namespace dmuon::planfile::detail

@@ -1,0 +1,92 @@
+// The verifier's semantic checks (PlanVerifier.h), private to runtime/plan:
+// one Checker per buffer that FlatBuffers' verifier has accepted. Its checks
+// live by subject in PlanVerifier.cpp (options, alignment, mesh),
+// CheckParams.cpp (params) and CheckGroups.cpp (units, comm and hook groups,
+// stats). Every check returns a message that names the field, param and
+// value at fault, or an empty string.
+#ifndef DMUON_RUNTIME_PLAN_PLANCHECKER_H
+#define DMUON_RUNTIME_PLAN_PLANCHECKER_H
+
+#include "common/MeshIndex.h"
+#include "common/PlanAccess.h"
+#include "dmuon/plan_generated.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dmuon::planfile::detail {
+
+namespace fb = dmuon::plan;
+
+using common::size;
+using common::str;
+
+template <typename E> bool enumOk(E e, E lo, E hi) { return !flatbuffers::IsOutRange(e, lo, hi); }
+
+// Semantic checks on a buffer the FlatBuffers verifier has accepted.
+class Checker {
+public:
+  Checker(const fb::Plan &p, const uint8_t *base) : p_(p), base_(base) {}
+  std::string run(bool requireComplete);
+
+private:
+  std::string checkAlignment();
+  std::string checkMesh();
+  std::string checkParams();
+  std::string checkModelParallel(const fb::Param &q, const std::string &who);
+  std::string checkCompleteParam(const fb::Param &q, const std::string &who);
+  std::string checkSegmentParams(const fb::HookGroup &h, int64_t hi, const fb::Segment &s,
+                                 const std::string &sw);
+  std::string checkUnits();
+  std::string checkGroups();
+  std::string checkHooks();
+  std::string checkStats();
+
+  // The executor's own invariants, checked on complete plans only (a
+  // --stop-after plan is printed, never executed).
+  bool complete() const { return p_.stage() == fb::Stage::complete; }
+  std::string slotStr(int64_t slot) const {
+    return std::to_string(slot) + " (" + std::to_string(slot % G_) + "," +
+           std::to_string(slot / G_) + ")";
+  }
+  bool reached(fb::Stage s) const {
+    return static_cast<int>(p_.stage()) >= static_cast<int>(s);
+  }
+  // "'<what>' index <i> out of range (plan has <n> <things>)" or empty.
+  static std::string range(const std::string &what, int64_t i, int64_t n,
+                           const char *things, bool allowNone) {
+    if ((allowNone && i == -1) || (i >= 0 && i < n))
+      return {};
+    return what + " " + std::to_string(i) + " out of range (plan has " +
+           std::to_string(n) + " " + things + ")";
+  }
+  std::string paramList(const std::string &where,
+                        const flatbuffers::Vector<int32_t> *list) const {
+    if (!list)
+      return {};
+    for (int32_t i : *list)
+      if (std::string e = range(where + ": param index", i, numParams_, "params", false);
+          !e.empty())
+        return e;
+    return {};
+  }
+
+  const fb::Plan &p_;
+  const uint8_t *base_;
+  int64_t world_ = 1, G_ = 1, R_ = 1;
+  int64_t numParams_ = 0, numUnits_ = 0, numComm_ = 0, numHooks_ = 0;
+  std::vector<int64_t> dimSizes_;
+  // Complete plans: how many segments list each param.
+  std::vector<int> segmentsOf_;
+  int64_t adamwElements_ = 0;
+  int shardDim_ = -1, replicateDim_ = -1;
+
+  int64_t slotRank(int64_t s, int64_t r) const {
+    return common::slotRank(dimSizes_, shardDim_, replicateDim_, s, r);
+  }
+};
+
+} // namespace dmuon::planfile::detail
+
+#endif

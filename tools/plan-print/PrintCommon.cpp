@@ -1,0 +1,110 @@
+// What the printers share (PrintCommon.h).
+#include "PrintCommon.h"
+
+#include "common/MeshIndex.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+namespace dmuon::planfile::print {
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+std::string num(double v) {
+  if (v == 0)
+    return "0";
+  char buf[512];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  if (r.ec != std::errc())
+    return "?";
+  return std::string(buf, r.ptr);
+}
+
+std::string fixed4(double v) {
+  char buf[512];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 4);
+  if (r.ec != std::errc())
+    return "?";
+  return std::string(buf, r.ptr);
+}
+
+std::string humanBytes(double bytes, int largest) {
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (std::fabs(bytes) >= 1024 && u < largest && u < 6) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%.0f %s", bytes, units[u]);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f %s", bytes, units[u]);
+  return buf;
+}
+
+std::string stageName(const fb::Plan &p) {
+  const char *n = fb::EnumNameStage(p.stage());
+  return n && *n ? n : "?";
+}
+
+std::string placementString(const fb::Placement &pl) {
+  switch (pl.kind()) {
+  case fb::PlacementKind::replicate:
+    return "Replicate";
+  case fb::PlacementKind::shard:
+    return "Shard(" + num(int64_t(pl.dim())) + ")";
+  case fb::PlacementKind::strided_shard:
+    return "StridedShard(" + num(int64_t(pl.dim())) + ", " +
+           num(int64_t(pl.split_factor())) + ")";
+  case fb::PlacementKind::partial:
+    return "Partial(" + (pl.reduce_op() ? pl.reduce_op()->str() : std::string("sum")) + ")";
+  }
+  return "?";
+}
+
+bool localDiffers(const fb::Param &q) {
+  if (!q.local_shape())
+    return false;
+  if (size(q.local_shape()) != size(q.shape()))
+    return true;
+  for (uint32_t i = 0; i < size(q.shape()); ++i)
+    if (q.local_shape()->Get(i) != q.shape()->Get(i))
+      return true;
+  return false;
+}
+
+MeshView::MeshView(const fb::Plan &p) {
+  if (const fb::Mesh *m = p.mesh()) {
+    for (uint32_t i = 0; i < size(m->dims()); ++i) {
+      dims.push_back(m->dims()->Get(i)->size());
+      dimNames.push_back(str(m->dims()->Get(i)->name()));
+    }
+    shardDim = m->shard_dim();
+    replicateDim = m->replicate_dim();
+    G = m->num_shards() > 0 ? m->num_shards() : 1;
+    R = m->num_replicas() > 0 ? m->num_replicas() : 1;
+  }
+}
+
+int64_t MeshView::slotRank(int64_t s, int64_t r) const {
+  return common::slotRank(dims, shardDim, replicateDim, s, r);
+}
+
+std::string MeshView::meshString() const {
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i)
+    s.append(i ? "," : "").append(dimNames[i] + "=" + num(dims[i]));
+  return s;
+}
+
+std::string MeshView::coords(int64_t rank) const {
+  const std::vector<int64_t> c = common::rowMajorCoord(dims, rank);
+  std::string o = "(";
+  for (size_t i = 0; i < c.size(); ++i)
+    o.append(i ? "," : "").append(num(c[i]));
+  return o + ")";
+}
+
+} // namespace dmuon::planfile::print

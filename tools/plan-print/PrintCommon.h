@@ -1,0 +1,128 @@
+// What the printers (PlanPrinter.h) share: number formatting, a read-only
+// view of a plan with bounds-checked lookups, and the facts every form needs.
+//
+// Output is a pure function of the buffer: numbers go through std::to_chars
+// (locale-free, shortest round trip), lists are printed in plan order, and
+// fields the plan's stage has not computed yet are left out. The printers
+// never index past a vector: a plan that was not verified prints '?' where an
+// index is out of range instead of crashing.
+#ifndef DMUON_TOOLS_PLAN_PRINT_PRINTCOMMON_H
+#define DMUON_TOOLS_PLAN_PRINT_PRINTCOMMON_H
+
+#include "common/Hex.h"
+#include "common/PlanAccess.h"
+#include "dmuon/plan_generated.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dmuon::planfile::print {
+
+namespace fb = dmuon::plan;
+
+using common::hex64;
+using common::size;
+using common::str;
+
+// ---------------------------------------------------------------- numbers
+
+std::string num(int64_t v);
+// Shortest round-trip, fixed notation; "0" for zero (and negative zero).
+std::string num(double v);
+// Fixed notation with 4 decimals.
+std::string fixed4(double v);
+// "512 B", "1.50 KiB", ... up to the unit `largest` (0 = B, 1 = KiB, ...,
+// 6 = EiB), with 2 decimals past bytes.
+std::string humanBytes(double bytes, int largest);
+
+inline std::string orDash(const std::string &s) { return s.empty() ? "-" : s; }
+inline const char *boolName(bool b) { return b ? "true" : "false"; }
+
+// ---------------------------------------------------------------- plan facts
+
+inline bool reached(const fb::Plan &p, fb::Stage s) {
+  return static_cast<int>(p.stage()) >= static_cast<int>(s);
+}
+// The plan's stage by name, "?" for a value the schema does not know.
+std::string stageName(const fb::Plan &p);
+
+template <typename E, typename F> std::string enumName(E e, F nameFn) {
+  const char *n = nameFn(e);
+  return (n && *n) ? n : "?";
+}
+
+// The spelling users write: Shard(0), Replicate, ...
+std::string placementString(const fb::Placement &pl);
+
+inline bool recovered(const fb::Param &q) {
+  return q.name_origin() == fb::NameOrigin::recovered_from_node;
+}
+inline bool isMuon(const fb::Param &q) { return q.role() == fb::Role::muon; }
+// A comm param that gathers over a model-parallel mesh dim for NS.
+inline bool gathers(const fb::Param &q) {
+  return q.group() == fb::ShardingGroupKind::comm && q.gather_mesh_dim() >= 0;
+}
+// local_shape, when the plan has it and it differs from shape.
+bool localDiffers(const fb::Param &q);
+
+// The plan's mesh: dim sizes and names, ownership dims, G shards x R
+// replicas (at least 1 each, whatever an unverified plan says).
+struct MeshView {
+  explicit MeshView(const fb::Plan &p);
+
+  int64_t slots() const { return G * R; }
+  int64_t slotShard(int64_t slot) const { return slot < 0 ? -1 : slot % G; }
+  int64_t slotReplicate(int64_t slot) const { return slot < 0 ? -1 : slot / G; }
+  // Rank of owner slot (s, r) with every other mesh dim at 0 (row-major).
+  int64_t slotRank(int64_t s, int64_t r) const;
+  // "dp_replicate=2,dp_shard=4"
+  std::string meshString() const;
+  // "(1,0,3)": the coordinate of a rank.
+  std::string coords(int64_t rank) const;
+  std::string dimName(int64_t i) const {
+    return i >= 0 && i < static_cast<int64_t>(dimNames.size()) ? dimNames[i] : "?";
+  }
+  std::string shardName() const { return shardDim >= 0 ? dimNames[shardDim] : "dp_shard"; }
+  std::string replicateName() const {
+    return replicateDim >= 0 ? dimNames[replicateDim] : "dp_replicate";
+  }
+
+  std::vector<int64_t> dims;
+  std::vector<std::string> dimNames;
+  int shardDim = -1, replicateDim = -1;
+  int64_t G = 1, R = 1;
+};
+
+// A plan with its mesh and bounds-checked lookups of params and hook groups.
+class View : public MeshView {
+public:
+  explicit View(const fb::Plan &p) : MeshView(p), p(p) {}
+
+  bool reached(fb::Stage s) const { return print::reached(p, s); }
+  std::string stageName() const { return print::stageName(p); }
+  std::string version() const {
+    return std::to_string(p.format_major()) + "." + std::to_string(p.format_minor());
+  }
+  const fb::Param *param(int64_t i) const {
+    if (i < 0 || i >= size(p.params()))
+      return nullptr;
+    return p.params()->Get(static_cast<uint32_t>(i));
+  }
+  std::string paramName(int64_t i) const {
+    const fb::Param *q = param(i);
+    return q ? str(q->name()) : "?";
+  }
+  std::string hookName(int64_t i) const {
+    if (i < 0 || i >= size(p.hook_groups()))
+      return "?";
+    return str(p.hook_groups()->Get(static_cast<uint32_t>(i))->name());
+  }
+  int64_t worldSize() const { return p.mesh() ? p.mesh()->world_size() : 0; }
+
+  const fb::Plan &p;
+};
+
+} // namespace dmuon::planfile::print
+
+#endif

@@ -1,0 +1,240 @@
+// The text form of a plan (docs/plan-format.md): one line per param, unit,
+// group, segment, slot and rank, for people and FileCheck.
+#include "PlanPrinter.h"
+#include "PrintCommon.h"
+
+namespace dmuon::planfile {
+
+using namespace print;
+
+namespace {
+
+std::string nameList(const View &v, const flatbuffers::Vector<int32_t> *list) {
+  std::string s = "[";
+  for (uint32_t i = 0; i < size(list); ++i) {
+    if (i)
+      s += ',';
+    s += v.paramName(list->Get(i));
+  }
+  return s + "]";
+}
+
+void textParam(const View &v, const fb::Param &q, std::string &o) {
+  o += "param " + str(q.name()) + " shape=[";
+  for (uint32_t i = 0; i < size(q.shape()); ++i) {
+    if (i)
+      o += ',';
+    o += num(q.shape()->Get(i));
+  }
+  o += "] dtype=" + enumName(q.dtype(), fb::EnumNameDType) + " placements=[";
+  for (uint32_t i = 0; i < size(q.placements()); ++i) {
+    if (i)
+      o += ',';
+    o += placementString(*q.placements()->Get(i));
+  }
+  o += ']';
+  if (v.reached(fb::Stage::validate) && localDiffers(q)) {
+    o += " local=[";
+    for (uint32_t i = 0; i < size(q.local_shape()); ++i) {
+      if (i)
+        o += ',';
+      o += num(q.local_shape()->Get(i));
+    }
+    o += ']';
+  }
+  if (q.conv())
+    o += " conv";
+  if (recovered(q))
+    o += " source=" + str(q.source_name()) + " note=\"" + str(q.name_note()) + "\"";
+  if (!v.reached(fb::Stage::select))
+    return;
+  bool muon = isMuon(q);
+  o += " role=" + enumName(q.role(), fb::EnumNameRole) +
+       " reason=" + enumName(q.role_reason(), fb::EnumNameRoleReason);
+  if (muon)
+    o += " matrix=" + num(q.batch()) + "x" + num(q.rows()) + "x" + num(q.cols());
+  if (muon && v.reached(fb::Stage::group)) {
+    o += " group=" + enumName(q.group(), fb::EnumNameShardingGroupKind);
+    if (gathers(q)) {
+      o += " gather=" + v.dimName(q.gather_mesh_dim()) + ":" +
+           num(int64_t(q.gather_tensor_dim()));
+      if (v.reached(fb::Stage::layout))
+        o += " compute=" + num(int64_t(q.compute_index()));
+    }
+  }
+  if (muon && v.reached(fb::Stage::partition))
+    o += " layer=" + orDash(str(q.layer())) + " unit=" + num(int64_t(q.unit())) +
+         " owner=" + num(int64_t(q.owner_rank())) + " slot=(" +
+         num(int64_t(q.owner_shard())) + "," + num(int64_t(q.owner_replicate())) +
+         ") cost=" + num(q.cost());
+  if (v.reached(fb::Stage::hooks) && (muon || q.hook_group() >= 0))
+    o += " hook=" + (q.hook_group() >= 0 ? v.hookName(q.hook_group()) : std::string("none"));
+  if (v.reached(fb::Stage::layout)) {
+    if (muon)
+      o += " offset=" + num(q.offset()) + " bytes=" + num(q.bytes()) +
+           " reduce_offset=" + num(q.reduce_offset()) +
+           " reduce_bytes=" + num(q.reduce_bytes());
+    else
+      o += " bytes=" + num(q.bytes());
+  }
+}
+
+std::string quotedOr(const flatbuffers::String *s, const char *none) {
+  if (!s || s->size() == 0)
+    return none;
+  return "'" + s->str() + "'";
+}
+
+} // namespace
+
+std::string printText(const fb::Plan &plan) {
+  View v(plan);
+  std::string o;
+  o += "; dmuon plan " + v.version() + " stage=" + v.stageName() +
+       " producer=" + str(plan.producer()) + "\n";
+  o += "; fingerprint " + hex64(plan.fingerprint()) + "\n";
+  o += "source: " + str(plan.source()) + "\n";
+  o += "model: " + str(plan.model_name()) + "\n";
+  o += "mesh: " + v.meshString() + " world_size=" + num(v.worldSize()) +
+       " shards=" + num(v.G) + " replicas=" + num(v.R) + " slots=" + num(v.slots()) + "\n";
+  if (const fb::Options *op = plan.options()) {
+    o += "options: mode=" + enumName(op->mode(), fb::EnumNameMode) +
+         " replicate_async=" + boolName(op->replicate_async()) +
+         " small_param_threshold=" + num(op->small_param_threshold()) +
+         " hook_boundary=" + quotedOr(op->hook_boundary(), "default") +
+         " muon_include=" + quotedOr(op->muon_include(), "none") +
+         " muon_exclude=" + quotedOr(op->muon_exclude(), "none") +
+         " alignment=" + num(int64_t(op->alignment())) +
+         " cost_model=" + enumName(op->cost_model(), fb::EnumNameCostModel);
+    if (op->cost_table() && op->cost_table()->size())
+      o += " cost_table=" + quotedOr(op->cost_table(), "none");
+    o += "\n";
+    if (const fb::OptimizerDefaults *od = op->optimizer())
+      o += "optimizer: lr=" + num(od->lr()) + " momentum=" + num(od->momentum()) +
+           " nesterov=" + boolName(od->nesterov()) +
+           " weight_decay=" + num(od->weight_decay()) +
+           " ns_steps=" + num(int64_t(od->ns_steps())) +
+           " ns_coefficients=" + enumName(od->ns_coefficients(), fb::EnumNameNsCoefficients) +
+           " lr_scale=" + enumName(od->lr_scale(), fb::EnumNameLrScale) +
+           " adamw_lr=" + num(od->adamw_lr()) + " adamw_betas=" + num(od->adamw_beta1()) +
+           "," + num(od->adamw_beta2()) + " adamw_eps=" + num(od->adamw_eps()) +
+           " adamw_weight_decay=" + num(od->adamw_weight_decay()) + "\n";
+  }
+
+  o += "params:\n";
+  for (uint32_t i = 0; i < size(plan.params()); ++i) {
+    textParam(v, *plan.params()->Get(i), o);
+    o += '\n';
+  }
+
+  if (v.reached(fb::Stage::partition)) {
+    o += "units:\n";
+    for (uint32_t i = 0; i < size(plan.units()); ++i) {
+      const fb::Unit *u = plan.units()->Get(i);
+      o += "unit " + num(int64_t(i)) + " " + str(u->name()) +
+           " layer=" + orDash(str(u->layer())) + " cost=" + num(u->cost()) +
+           " slot=" + num(int64_t(u->slot())) +
+           " params=" + num(int64_t(size(u->params()))) + "\n";
+    }
+  }
+
+  if (v.reached(fb::Stage::group)) {
+    o += "sharding_groups:\n";
+    o += "no_comm: " + num(int64_t(size(plan.no_comm()))) + " params\n";
+    for (uint32_t i = 0; i < size(plan.no_comm()); ++i)
+      o += "  no_comm " + v.paramName(plan.no_comm()->Get(i)) + "\n";
+    for (uint32_t i = 0; i < size(plan.comm_groups()); ++i) {
+      const fb::CommGroup *g = plan.comm_groups()->Get(i);
+      o += "comm " + str(g->key()) + " params=" + nameList(v, g->params()) +
+           " replicate_groups=[";
+      for (uint32_t j = 0; j < size(g->replicate_groups()); ++j) {
+        const fb::RankList *rl = g->replicate_groups()->Get(j);
+        if (j)
+          o += ',';
+        o += '[';
+        for (uint32_t k = 0; k < size(rl->ranks()); ++k) {
+          if (k)
+            o += ',';
+          o += num(int64_t(rl->ranks()->Get(k)));
+        }
+        o += ']';
+      }
+      o += "]\n";
+    }
+  }
+
+  if (v.reached(fb::Stage::hooks)) {
+    bool laidOut = v.reached(fb::Stage::layout);
+    o += "hook_groups:\n";
+    for (uint32_t i = 0; i < size(plan.hook_groups()); ++i) {
+      const fb::HookGroup *h = plan.hook_groups()->Get(i);
+      o += "hook " + str(h->name()) + " params=" + num(int64_t(size(h->params())));
+      if (laidOut)
+        o += " buffer_bytes=" + num(h->buffer_bytes()) +
+             " reduce_buffer_bytes=" + num(h->reduce_buffer_bytes());
+      o += '\n';
+      if (!laidOut)
+        continue;
+      for (uint32_t j = 0; j < size(h->segments()); ++j) {
+        const fb::Segment *s = h->segments()->Get(j);
+        o += "  segment owner=" + num(int64_t(s->owner_rank())) + " slot=(" +
+             num(int64_t(s->owner_shard())) + "," + num(int64_t(s->owner_replicate())) +
+             ") offset=" + num(s->offset()) + " bytes=" + num(s->bytes()) +
+             " reduce_offset=" + num(s->reduce_offset()) +
+             " reduce_bytes=" + num(s->reduce_bytes()) +
+             " params=" + nameList(v, s->params()) + "\n";
+      }
+    }
+  }
+
+  if (v.reached(fb::Stage::partition) && plan.stats()) {
+    const fb::Stats *s = plan.stats();
+    o += "stats:\n";
+    o += "slots=" + num(int64_t(s->slots())) + " total_cost=" + num(s->total_cost()) +
+         " lower_bound=" + num(s->lower_bound()) + " max_load=" + num(s->max_load()) +
+         " imbalance=" + fixed4(s->imbalance()) + " lpt_max_load=" + num(s->lpt_max_load()) +
+         " refinement_moves=" + num(int64_t(s->refinement_moves())) +
+         " layer_rule_violations=" + num(int64_t(s->layer_rule_violations()));
+    if (s->lower_bound_kind()) { // format 1.1
+      o += " lower_bound_kind=" + str(s->lower_bound_kind()) +
+           " simple_lower_bound=" + num(s->simple_lower_bound()) +
+           " small_unit_cap=" + num(s->small_unit_cap());
+      if (v.reached(fb::Stage::layout))
+        o += " max_owners_per_hook_group=" + num(int64_t(s->max_owners_per_hook_group()));
+      if (s->optimal())
+        o += " optimal";
+    }
+    o += "\n";
+    for (uint32_t i = 0; i < size(s->slot_load()); ++i) {
+      int64_t sh = v.slotShard(i), re = v.slotReplicate(i);
+      o += "slot " + num(int64_t(i)) + " (" + num(sh) + "," + num(re) +
+           ") rank=" + num(v.slotRank(sh, re)) + " load=" + num(s->slot_load()->Get(i)) +
+           "\n";
+    }
+    if (v.reached(fb::Stage::layout))
+      for (uint32_t i = 0; i < size(s->ranks()); ++i) {
+        const fb::RankFigures *r = s->ranks()->Get(i);
+        o += "rank " + num(int64_t(r->rank())) +
+             " owned_params=" + num(int64_t(r->owned_params())) +
+             " owned_elements=" + num(r->owned_elements()) +
+             " master_bytes=" + num(r->master_bytes()) +
+             " momentum_bytes=" + num(r->momentum_bytes()) +
+             " peak_buffer_bytes=" + num(r->peak_buffer_bytes()) +
+             " ns_flops=" + num(r->ns_flops()) +
+             " broadcast_send=" + num(r->broadcast_send_bytes()) +
+             " broadcast_recv=" + num(r->broadcast_recv_bytes()) +
+             " reduce_send=" + num(r->reduce_send_bytes()) +
+             " reduce_recv=" + num(r->reduce_recv_bytes()) +
+             " replicate_send=" + num(r->replicate_send_bytes()) +
+             " replicate_recv=" + num(r->replicate_recv_bytes()) +
+             " allreduce=" + num(r->allreduce_bytes()) +
+             " gather_send=" + num(r->gather_send_bytes()) +
+             " gather_recv=" + num(r->gather_recv_bytes()) +
+             " scatter_send=" + num(r->scatter_send_bytes()) +
+             " scatter_recv=" + num(r->scatter_recv_bytes()) + "\n";
+      }
+  }
+  return o;
+}
+
+} // namespace dmuon::planfile
