@@ -1,4 +1,4 @@
-// Row-major mesh indexing (DESIGN.md §4): rank = ((c0 * n1 + c1) * n2 + c2)...,
+// Row-major mesh indexing (docs/dmuonc.md, --mesh): rank = ((c0 * n1 + c1) * n2 + c2)...,
 // dim 0 varying slowest.
 //
 // common/ is the one place for definitions that the compiler (dmuonc), the

@@ -1,5 +1,6 @@
 #include "core/Config.h"
 
+#include "common/PlanRules.h"
 #include "plan/PlanFile.h"
 
 #include <cmath>
@@ -50,9 +51,9 @@ Status Config::resolve(const fbp::Plan &plan, const dmuon_runtime_options_t &o, 
   c.maxGradNorm = o.max_grad_norm;
   c.clipPolicy = o.clip_policy;
   verdict = Status::ok();
-  if (m.nsSteps < 1 || m.nsSteps > 100)
-    verdict = invalidArgument("ns_steps=" + std::to_string(m.nsSteps) +
-                              " must be between 1 and 100");
+  if (!common::nsStepsInRange(m.nsSteps))
+    verdict = invalidArgument("ns_steps=" + std::to_string(m.nsSteps) + " must be " +
+                              common::nsStepsRangeText());
   else if (o.accumulation != DMUON_ACCUMULATION_LOCAL &&
            o.accumulation != DMUON_ACCUMULATION_REDUCE)
     verdict = invalidArgument("options.accumulation " + std::to_string(o.accumulation) +

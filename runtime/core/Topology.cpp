@@ -1,5 +1,7 @@
 #include "core/Topology.h"
 
+#include "common/MeshIndex.h"
+
 namespace dmuon::rt {
 
 Topology Topology::of(const dmuon::plan::Mesh &mesh, int rank) {
@@ -12,11 +14,8 @@ Topology Topology::of(const dmuon::plan::Mesh &mesh, int rank) {
   for (const dmuon::plan::MeshDim *d : *mesh.dims())
     t.dimSizes.push_back(d->size());
   const int n = static_cast<int>(t.dimSizes.size());
-  t.coord.resize(n);
-  for (int d = n - 1, rem = rank; d >= 0; --d) {
-    t.coord[d] = rem % t.dimSizes[d];
-    rem /= t.dimSizes[d];
-  }
+  for (int64_t c : common::rowMajorCoord(t.dimSizes, rank))
+    t.coord.push_back(static_cast<int>(c));
   t.s = t.shardDim >= 0 ? t.coord[t.shardDim] : 0;
   t.r = t.replicateDim >= 0 ? t.coord[t.replicateDim] : 0;
   t.alongDim.assign(n, CommGroup::World);
@@ -24,10 +23,7 @@ Topology Topology::of(const dmuon::plan::Mesh &mesh, int rank) {
 }
 
 int Topology::rankOf(const std::vector<int> &c) const {
-  int out = 0;
-  for (size_t d = 0; d < c.size(); ++d)
-    out = out * dimSizes[d] + c[d];
-  return out;
+  return static_cast<int>(common::rowMajorRank(dimSizes, c));
 }
 
 int Topology::rankAtSlot(int slotS, int slotR) const {
