@@ -31,6 +31,10 @@ inline std::string nsStepsRangeText() {
   return "between " + std::to_string(kMinNsSteps) + " and " + std::to_string(kMaxNsSteps);
 }
 
+// Whether a model-parallel mesh dim of this name carries data (its
+// coordinates see different tokens) unless the mesh says otherwise.
+inline bool carriesDataByDefault(const std::string &name) { return name == "ep" || name == "cp"; }
+
 // Bytes per element of a plan dtype; 0 for a value the schema does not know.
 constexpr int64_t dtypeBytes(plan::DType t) {
   switch (t) {

@@ -2,7 +2,9 @@
 
 #include "Diagnostics.h"
 #include "common/MeshIndex.h"
+#include "common/PlanRules.h"
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 
@@ -18,6 +20,14 @@ int64_t Mesh::worldSize() const {
 int64_t Mesh::numShards() const { return shardDim < 0 ? 1 : dims[shardDim].size; }
 int64_t Mesh::numReplicas() const {
   return replicateDim < 0 ? 1 : dims[replicateDim].size;
+}
+
+int64_t Mesh::dataCarryingSize() const {
+  int64_t n = 1;
+  for (const MeshDim &d : dims)
+    if (d.carriesData)
+      n *= d.size;
+  return n;
 }
 
 int Mesh::findDim(std::string_view name) const {
@@ -49,6 +59,8 @@ std::string Mesh::str() const {
     if (!s.empty())
       s += ',';
     s += d.name + "=" + std::to_string(d.size);
+    if (d.carriesData != common::carriesDataByDefault(d.name))
+      s += d.carriesData ? ":data" : ":model";
   }
   return s;
 }
@@ -72,7 +84,15 @@ bool parseSize(std::string_view text, size_t &pos, int64_t &v) {
 
 } // namespace
 
-bool parseMesh(std::string_view text, Mesh &out, Diagnostics &diags) {
+namespace {
+
+bool applyDataCarryingDims(std::string_view list, const MeshSource &src, Mesh &mesh,
+                           Diagnostics &diags);
+
+} // namespace
+
+bool parseMesh(std::string_view text, Mesh &out, Diagnostics &diags,
+               const std::optional<std::string> &dataCarryingDims) {
   MeshSource src = diags.addMeshSource(text);
   Mesh m;
   auto err = [&](size_t col, const std::string &msg) {
@@ -135,11 +155,27 @@ bool parseMesh(std::string_view text, Mesh &out, Diagnostics &diags) {
         name = "dp_shard"; // the specification's examples call it dp
       if (m.findDim(name) >= 0)
         return err(nameCol, "mesh dim '" + name + "' is given twice");
+      const bool ownership = name == "dp_shard" || name == "dp_replicate";
       if (name == "dp_shard")
         m.shardDim = static_cast<int>(m.dims.size());
       if (name == "dp_replicate")
         m.replicateDim = static_cast<int>(m.dims.size());
-      m.dims.push_back({name, v});
+      MeshDim dim{name, v, !ownership && common::carriesDataByDefault(name), -1};
+      if (pos < text.size() && text[pos] == ':') {
+        const size_t kindCol = pos++;
+        const size_t b = pos;
+        while (pos < text.size() && std::isalpha(static_cast<unsigned char>(text[pos])))
+          ++pos;
+        const std::string_view kind = text.substr(b, pos - b);
+        if (kind != "data" && kind != "model")
+          return err(b, "expected 'data' or 'model' after ':' for mesh dim '" + name + "'");
+        if (ownership)
+          return err(kindCol, "mesh dim '" + name + "' is a data-parallel (ownership) dim; "
+                              "':data' and ':model' are for model-parallel dims");
+        dim.carriesData = kind == "data";
+        dim.kindColumn = static_cast<int>(kindCol);
+      }
+      m.dims.push_back(std::move(dim));
       if (pos == text.size())
         break;
       if (text[pos] != ',')
@@ -154,8 +190,53 @@ bool parseMesh(std::string_view text, Mesh &out, Diagnostics &diags) {
     if (world > kMaxWorld)
       return err(0, "mesh has more than " + std::to_string(kMaxWorld) + " ranks");
   }
+  if (dataCarryingDims && !applyDataCarryingDims(*dataCarryingDims, src, m, diags))
+    return false;
   out = std::move(m);
   return true;
 }
+
+namespace {
+
+bool applyDataCarryingDims(std::string_view list, const MeshSource &src, Mesh &mesh,
+                           Diagnostics &diags) {
+  std::vector<bool> listed(mesh.dims.size(), false);
+  bool ok = true;
+  size_t pos = 0;
+  while (pos <= list.size() && !list.empty()) {
+    const size_t end = std::min(list.find(',', pos), list.size());
+    const std::string name(list.substr(pos, end - pos));
+    const int d = mesh.findDim(name);
+    if (d < 0) {
+      diags.error("--data-carrying-dims: the mesh has no dim '" + name + "' (it has " +
+                  mesh.str() + ")");
+      ok = false;
+    } else if (mesh.isOwnershipDim(d)) {
+      diags.error("--data-carrying-dims: '" + name +
+                  "' is a data-parallel (ownership) dim; list model-parallel dims only");
+      ok = false;
+    } else {
+      listed[d] = true;
+    }
+    pos = end + 1;
+  }
+  for (size_t d = 0; ok && d < mesh.dims.size(); ++d) {
+    MeshDim &dim = mesh.dims[d];
+    if (mesh.isOwnershipDim(static_cast<int>(d)))
+      continue;
+    if (dim.kindColumn >= 0 && dim.carriesData != listed[d]) {
+      diags.error(src.loc(static_cast<size_t>(dim.kindColumn)),
+                  "mesh dim '" + dim.name + "' is declared '" +
+                      (dim.carriesData ? ":data" : ":model") +
+                      "' here but --data-carrying-dims " +
+                      (listed[d] ? "lists it" : "does not list it"));
+      ok = false;
+    }
+    dim.carriesData = listed[d];
+  }
+  return ok;
+}
+
+} // namespace
 
 } // namespace dmuon

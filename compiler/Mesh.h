@@ -1,8 +1,11 @@
-// The device mesh: named dims, row-major rank order (DESIGN.md §4).
+// The device mesh: named dims, row-major rank order (docs/dmuonc.md, --mesh).
+// A model-parallel dim either carries data (its coordinates see different
+// tokens: ep, cp by default) or not (tp, pp, ...: the same tokens).
 #ifndef DMUON_COMPILER_MESH_H
 #define DMUON_COMPILER_MESH_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,7 +17,11 @@ class Diagnostics;
 struct MeshDim {
   std::string name;
   int64_t size = 1;
+  bool carriesData = false; // model-parallel dims only
+  // Where ":data" / ":model" was given in --mesh (-1: the default by name).
+  int kindColumn = -1;
 };
+
 
 struct Mesh {
   std::vector<MeshDim> dims;
@@ -25,6 +32,10 @@ struct Mesh {
   int64_t numShards() const;   // G
   int64_t numReplicas() const; // R
   int64_t numSlots() const { return numShards() * numReplicas(); }
+  // The product of the data-carrying dims' sizes, and the ranks whose data
+  // meet in an averaged gradient: G * R * that.
+  int64_t dataCarryingSize() const;
+  int64_t dataParallelSize() const { return numSlots() * dataCarryingSize(); }
   bool isOwnershipDim(int i) const { return i == shardDim || i == replicateDim; }
   int findDim(std::string_view name) const;
 
@@ -36,9 +47,12 @@ struct Mesh {
 };
 
 // Parses `--mesh`: "8" (dp_shard=8), "2x4" (dp_replicate=2 x dp_shard=4) or
-// "name=size,...". Reports errors with the column into the text; returns false
-// on any error.
-bool parseMesh(std::string_view text, Mesh &out, Diagnostics &diags);
+// "name=size[:data|:model],...". With `dataCarryingDims` (--data-carrying-
+// dims, comma-separated, "" for none) exactly those model-parallel dims carry
+// data, and a dim whose kind the mesh gives explicitly must agree. Reports
+// errors with the column into the text; returns false on any error.
+bool parseMesh(std::string_view text, Mesh &out, Diagnostics &diags,
+               const std::optional<std::string> &dataCarryingDims = std::nullopt);
 
 } // namespace dmuon
 

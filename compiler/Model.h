@@ -66,6 +66,9 @@ struct Param {
   // group
   ShardingGroupKind group = ShardingGroupKind::none;
   int commGroup = -1;
+  // The data-carrying mesh dims this param is Replicate on: its gradient is
+  // averaged over them as over the ownership dims.
+  std::vector<int> dataDims;
   // comm params: the one non-ownership mesh dim that shards the matrix dims
   // (gathered for NS) and the tensor dim it shards; -1 otherwise.
   int gatherMeshDim = -1, gatherTensorDim = -1;
@@ -122,6 +125,7 @@ struct RankFigures {
   int64_t broadcastSend = 0, broadcastRecv = 0, reduceSend = 0, reduceRecv = 0;
   int64_t replicateSend = 0, replicateRecv = 0, allreduceBytes = 0;
   int64_t gatherSend = 0, gatherRecv = 0, scatterSend = 0, scatterRecv = 0;
+  int64_t dataAllreduceBytes = 0;
 };
 
 struct Stats {

@@ -30,7 +30,7 @@ bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &dia
   bool timing = opts.timePasses;
 
   model.source = opts.input;
-  if (!parseMesh(opts.mesh, model.mesh, diags))
+  if (!parseMesh(opts.mesh, model.mesh, diags, opts.dataCarryingDims))
     return false;
   if (model.options.costModel == CostModel::table &&
       !loadCostTable(model.options.costTablePath, diags, model.options.costTable))

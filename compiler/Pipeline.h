@@ -6,6 +6,7 @@
 #include "Frontend.h"
 #include "Model.h"
 
+#include <optional>
 #include <string>
 
 namespace dmuon {
@@ -14,6 +15,9 @@ struct PipelineOptions {
   std::string input;
   InputFormat format = InputFormat::Auto;
   std::string mesh;
+  // --data-carrying-dims: the model-parallel dims that carry data (unset:
+  // each dim's default by name or its ":data"/":model" in the mesh).
+  std::optional<std::string> dataCarryingDims;
   Stage stopAfter = Stage::complete;
   bool timePasses = false;
 };

@@ -71,7 +71,7 @@ Offset<fb::Mesh> Writer::writeMesh() {
   std::vector<Offset<fb::MeshDim>> dims;
   for (const MeshDim &d : m_.mesh.dims)
     dims.push_back(fb::CreateMeshDim(b_, b_.CreateString(d.name),
-                                     static_cast<int32_t>(d.size)));
+                                     static_cast<int32_t>(d.size), d.carriesData));
   auto dimsVec = b_.CreateVector(dims);
   fb::MeshBuilder mb(b_);
   mb.add_dims(dimsVec);
@@ -80,6 +80,7 @@ Offset<fb::Mesh> Writer::writeMesh() {
   mb.add_replicate_dim(m_.mesh.replicateDim);
   mb.add_num_shards(static_cast<int32_t>(m_.mesh.numShards()));
   mb.add_num_replicas(static_cast<int32_t>(m_.mesh.numReplicas()));
+  mb.add_data_parallel_size(m_.mesh.dataParallelSize());
   return mb.Finish();
 }
 
@@ -239,7 +240,7 @@ Offset<fb::Stats> Writer::writeStats() {
           b_, static_cast<int32_t>(r.rank), r.ownedParams, r.ownedElements, r.masterBytes,
           r.momentumBytes, r.peakBufferBytes, r.nsFlops, r.broadcastSend, r.broadcastRecv,
           r.reduceSend, r.reduceRecv, r.replicateSend, r.replicateRecv, r.allreduceBytes,
-          r.gatherSend, r.gatherRecv, r.scatterSend, r.scatterRecv));
+          r.gatherSend, r.gatherRecv, r.scatterSend, r.scatterRecv, r.dataAllreduceBytes));
   }
   auto ranksVec = b_.CreateVector(ranks);
   auto lbKind = partitioned ? optString(s.lowerBoundKind) : Offset<String>();

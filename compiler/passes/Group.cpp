@@ -36,6 +36,14 @@ std::vector<int64_t> replicateGroupOf(const Mesh &mesh, int64_t rank,
 
 bool runGroup(PlanModel &model, Diagnostics &) {
   const Mesh &mesh = model.mesh;
+  // Every param's data-carrying dims: its gradient is averaged over those it
+  // is Replicate on (different tokens there), not over those that shard it.
+  for (Param &p : model.params) {
+    p.dataDims.clear();
+    for (size_t d = 0; d < p.placements.size() && d < mesh.dims.size(); ++d)
+      if (mesh.dims[d].carriesData && p.placements[d].isReplicate())
+        p.dataDims.push_back(static_cast<int>(d));
+  }
   std::map<std::string, int> groupByKey;
   for (size_t i = 0; i < model.params.size(); ++i) {
     Param &p = model.params[i];

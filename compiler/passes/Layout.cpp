@@ -176,10 +176,25 @@ bool runLayout(PlanModel &model, Diagnostics &) {
   }
   peak = (model.options.mode == Mode::z3 ? peak : sum) + maxReduce;
 
-  int64_t adamwPayload = 0;
-  for (const Param &p : model.params)
-    if (p.role == Role::adamw)
+  // Replicated (adamw) params: one all-reduce over the data-parallel ranks,
+  // then each param's gradient along the data-carrying dims it is Replicate
+  // on; owned Muon params' averaged gradients along theirs, by their owners.
+  auto alongData = [&](const Param &p) {
+    int64_t n = 1;
+    for (int d : p.dataDims)
+      n *= mesh.dims[d].size;
+    return n > 1 ? p.localNumElements() * kMasterElementBytes : 0;
+  };
+  int64_t adamwPayload = 0, adamwAlongData = 0;
+  std::vector<int64_t> slotAlongData(S, 0);
+  for (const Param &p : model.params) {
+    if (p.role == Role::adamw) {
       adamwPayload += p.localNumElements() * kMasterElementBytes;
+      adamwAlongData += alongData(p);
+    } else if (p.unit >= 0) {
+      slotAlongData[model.units[p.unit].slot] += alongData(p);
+    }
+  }
 
   model.stats.ranks.clear();
   for (int64_t rank = 0; rank < mesh.worldSize(); ++rank) {
@@ -205,7 +220,8 @@ bool runLayout(PlanModel &model, Diagnostics &) {
     }
     f.rank = rank;
     f.peakBufferBytes = peak;
-    f.allreduceBytes = S > 1 ? adamwPayload : 0;
+    f.allreduceBytes = (S > 1 ? adamwPayload : 0) + adamwAlongData;
+    f.dataAllreduceBytes = slotAlongData[r * G + s];
     model.stats.ranks.push_back(f);
   }
   return true;

@@ -95,6 +95,12 @@ typedef struct dmuon_mesh_info {
   int num_shards;    /* G */
   int num_replicas;  /* R */
   int world_size;
+  /* 1 for a model-parallel dim whose coordinates see different tokens (ep,
+   * cp by default): a param Replicate on it is averaged over it too. */
+  int dim_carries_data[DMUON_MAX_MESH_DIMS];
+  /* Ranks whose data meet in an averaged gradient (G * R * the sizes of the
+   * data-carrying dims): the divisor of every gradient average. */
+  int64_t data_parallel_size;
 } dmuon_mesh_info_t;
 
 /* The plan's mesh; a rank's coordinate is row-major over dim_sizes. */

@@ -216,12 +216,16 @@ dmuon_status_t dmuon_plan_mesh(dmuon_plan_t plan, dmuon_mesh_info_t *out) {
     for (int d = 0; d < out->ndim; ++d) {
       out->dim_names[d] = m.dims()->Get(d)->name()->c_str();
       out->dim_sizes[d] = m.dims()->Get(d)->size();
+      out->dim_carries_data[d] = m.dims()->Get(d)->carries_data();
     }
     out->shard_dim = m.shard_dim();
     out->replicate_dim = m.replicate_dim();
     out->num_shards = m.num_shards();
     out->num_replicas = m.num_replicas();
     out->world_size = m.world_size();
+    out->data_parallel_size = m.data_parallel_size() > 0
+                                  ? m.data_parallel_size()
+                                  : int64_t(m.num_shards()) * m.num_replicas();
     return Status::ok();
   });
 }

@@ -68,10 +68,10 @@ dmuon_comm_counters_t Executor::plannedCounters() const {
   c.received[DMUON_COLLECTIVE_REDUCE] = f->reduce_recv_bytes() * reduces;
   c.sent[DMUON_COLLECTIVE_REPLICATE] = f->replicate_send_bytes();
   c.received[DMUON_COLLECTIVE_REPLICATE] = f->replicate_recv_bytes();
-  if (config_.manageAdamW) {
-    c.sent[DMUON_COLLECTIVE_ALLREDUCE] = f->allreduce_bytes();
-    c.received[DMUON_COLLECTIVE_ALLREDUCE] = f->allreduce_bytes();
-  }
+  const uint64_t allreduce =
+      (config_.manageAdamW ? f->allreduce_bytes() : 0) + f->data_allreduce_bytes();
+  c.sent[DMUON_COLLECTIVE_ALLREDUCE] = allreduce;
+  c.received[DMUON_COLLECTIVE_ALLREDUCE] = allreduce;
   c.sent[DMUON_COLLECTIVE_GATHER] = f->gather_send_bytes();
   c.received[DMUON_COLLECTIVE_GATHER] = f->gather_recv_bytes();
   c.sent[DMUON_COLLECTIVE_SCATTER] = f->scatter_send_bytes();

@@ -93,7 +93,7 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
     if (p.muon && pp.group() == fbp::ShardingGroupKind::comm) {
       const int d = pp.gather_mesh_dim(), td = pp.gather_tensor_dim();
       p.comm = true;
-      DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, d, p.gatherGroup));
+      DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, {d}, p.gatherGroup));
       p.gatherSize = topo.dimSizes[d];
       p.gatherCoord = topo.coord[d];
       p.computeIndex = pp.compute_index();
@@ -105,6 +105,15 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
       }
       p.concatLocal = shape->Get(td);
     }
+    std::vector<int> dataDims;
+    for (size_t d = 0; d < topo.carriesData.size(); ++d)
+      if (topo.carriesData[d] && pp.placements() && d < pp.placements()->size() &&
+          pp.placements()->Get(static_cast<flatbuffers::uoffset_t>(d))->kind() ==
+              fbp::PlacementKind::replicate)
+        dataDims.push_back(static_cast<int>(d));
+    p.alongSize = topo.sizeAlong(dataDims);
+    if (p.alongSize > 1)
+      DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, dataDims, p.alongData));
     if (p.route == Route::Owner) {
       const int slot = units->Get(pp.unit())->slot();
       p.so = slot % topo.G;

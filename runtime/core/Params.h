@@ -31,6 +31,10 @@ struct ParamRt {
   // and how its chunks concatenate along the gathered tensor dim.
   int64_t localBatch = 1, localRows = 0, localCols = 0;
   bool comm = false;
+  // The data-carrying dims it is Replicate on: its averaged gradient is
+  // summed along them too (alongData; alongSize ranks, 1: none).
+  CommGroup alongData = CommGroup::World;
+  int alongSize = 1;
   CommGroup gatherGroup = CommGroup::World;
   int gatherSize = 1, gatherCoord = 0, computeIndex = 0;
   int64_t concatOuter = 1, concatInner = 1, concatLocal = 1;

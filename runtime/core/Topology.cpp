@@ -11,14 +11,16 @@ Topology Topology::of(const dmuon::plan::Mesh &mesh, int rank) {
   t.R = mesh.num_replicas();
   t.shardDim = mesh.shard_dim();
   t.replicateDim = mesh.replicate_dim();
-  for (const dmuon::plan::MeshDim *d : *mesh.dims())
+  for (const dmuon::plan::MeshDim *d : *mesh.dims()) {
     t.dimSizes.push_back(d->size());
-  const int n = static_cast<int>(t.dimSizes.size());
+    t.carriesData.push_back(d->carries_data());
+  }
+  t.dataParallelSize =
+      mesh.data_parallel_size() > 0 ? mesh.data_parallel_size() : int64_t(t.G) * t.R;
   for (int64_t c : common::rowMajorCoord(t.dimSizes, rank))
     t.coord.push_back(static_cast<int>(c));
   t.s = t.shardDim >= 0 ? t.coord[t.shardDim] : 0;
   t.r = t.replicateDim >= 0 ? t.coord[t.replicateDim] : 0;
-  t.alongDim.assign(n, CommGroup::World);
   return t;
 }
 
@@ -41,14 +43,30 @@ Status Topology::createOwnershipGroups(Backend &backend) const {
                               {rankAtSlot(0, 0), dataParallelRank(s, r)});
 }
 
-Status Topology::groupAlong(Backend &backend, int d, CommGroup &out) {
-  if (alongDim[d] == CommGroup::World) {
+Status Topology::groupAlong(Backend &backend, const std::vector<int> &dims, CommGroup &out) {
+  auto it = along.find(dims);
+  if (it == along.end()) {
+    // Colour: the group's rank at coordinate 0 along the dims; key: the
+    // row-major index along them.
     std::vector<int> c0 = coord;
-    c0[d] = 0;
-    DMUON_RETURN_IF_ERROR(backend.createGroup({rankOf(c0), coord[d]}, alongDim[d]));
+    int key = 0;
+    for (int d : dims) {
+      c0[d] = 0;
+      key = key * dimSizes[d] + coord[d];
+    }
+    CommGroup g;
+    DMUON_RETURN_IF_ERROR(backend.createGroup({rankOf(c0), key}, g));
+    it = along.emplace(dims, g).first;
   }
-  out = alongDim[d];
+  out = it->second;
   return Status::ok();
+}
+
+int Topology::sizeAlong(const std::vector<int> &dims) const {
+  int n = 1;
+  for (int d : dims)
+    n *= dimSizes[d];
+  return n;
 }
 
 } // namespace dmuon::rt

@@ -9,6 +9,7 @@
 #include "core/Status.h"
 #include "dmuon/plan_generated.h"
 
+#include <map>
 #include <vector>
 
 namespace dmuon::rt {
@@ -19,8 +20,12 @@ struct Topology {
   int s = 0, r = 0; // this rank's owner slot
   int shardDim = -1, replicateDim = -1;
   std::vector<int> dimSizes, coord;
-  // Model-parallel mesh dim -> the communicator along it (World: none yet).
-  std::vector<CommGroup> alongDim;
+  std::vector<bool> carriesData; // per mesh dim (docs/runtime.md)
+  // Ranks whose data meet in an averaged gradient, the divisor of every
+  // reduce: G * R * the data-carrying dims' sizes.
+  int64_t dataParallelSize = 1;
+  // Mesh dims -> the communicator along them (created once each).
+  std::map<std::vector<int>, CommGroup> along;
 
   static Topology of(const dmuon::plan::Mesh &mesh, int rank);
 
@@ -33,8 +38,11 @@ struct Topology {
 
   // The Shard, Replicate and DataParallel communicators.
   Status createOwnershipGroups(Backend &backend) const;
-  // The communicator along model-parallel mesh dim `d` (created once).
-  Status groupAlong(Backend &backend, int d, CommGroup &out);
+  // The communicator along model-parallel mesh dims `dims` (ranks that
+  // differ only there; created once per set, in the caller's order, which
+  // must be the same on every rank).
+  Status groupAlong(Backend &backend, const std::vector<int> &dims, CommGroup &out);
+  int sizeAlong(const std::vector<int> &dims) const;
 };
 
 } // namespace dmuon::rt

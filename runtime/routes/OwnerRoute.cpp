@@ -179,7 +179,10 @@ Status OwnerRoute::finishReduce() {
   DMUON_RETURN_IF_ERROR(drainPhase2());
   const Topology &t = ctx_->topo;
   Device &dev = ctx_->device;
-  const float scale = 1.0f / static_cast<float>(t.G * t.R); // net divisor G*R: AVG
+  // AVG over every rank whose data met here: G*R, and the data-carrying dims
+  // (summed along them later, or already summed by the host's all-to-all
+  // for a param they shard).
+  const float scale = 1.0f / static_cast<float>(t.dataParallelSize);
   for (Group &grp : groups_) {
     for (RequestId id : grp.phase2)
       DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
@@ -200,6 +203,20 @@ Status OwnerRoute::finishReduce() {
       }
     }
     grp.grad.release(); // I3: only the global owner keeps a reduced gradient
+  }
+  return Status::ok();
+}
+
+Status OwnerRoute::sumAlongData() {
+  for (ParamRt &p : *params_) {
+    if (!p.isOwner || p.alongSize <= 1)
+      continue;
+    RequestId id;
+    DMUON_RETURN_IF_ERROR(ctx_->backend.allReduceSum(p.alongData, p.reducedGrad.floats(),
+                                                     static_cast<size_t>(p.numel), id));
+    DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
+    const uint64_t bytes = static_cast<uint64_t>(p.numel) * sizeof(float);
+    ctx_->counters.count(DMUON_COLLECTIVE_ALLREDUCE, bytes, bytes);
   }
   return Status::ok();
 }

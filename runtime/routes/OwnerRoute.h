@@ -41,6 +41,10 @@ public:
   // Completes every reduce and adds the averaged gradient to each global
   // owner's reduced gradient (I3); frees the gradient buffers.
   Status finishReduce();
+  // Sums each owned param's averaged gradient along the data-carrying dims
+  // it is Replicate on (their ranks saw other tokens), once per step after
+  // the last finishReduce.
+  Status sumAlongData();
   Status broadcastReplicas();
   Status waitReplicate(int g);
   void endStep();

@@ -1,32 +1,57 @@
 #include "routes/ReplicatedRoute.h"
 
+#include <algorithm>
+
 namespace dmuon::rt {
 
 Status ReplicatedRoute::init(const Context &ctx, std::vector<ParamRt> &params) {
   ctx_ = &ctx;
   params_ = &params;
-  for (size_t i = 0; i < params.size(); ++i) {
+  // Members summed along the same data-carrying dims sit next to each other,
+  // so each such sum is one collective.
+  std::vector<int> order;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].route == Route::Replicated)
+      order.push_back(static_cast<int>(i));
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return static_cast<int>(params[a].alongData) < static_cast<int>(params[b].alongData);
+  });
+  for (int i : order) {
     ParamRt &p = params[i];
-    if (p.route != Route::Replicated)
-      continue;
     p.gradOffset = elements_;
     elements_ += static_cast<size_t>(p.numel);
-    members_.push_back(static_cast<int>(i));
+    members_.push_back(i);
+    if (p.alongSize <= 1)
+      continue;
+    if (alongRuns_.empty() || alongRuns_.back().group != p.alongData)
+      alongRuns_.push_back({p.alongData, p.gradOffset, 0});
+    alongRuns_.back().elements += static_cast<size_t>(p.numel);
   }
   return grad_.allocate(ctx.device, elements_ * sizeof(float));
 }
 
 Status ReplicatedRoute::reduce() {
   const Topology &t = ctx_->topo;
-  if (!ctx_->config.manageAdamW || members_.empty() || t.G * t.R == 1)
+  if (!ctx_->config.manageAdamW || members_.empty() || t.dataParallelSize == 1)
     return Status::ok();
+  Backend &backend = ctx_->backend;
   RequestId id;
-  DMUON_RETURN_IF_ERROR(
-      ctx_->backend.allReduceSum(CommGroup::DataParallel, grad_.floats(), elements_, id));
-  DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
-  ctx_->counters.count(DMUON_COLLECTIVE_ALLREDUCE, gradBytes(), gradBytes());
+  if (t.G * t.R > 1) {
+    DMUON_RETURN_IF_ERROR(
+        backend.allReduceSum(CommGroup::DataParallel, grad_.floats(), elements_, id));
+    DMUON_RETURN_IF_ERROR(backend.wait(id));
+    ctx_->counters.count(DMUON_COLLECTIVE_ALLREDUCE, gradBytes(), gradBytes());
+  }
+  for (const AlongRun &run : alongRuns_) {
+    DMUON_RETURN_IF_ERROR(backend.allReduceSum(run.group, grad_.floats() + run.offset,
+                                               run.elements, id));
+    DMUON_RETURN_IF_ERROR(backend.wait(id));
+    const uint64_t bytes = run.elements * sizeof(float);
+    ctx_->counters.count(DMUON_COLLECTIVE_ALLREDUCE, bytes, bytes);
+  }
+  // AVG over every rank whose data met: G*R and the data-carrying dims.
   return ctx_->device.scaleCopy(grad_.floats(), grad_.floats(),
-                                1.0f / static_cast<float>(t.G * t.R),
+                                1.0f / static_cast<float>(t.dataParallelSize),
                                 static_cast<int64_t>(elements_));
 }
 

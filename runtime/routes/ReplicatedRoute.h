@@ -36,7 +36,13 @@ public:
 private:
   const Context *ctx_ = nullptr;
   std::vector<ParamRt> *params_ = nullptr;
-  std::vector<int> members_;
+  std::vector<int> members_; // grouped by the dims they are summed along
+  // Each run of members summed along the same data-carrying dims.
+  struct AlongRun {
+    CommGroup group;
+    size_t offset, elements;
+  };
+  std::vector<AlongRun> alongRuns_;
   DeviceArray grad_;
   size_t elements_ = 0;
   int64_t adamwStep_ = 0;

@@ -104,7 +104,7 @@ struct Spec {
 };
 
 std::vector<Spec> modelSpecs(const Config &c, const std::string &layout) {
-  const bool tp = layout == "tp";
+  const bool tp = layout == "tp", cp = layout == "cp";
   std::vector<Spec> s;
   s.push_back({"embed.weight", {c.dim, c.in}, 1, -1});
   for (int64_t l = 0; l < c.layers; ++l) {
@@ -113,7 +113,7 @@ std::vector<Spec> modelSpecs(const Config &c, const std::string &layout) {
     s.push_back({p + "up.weight", {c.hidden, c.dim}, 1, tp ? 0 : -1});
     s.push_back({p + "down.weight", {c.dim, c.hidden}, 1, tp ? 1 : -1});
   }
-  s.push_back({"moe.experts.w", {c.experts, c.expertHidden, c.dim}, 1, 0});
+  s.push_back({"moe.experts.w", {c.experts, c.expertHidden, c.dim}, 1, cp ? -1 : 0});
   s.push_back({"head.weight", {c.out, c.dim}, 1, -1});
   for (Spec &x : s)
     for (int64_t d : x.shape)
@@ -364,6 +364,7 @@ struct Topology {
   std::vector<int> coord; // this rank's, row-major over the mesh dims
   int shard = 0, replicate = 0, G = 1, R = 1;
   int mpDim = -1, mpSize = 1, mp = 0; // the model-parallel dim, its size, my coordinate
+  bool mpCarriesData = false;         // its coordinates see different tokens (ep, cp)
   std::string mpName = "none";
   MPI_Comm mpComm = MPI_COMM_NULL; // ranks differing only in the mp coordinate, ordered by it
   std::string text;
@@ -422,6 +423,7 @@ Topology makeTopology(const dmuon::Plan &plan) {
     t.mpSize = t.mesh.dim_sizes[d];
     t.mp = t.coord[static_cast<size_t>(d)];
     t.mpName = t.mesh.dim_names[d];
+    t.mpCarriesData = t.mesh.dim_carries_data[d] != 0;
   }
   // Color: my rank with the mp coordinate at 0; key: the mp coordinate.
   std::vector<int> c0 = t.coord;
@@ -525,8 +527,8 @@ const char *kKinds[DMUON_COLLECTIVE_COUNT] = {"broadcast", "reduce", "replicate"
 class Distributed {
 public:
   Distributed(const dmuon::Plan &plan, const Config &cfg, const std::vector<Spec> &specs,
-              const Topology &topo)
-      : plan_(plan), cfg_(cfg), specs_(specs), topo_(topo) {
+              const Topology &topo, bool differentData)
+      : plan_(plan), cfg_(cfg), specs_(specs), topo_(topo), differentData_(differentData) {
     for (const Spec &s : specs_) {
       const int i = plan_.findParam(s.name);
       infos_[s.name] = plan_.param(i);
@@ -663,8 +665,12 @@ public:
     Trajectory tr;
     tr.initial = reassembleAll(rt);
 
-    const int dpSize = topo_.G * topo_.R;
-    const int dpIndex = topo_.replicate * topo_.G + topo_.shard;
+    // Ranks of a data-carrying model-parallel dim (ep, cp) read different
+    // rows; the reference trains on their union, the global batch.
+    const int spread = differentData_ ? topo_.mpSize : 1;
+    const int dpSize = topo_.G * topo_.R * spread;
+    const int dpIndex = (topo_.replicate * topo_.G + topo_.shard) * spread +
+                        (differentData_ ? topo_.mp : 0);
     const int64_t local = cfg_.globalBatch / dpSize;
     const int64_t first = dpIndex * local;
     std::vector<float> x, t;
@@ -763,10 +769,16 @@ private:
 
   void writeGrad(dmuon::Runtime &rt, const std::string &name, const std::vector<float> &fullGrad) {
     const Spec &global = specs_[index(name)];
+    std::vector<float> routed = fullGrad;
+    // A param sharded on a data-carrying dim (experts on ep) sees the tokens
+    // of every rank along it, as an all-to-all would route them there.
+    if (global.shardDim >= 0 && topo_.mpCarriesData)
+      MPI_Allreduce(MPI_IN_PLACE, routed.data(), static_cast<int>(routed.size()), MPI_FLOAT,
+                    MPI_SUM, topo_.mpComm);
     const std::vector<float> mine =
         global.shardDim >= 0
-            ? sliceOf(fullGrad, global.shape, global.shardDim, topo_.mpSize, topo_.mp)
-            : fullGrad;
+            ? sliceOf(routed, global.shape, global.shardDim, topo_.mpSize, topo_.mp)
+            : routed;
     float *g = rt.gradView(name);
     for (size_t i = 0; i < mine.size(); ++i)
       g[i] += mine[i];
@@ -866,12 +878,18 @@ private:
     for (const Spec &s : specs_) {
       const dmuon_param_info_t &p = infos_.at(s.name);
       const uint64_t P = static_cast<uint64_t>(localSpec_.at(s.name).numel) * sizeof(float);
+      // Summed along a data-carrying dim the param is Replicate on: by every
+      // rank for an adamw param, by the owners for a Muon param.
+      const bool alongData = topo_.mpCarriesData && topo_.mpSize > 1 && s.shardDim < 0;
       if (p.role != DMUON_ROLE_MUON) {
-        if (G * R > 1) {
-          c.sent[DMUON_COLLECTIVE_ALLREDUCE] += P;
-          c.received[DMUON_COLLECTIVE_ALLREDUCE] += P;
-        }
+        const uint64_t n = (G * R > 1 ? 1 : 0) + (alongData ? 1 : 0);
+        c.sent[DMUON_COLLECTIVE_ALLREDUCE] += n * P;
+        c.received[DMUON_COLLECTIVE_ALLREDUCE] += n * P;
         continue;
+      }
+      if (alongData && isOwnerHere(p)) {
+        c.sent[DMUON_COLLECTIVE_ALLREDUCE] += P;
+        c.received[DMUON_COLLECTIVE_ALLREDUCE] += P;
       }
       const bool column = p.owner_shard == topo_.shard;
       const bool owner = isOwnerHere(p);
@@ -961,6 +979,7 @@ private:
   Config cfg_;
   std::vector<Spec> specs_;
   const Topology &topo_;
+  bool differentData_; // ranks along the model-parallel dim read different rows
   std::map<std::string, dmuon_param_info_t> infos_;
   std::map<std::string, Spec> localSpec_;
   std::vector<dmuon_param_info_t> muon_;
@@ -1057,22 +1076,29 @@ void compareWithReference(const Trajectory &dist, const Trajectory &ref, const s
 
 int usage() {
   if (gRank == 0)
-    std::fprintf(stderr, "usage: dmuon-mp-test --plan PLAN --layout tp|ep\n");
+    std::fprintf(stderr, "usage: dmuon-mp-test --plan PLAN --layout tp|ep|cp "
+                         "[--different-data-expect-mismatch]\n");
   return 2;
 }
 
 int runTests(int argc, char **argv) {
   std::string planPath, layout;
+  // Different rows along a dim the plan treats as pure model-parallel: the
+  // averaged gradient misses the other coordinates' tokens (the run must
+  // then differ from the union reference).
+  bool expectMismatch = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--plan" && i + 1 < argc)
       planPath = argv[++i];
     else if (a == "--layout" && i + 1 < argc)
       layout = argv[++i];
+    else if (a == "--different-data-expect-mismatch")
+      expectMismatch = true;
     else
       return usage();
   }
-  if (planPath.empty() || (layout != "tp" && layout != "ep"))
+  if (planPath.empty() || (layout != "tp" && layout != "ep" && layout != "cp"))
     return usage();
   dmuon::Plan plan(planPath);
   if (plan.worldSize() != gWorld) {
@@ -1089,10 +1115,38 @@ int runTests(int argc, char **argv) {
   if (cfg.globalBatch % (topo.G * topo.R) != 0)
     throw std::runtime_error("the global batch does not split over the data-parallel ranks");
 
-  Distributed dist(plan, cfg, specs, topo);
+  Distributed dist(plan, cfg, specs, topo, topo.mpCarriesData || expectMismatch);
   dist.checkPlan();
   dist.checkLocalSizes();
   const Trajectory ref = runReference(plan, cfg, specs);
+  if (expectMismatch) {
+    if (topo.mpCarriesData)
+      throw std::runtime_error("--different-data-expect-mismatch wants a plan whose '" +
+                               topo.mpName + "' is pure model-parallel (':model')");
+    const Trajectory a = dist.run({"z3/async", DMUON_MODE_Z3, 1, false});
+    double worst = 0;
+    for (const auto &[name, r] : ref.final) {
+      double diff = 0, scale = 0;
+      for (size_t i = 0; i < r.size(); ++i) {
+        diff = std::max(diff, std::fabs(static_cast<double>(a.final.at(name)[i]) - r[i]));
+        scale = std::max(scale, std::fabs(static_cast<double>(r[i])));
+      }
+      worst = std::max(worst, diff / std::max(scale, 1e-30));
+    }
+    if (worst < 1e-3)
+      fail("[%s] different rows per '%s' coordinate with '%s' pure model-parallel: params "
+           "within %.3g of the union reference; expected them to miss the other "
+           "coordinates' tokens",
+           topo.text.c_str(), topo.mpName.c_str(), topo.mpName.c_str(), worst);
+    else
+      info("[%s] '%s' as pure model-parallel with different rows per coordinate: worst param "
+           "relative error %.3g vs the union reference (the data-carrying default gives "
+           "agreement within 1e-4)",
+           topo.text.c_str(), topo.mpName.c_str(), worst);
+    MPI_Comm comm = topo.mpComm;
+    MPI_Comm_free(&comm);
+    return 0;
+  }
 
   const RunSpec z3async{"z3/async", DMUON_MODE_Z3, 1, true};
   const RunSpec z2sync{"z2/sync", DMUON_MODE_Z2, 0, true};

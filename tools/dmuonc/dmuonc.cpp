@@ -89,6 +89,11 @@ cl::opt<std::string> costTable(
     cl::desc("CSV 'rows,cols,seconds' of measured NS times per matrix shape "
              "(implies --cost-model=table)"),
     cl::value_desc("file"), cl::cat(category));
+cl::opt<std::string> dataCarryingDims(
+    "data-carrying-dims",
+    cl::desc("Model-parallel mesh dims whose ranks see different tokens, comma-separated "
+             "(default: ep and cp; '' for none)"),
+    cl::value_desc("dims"), cl::cat(category));
 cl::opt<bool> timePasses("time-passes", cl::desc("Time each pass and print a report"),
                          cl::init(false), cl::cat(category));
 
@@ -118,6 +123,8 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
   popts.input = inputPath;
   popts.format = inputFormat;
   popts.mesh = meshSpec;
+  if (dataCarryingDims.getNumOccurrences())
+    popts.dataCarryingDims = dataCarryingDims.getValue();
   popts.timePasses = timePasses;
   if (!stopAfter.empty()) {
     std::optional<dmuon::Stage> s = dmuon::parseStage(stopAfter);

@@ -2,6 +2,7 @@
 #include "PrintCommon.h"
 
 #include "common/MeshIndex.h"
+#include "common/PlanRules.h"
 
 #include <charconv>
 #include <cmath>
@@ -80,6 +81,7 @@ MeshView::MeshView(const fb::Plan &p) {
     for (uint32_t i = 0; i < size(m->dims()); ++i) {
       dims.push_back(m->dims()->Get(i)->size());
       dimNames.push_back(str(m->dims()->Get(i)->name()));
+      carriesData.push_back(m->dims()->Get(i)->carries_data());
     }
     shardDim = m->shard_dim();
     replicateDim = m->replicate_dim();
@@ -94,8 +96,12 @@ int64_t MeshView::slotRank(int64_t s, int64_t r) const {
 
 std::string MeshView::meshString() const {
   std::string s;
-  for (size_t i = 0; i < dims.size(); ++i)
+  for (size_t i = 0; i < dims.size(); ++i) {
     s.append(i ? "," : "").append(dimNames[i] + "=" + num(dims[i]));
+    const bool ownership = static_cast<int>(i) == shardDim || static_cast<int>(i) == replicateDim;
+    if (!ownership && carriesData[i] != common::carriesDataByDefault(dimNames[i]))
+      s += carriesData[i] ? ":data" : ":model";
+  }
   return s;
 }
 

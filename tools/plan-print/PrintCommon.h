@@ -90,6 +90,7 @@ struct MeshView {
 
   std::vector<int64_t> dims;
   std::vector<std::string> dimNames;
+  std::vector<bool> carriesData;
   int shardDim = -1, replicateDim = -1;
   int64_t G = 1, R = 1;
 };

@@ -138,6 +138,8 @@ std::string printJson(const fb::Plan &plan) {
       j.beginObject(true);
       j.field("name", m->dims()->Get(i)->name());
       j.field("size", m->dims()->Get(i)->size());
+      if (m->dims()->Get(i)->carries_data())
+        j.field("carries_data", true);
       j.endObject();
     }
   j.endArray();
@@ -147,6 +149,8 @@ std::string printJson(const fb::Plan &plan) {
   j.field("shards", v.G);
   j.field("replicas", v.R);
   j.field("slots", v.slots());
+  if (const fb::Mesh *m = plan.mesh(); m && m->data_parallel_size())
+    j.field("data_parallel_size", m->data_parallel_size());
   j.endObject();
 
   if (const fb::Options *op = plan.options()) {
@@ -333,6 +337,7 @@ std::string printJson(const fb::Plan &plan) {
         j.field("gather_recv_bytes", r->gather_recv_bytes());
         j.field("scatter_send_bytes", r->scatter_send_bytes());
         j.field("scatter_recv_bytes", r->scatter_recv_bytes());
+        j.field("data_allreduce_bytes", r->data_allreduce_bytes());
         j.endObject();
       }
       j.endArray();

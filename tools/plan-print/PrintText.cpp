@@ -96,7 +96,16 @@ std::string printText(const fb::Plan &plan) {
   o += "source: " + str(plan.source()) + "\n";
   o += "model: " + str(plan.model_name()) + "\n";
   o += "mesh: " + v.meshString() + " world_size=" + num(v.worldSize()) +
-       " shards=" + num(v.G) + " replicas=" + num(v.R) + " slots=" + num(v.slots()) + "\n";
+       " shards=" + num(v.G) + " replicas=" + num(v.R) + " slots=" + num(v.slots());
+  if (const fb::Mesh *m = plan.mesh()) {
+    std::string carrying;
+    for (uint32_t i = 0; i < size(m->dims()); ++i)
+      if (m->dims()->Get(i)->carries_data())
+        carrying.append(carrying.empty() ? "" : ",").append(str(m->dims()->Get(i)->name()));
+    if (!carrying.empty())
+      o += " data_carrying=" + carrying + " data_parallel_size=" + num(m->data_parallel_size());
+  }
+  o += "\n";
   if (const fb::Options *op = plan.options()) {
     o += "options: mode=" + enumName(op->mode(), fb::EnumNameMode) +
          " replicate_async=" + boolName(op->replicate_async()) +
@@ -231,7 +240,11 @@ std::string printText(const fb::Plan &plan) {
              " gather_send=" + num(r->gather_send_bytes()) +
              " gather_recv=" + num(r->gather_recv_bytes()) +
              " scatter_send=" + num(r->scatter_send_bytes()) +
-             " scatter_recv=" + num(r->scatter_recv_bytes()) + "\n";
+             " scatter_recv=" + num(r->scatter_recv_bytes()) +
+             (r->data_allreduce_bytes()
+                  ? " data_allreduce=" + num(r->data_allreduce_bytes())
+                  : std::string()) +
+             "\n";
       }
   }
   return o;

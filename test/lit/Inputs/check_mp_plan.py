@@ -62,6 +62,10 @@ def main():
     names = [d["name"] for d in mesh["dims"]]
     own = {mesh["shard_dim"], mesh["replicate_dim"]} - {-1}
     G, R = mesh["shards"], mesh["replicas"]
+    carrying = [m for m, d in enumerate(mesh["dims"]) if d.get("carries_data", False)]
+    expect_dp = G * R
+    for m in carrying:
+        expect_dp *= dims[m]
     steps = plan["options"]["optimizer"]["ns_steps"]
     errors = []
 
@@ -80,6 +84,12 @@ def main():
             if kind in ("shard", "strided") and m not in own:
                 local[d] //= dims[m]
         expect(who + " local_shape", p["local_shape"], local)
+        # Averaged also along the data-carrying dims it is Replicate on.
+        along = 1
+        for m in carrying:
+            if pls[m][0] == "replicate":
+                along *= dims[m]
+        p["_along"] = along
         expect(who + " bytes", p["bytes"], numel(local) * DTYPE_BYTES[p["dtype"]])
         p["_local"] = local
         if p["role"] != "muon":
@@ -114,7 +124,10 @@ def main():
         l[best] += p["cost"]
         expect("param '%s' compute_index" % p["name"], p["gather"]["compute_index"], best)
 
+    expect("mesh data_parallel_size", mesh.get("data_parallel_size", G * R), expect_dp)
     adamw = sum(numel(p["_local"]) * 4 for p in params if p["role"] == "adamw")
+    adamw_along = sum(numel(p["_local"]) * 4 for p in params
+                      if p["role"] == "adamw" and p["_along"] > 1)
     for f in plan["stats"]["ranks"]:
         rank = f["rank"]
         coord, x = [], rank
@@ -126,7 +139,7 @@ def main():
         r = coord[mesh["replicate_dim"]] if mesh["replicate_dim"] >= 0 else 0
         want = dict(owned_elements=0, master_bytes=0, momentum_bytes=0, ns_flops=0.0,
                     gather_send_bytes=0, gather_recv_bytes=0, scatter_send_bytes=0,
-                    scatter_recv_bytes=0)
+                    scatter_recv_bytes=0, data_allreduce_bytes=0)
         for p in params:
             if p["role"] != "muon":
                 continue
@@ -138,6 +151,8 @@ def main():
                 continue
             want["owned_elements"] += n
             want["momentum_bytes"] += 4 * n
+            if p["_along"] > 1:
+                want["data_allreduce_bytes"] += 4 * n
             if "gather" not in p:
                 want["ns_flops"] += p["cost"]
                 continue
@@ -159,7 +174,7 @@ def main():
             if not ok:
                 errors.append("rank %d %s: got %r, expected %r" % (rank, key, got, value))
         expect("rank %d allreduce_bytes" % rank, f["allreduce_bytes"],
-               adamw if G * R > 1 else 0)
+               (adamw if G * R > 1 else 0) + adamw_along)
 
     ranks = plan["stats"]["ranks"]
     total = {k: sum(f[k + "_bytes"] for f in ranks)
