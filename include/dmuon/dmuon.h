@@ -119,7 +119,7 @@ typedef enum dmuon_dtype {
 typedef struct dmuon_param_info {
   const char *name; /* valid while the plan lives */
   int ndim;
-  int64_t shape[DMUON_MAX_DIMS];
+  int64_t shape[DMUON_MAX_DIMS]; /* the full shape; a rank's slice: dmuon_plan_param_slice */
   int64_t numel;
   dmuon_dtype_t dtype;
   dmuon_role_t role;
@@ -131,6 +131,24 @@ typedef struct dmuon_param_info {
 
 DMUON_API dmuon_status_t dmuon_plan_param_info(dmuon_plan_t plan, int index,
                                               dmuon_param_info_t *out_info);
+#define DMUON_PARAM_SLICE_VERSION 1
+
+/* The slice of a param that one rank binds and views: DTensor's rule. For
+ * each tensor dim, the mesh dims that Shard it split it into as many equal
+ * chunks as the product of their sizes, and a rank holds chunk k, k being
+ * its coordinates on those mesh dims taken row-major in mesh order. */
+typedef struct dmuon_param_slice {
+  size_t struct_size; /* set by the caller: sizeof(dmuon_param_slice_t) */
+  uint32_t version;   /* set by the caller: DMUON_PARAM_SLICE_VERSION */
+  int ndim;
+  int64_t shape[DMUON_MAX_DIMS];  /* the local shape */
+  int64_t offset[DMUON_MAX_DIMS]; /* where it starts in the full param, per dim */
+  int64_t numel;                  /* what bind_param takes */
+} dmuon_param_slice_t;
+
+DMUON_API dmuon_status_t dmuon_plan_param_slice(dmuon_plan_t plan, int index, int rank,
+                                               dmuon_param_slice_t *out_slice);
+
 /* Index of the param called `name`, or DMUON_ERROR_INVALID_ARGUMENT. */
 DMUON_API dmuon_status_t dmuon_plan_find_param(dmuon_plan_t plan, const char *name,
                                               int *out_index);

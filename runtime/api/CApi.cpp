@@ -5,6 +5,7 @@
 #include "backends/mpi/MpiBackend.h"
 #include "core/Executor.h"
 #include "core/LoadedPlan.h"
+#include "core/ParamSlice.h"
 #include "devices/CpuDevice.h"
 #include "plugins/NcclPlugin.h"
 #include "plan/PlanFile.h"
@@ -200,6 +201,24 @@ dmuon_status_t dmuon_plan_param_info(dmuon_plan_t plan, int index, dmuon_param_i
     out->owner_shard = p.owner_shard();
     out->owner_replicate = p.owner_replicate();
     return Status::ok();
+  });
+}
+
+dmuon_status_t dmuon_plan_param_slice(dmuon_plan_t plan, int index, int rank,
+                                      dmuon_param_slice_t *out) {
+  return guarded(nullptr, [&]() -> Status {
+    if (!plan)
+      return dmuon::rt::invalidArgument("dmuon_plan_param_slice: plan is null");
+    DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_PARAM_SLICE_VERSION, "param_slice: out_slice"));
+    if (index < 0 || index >= plan->plan->numParams())
+      return dmuon::rt::invalidArgument("param index " + std::to_string(index) +
+                                        " is out of range (the plan has " +
+                                        std::to_string(plan->plan->numParams()) + ")");
+    if (rank < 0 || rank >= plan->plan->worldSize())
+      return dmuon::rt::invalidArgument("rank " + std::to_string(rank) +
+                                        " is out of range (the plan has " +
+                                        std::to_string(plan->plan->worldSize()) + " ranks)");
+    return dmuon::rt::paramSlice(plan->plan->root(), index, rank, *out);
   });
 }
 

@@ -96,6 +96,17 @@ std::string Executor::groupLabel(int g) const {
 
 // ---------------------------------------------------------------- binding
 
+namespace {
+
+int64_t fullNumel(const dmuon::plan::Param &p) {
+  int64_t n = 1;
+  for (int64_t d : *p.shape())
+    n *= d;
+  return n;
+}
+
+} // namespace
+
 Status Executor::bindParam(const std::string &name, const float *values, int64_t numel) {
   int i;
   DMUON_RETURN_IF_ERROR(findParam(name, i));
@@ -104,7 +115,10 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
     return invalidArgument("bind_param('" + name + "'): values is null");
   if (numel != p.numel)
     return invalidArgument("bind_param('" + name + "'): got " + std::to_string(numel) +
-                           " values but the plan's shape has " + std::to_string(p.numel));
+                           " values but the plan's shape has " + std::to_string(p.numel) +
+                           " for this rank's slice (the full param has " +
+                           std::to_string(fullNumel(*p.plan)) +
+                           "; dmuon_plan_param_slice says which slice)");
   if (started_)
     return invalidState("bind_param('" + name + "') after training started");
   // Everything is allocated before anything is replaced, so a failed bind

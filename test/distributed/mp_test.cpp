@@ -631,6 +631,28 @@ public:
       const std::vector<float> local =
           s.shardDim >= 0 ? sliceOf(full, s.shape, s.shardDim, topo_.mpSize, topo_.mp) : full;
       rt.bindParam(s.name, local.data(), static_cast<int64_t>(local.size()));
+      // The C ABI alone tells a host which slice that is.
+      dmuon_param_slice_t slice{};
+      slice.struct_size = sizeof slice;
+      slice.version = DMUON_PARAM_SLICE_VERSION;
+      if (dmuon_plan_param_slice(plan_.get(), plan_.findParam(s.name), gRank, &slice) !=
+          DMUON_SUCCESS) {
+        fail("[%s] param_slice('%s'): %s", topo_.text.c_str(), s.name.c_str(), dmuon_last_error());
+        continue;
+      }
+      const Spec &l = localSpec_.at(s.name);
+      for (size_t k = 0; k < s.shape.size(); ++k) {
+        const int64_t wantOffset =
+            static_cast<int>(k) == s.shardDim ? topo_.mp * l.shape[k] : 0;
+        if (slice.shape[k] != l.shape[k] || slice.offset[k] != wantOffset)
+          fail("[%s] param_slice('%s') dim %zu: shape %" PRId64 " offset %" PRId64
+               ", expected %" PRId64 " at %" PRId64,
+               topo_.text.c_str(), s.name.c_str(), k, slice.shape[k], slice.offset[k],
+               l.shape[k], wantOffset);
+      }
+      if (slice.numel != static_cast<int64_t>(local.size()))
+        fail("[%s] param_slice('%s') numel %" PRId64 ", bound %zu", topo_.text.c_str(),
+             s.name.c_str(), slice.numel, local.size());
     }
     for (const Spec &s : specs_) {
       if (s.shardDim < 0 || topo_.mpSize < 2)
