@@ -53,6 +53,13 @@ MatrixView matrixViewOf(const std::vector<int64_t> &shape, bool conv) {
   return v;
 }
 
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s.append(i ? "," : "").append(std::to_string(shape[i]));
+  return s + "]";
+}
+
 int64_t Param::numElements() const {
   int64_t n = 1;
   for (int64_t d : shape)

@@ -41,6 +41,8 @@ struct MatrixView {
   int64_t batch = 1, rows = 0, cols = 0;
 };
 MatrixView matrixViewOf(const std::vector<int64_t> &shape, bool conv);
+// "[32,64]", as diagnostics print shapes.
+std::string shapeString(const std::vector<int64_t> &shape);
 
 struct Param {
   // Frontend.
@@ -165,6 +167,18 @@ struct Options {
   std::string costTablePath; // --cost-table, as given
   // Measured NS seconds per (rows, cols), loaded from costTablePath.
   std::map<std::pair<int64_t, int64_t>, double> costTable;
+  double qkClipTau = 100.0; // --qk-clip-tau
+};
+
+// A query/key pair for QK-Clip (docs/manifest-format.md, `qk_clip`): the
+// frontend records it on the query param with the key's name; validate
+// resolves the key and checks both (passes/QkClip.cpp).
+struct QkClipPair {
+  int query = -1, key = -1; // param indices (key: from validate on)
+  std::string keyName;
+  int64_t heads = 0, keyHeads = 0, headDim = 0;
+  llvm::SMLoc loc;    // the qk_clip value
+  llvm::SMLoc keyLoc; // its `key`
 };
 
 struct PlanModel {
@@ -178,6 +192,7 @@ struct PlanModel {
   std::vector<CommGroup> commGroups;
   std::vector<HookGroup> hookGroups;
   Stats stats;
+  std::vector<QkClipPair> qkClip; // in the query params' model order
   Stage stage = Stage::frontend;
 };
 

@@ -15,6 +15,9 @@ bool runGroup(PlanModel &model, Diagnostics &diags);
 bool runPartition(PlanModel &model, Diagnostics &diags);
 bool runHooks(PlanModel &model, Diagnostics &diags);
 bool runLayout(PlanModel &model, Diagnostics &diags);
+// Part of validate: the manifest's qk_clip pairs (passes/QkClip.cpp); resolves
+// each pair's key param.
+bool validateQkClip(PlanModel &model, Diagnostics &diags);
 
 // NS flops of one m x n matrix over `steps` iterations:
 // steps * (4 s^2 l + 2 s^3) with s = min(m, n), l = max(m, n).

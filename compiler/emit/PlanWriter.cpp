@@ -97,7 +97,7 @@ Offset<fb::Options> Writer::writeOptions() {
   auto exc = optString(o.muonExclude);
   auto table = optString(o.costTablePath);
   return fb::CreateOptions(b_, o.mode, o.replicateAsync, o.smallParamThreshold, hook, inc, exc,
-                           o.alignment, opt, o.costModel, table);
+                           o.alignment, opt, o.costModel, table, o.qkClipTau);
 }
 
 Offset<fb::Param> Writer::writeParam(const Param &p) {
@@ -306,6 +306,13 @@ std::vector<uint8_t> Writer::run() {
   auto hooksVec = b_.CreateVector(hooks);
 
   auto stats = writeStats();
+  std::vector<Offset<fb::QkClipPair>> qkClipPairs;
+  if (reached(Stage::validate)) // where the keys are resolved
+    for (const QkClipPair &q : m_.qkClip)
+      qkClipPairs.push_back(fb::CreateQkClipPair(
+          b_, q.query, q.key, static_cast<int32_t>(q.heads), static_cast<int32_t>(q.keyHeads),
+          static_cast<int32_t>(q.headDim)));
+  auto qkClip = b_.CreateVector(qkClipPairs);
 
   // The fingerprint must be physically present (stamped after Finish), so the
   // root table is written with every scalar, defaults included.
@@ -326,6 +333,7 @@ std::vector<uint8_t> Writer::run() {
   pb.add_comm_groups(commVec);
   pb.add_hook_groups(hooksVec);
   pb.add_stats(stats);
+  pb.add_qk_clip(qkClip);
   auto root = pb.Finish();
   b_.ForceDefaults(false);
   fb::FinishPlanBuffer(b_, root);

@@ -7,6 +7,8 @@
 // costs one name substitution and one hash insert per param.
 #include "Frontend.h"
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -54,6 +56,20 @@ const char *typeName(const toml::node &n) {
   }
 }
 
+// "; did you mean 'shape'?" for a near miss among `keys`, else "".
+std::string didYouMean(llvm::StringRef key, llvm::ArrayRef<const char *> keys) {
+  unsigned best = 3;
+  const char *suggestion = nullptr;
+  for (const char *cand : keys)
+    if (unsigned d = key.edit_distance(cand, true, best); d < best) {
+      best = d;
+      suggestion = cand;
+    }
+  if (!suggestion || key.size() <= 1)
+    return {};
+  return std::string("; did you mean '") + suggestion + "'?";
+}
+
 // One piece of a name template: literal text, or the value of the placeholder
 // of the enclosing block at `level` (0 = outermost).
 struct Piece {
@@ -61,10 +77,27 @@ struct Piece {
   int level = -1;
 };
 
+// Appends `own` to `out`, merging adjacent literal text.
+void appendPieces(std::vector<Piece> &out, std::vector<Piece> &&own) {
+  for (Piece &p : own) {
+    if (p.level < 0 && !out.empty() && out.back().level < 0)
+      out.back().text += p.text;
+    else
+      out.push_back(std::move(p));
+  }
+}
+
 struct Defaults {
   std::optional<DType> dtype;
   std::optional<std::vector<Placement>> placements;
   std::optional<Role> role;
+};
+
+// A param's `qk_clip = { key = ..., heads = ..., head_dim = ... }`: the key's
+// name is a template like the param's own (enclosing prefixes prepended).
+struct QkClipTemplate {
+  std::vector<Piece> keyPieces;
+  QkClipPair pair; // every copy's, but for the query and the key's name
 };
 
 struct LeafTemplate {
@@ -75,6 +108,7 @@ struct LeafTemplate {
   std::vector<Placement> placements;
   bool conv = false;
   std::optional<Role> role;
+  std::optional<QkClipTemplate> qkClip;
   llvm::SMLoc loc;
   std::string sourceLoc;
   bool duplicateReported = false;
@@ -122,6 +156,9 @@ private:
   bool parseLeaf(const toml::table &t, Item &item);
   bool parseTemplateString(const toml::node &value, const std::string &text,
                            const char *what, std::vector<Piece> &out);
+  // A name inside the enclosing blocks: their prefixes, then `text`.
+  bool parseScopedName(const toml::node &value, const std::string &text, const char *what,
+                       std::vector<Piece> &out);
   bool parseDTypeValue(const toml::node &value, const std::string &who, DType &out);
   bool parseRoleValue(const toml::node &value, const std::string &who, Role &out);
   bool parsePlacements(const toml::node &value, const std::string &who,
@@ -129,6 +166,8 @@ private:
   bool parseOnePlacement(const toml::node &value, const std::string &who, int meshDim,
                          Placement &out);
   bool parseDefaults(const toml::table &t, const std::string &who, Defaults &d);
+  bool parseQkClip(const toml::node &value, const std::string &who, QkClipTemplate &out);
+  std::string substitute(const std::vector<Piece> &pieces) const;
   void unknownKey(const toml::key &k, const std::string &who, bool isBlock);
 
   std::string displayPrefix() const;
@@ -242,7 +281,7 @@ std::string TomlFrontend::displayPrefix() const {
 
 void TomlFrontend::unknownKey(const toml::key &k, const std::string &who, bool isBlock) {
   static const char *const leafKeys[] = {"name", "shape", "dtype", "placements",
-                                         "optimizer", "conv"};
+                                         "optimizer", "conv", "qk_clip"};
   static const char *const blockKeys[] = {"repeat", "start", "index", "prefix",
                                           "param", "dtype", "placements", "optimizer"};
   llvm::StringRef key(k.str());
@@ -266,23 +305,10 @@ void TomlFrontend::unknownKey(const toml::key &k, const std::string &who, bool i
       }
   }
   std::string msg = "unknown key '" + key.str() + "' in " + who;
-  unsigned best = 3;
-  const char *suggestion = nullptr;
-  auto consider = [&](const char *cand) {
-    unsigned d = key.edit_distance(cand, true, best);
-    if (d < best) {
-      best = d;
-      suggestion = cand;
-    }
-  };
   if (isBlock)
-    for (const char *c : blockKeys)
-      consider(c);
+    msg += didYouMean(key, blockKeys);
   else
-    for (const char *c : leafKeys)
-      consider(c);
-  if (suggestion && key.size() > 1)
-    msg += std::string("; did you mean '") + suggestion + "'?";
+    msg += didYouMean(key, leafKeys);
   error(locOf(k), msg);
   failed_ = true;
 }
@@ -341,6 +367,17 @@ bool TomlFrontend::parseTemplateString(const toml::node &value, const std::strin
     lit = i;
   }
   flush(text.size());
+  return true;
+}
+
+bool TomlFrontend::parseScopedName(const toml::node &value, const std::string &text,
+                                   const char *what, std::vector<Piece> &out) {
+  for (const std::vector<Piece> &p : prefixPieces_)
+    out.insert(out.end(), p.begin(), p.end());
+  std::vector<Piece> own;
+  if (!parseTemplateString(value, text, what, own))
+    return false;
+  appendPieces(out, std::move(own));
   return true;
 }
 
@@ -718,26 +755,14 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
   for (auto &&[k, v] : t) {
     std::string_view key = k.str();
     if (key == "name" || key == "shape" || key == "dtype" || key == "placements" ||
-        key == "optimizer" || key == "conv")
+        key == "optimizer" || key == "conv" || key == "qk_clip")
       continue;
     unknownKey(k, who, false);
     ok = false;
   }
 
   if (nameNode && nameNode->is_string()) {
-    for (const std::vector<Piece> &p : prefixPieces_)
-      leaf.pieces.insert(leaf.pieces.end(), p.begin(), p.end());
-    std::vector<Piece> own;
-    if (parseTemplateString(*nameNode, nameText, "name", own)) {
-      for (Piece &p : own) {
-        if (p.level < 0 && !leaf.pieces.empty() && leaf.pieces.back().level < 0)
-          leaf.pieces.back().text += p.text;
-        else
-          leaf.pieces.push_back(std::move(p));
-      }
-    } else {
-      ok = false;
-    }
+    ok &= parseScopedName(*nameNode, nameText, "name", leaf.pieces);
   }
 
   // shape.
@@ -798,6 +823,14 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
     }
   }
 
+  if (const toml::node *q = t.get("qk_clip")) {
+    QkClipTemplate qk;
+    if (parseQkClip(*q, who, qk))
+      leaf.qkClip = std::move(qk);
+    else
+      ok = false;
+  }
+
   if (!ok) {
     failed_ = true;
     return false;
@@ -810,7 +843,95 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
   return true;
 }
 
+// qk_clip = { key = "k.weight", heads = 4, head_dim = 32, key_heads = 2 }
+bool TomlFrontend::parseQkClip(const toml::node &value, const std::string &who,
+                               QkClipTemplate &tmpl) {
+  QkClipPair &out = tmpl.pair;
+  const std::string where = "qk_clip of " + who;
+  const toml::table *t = value.as_table();
+  if (!t) {
+    error(locOf(value), "'qk_clip' in " + who +
+                            " must be a table such as { key = \"k.weight\", heads = 4, "
+                            "head_dim = 32 }, not " + typeName(value));
+    return false;
+  }
+  out.loc = locOf(value);
+  bool ok = true;
+  static const char *const keys[] = {"key", "heads", "head_dim", "key_heads"};
+  for (auto &&[k, v] : *t) {
+    llvm::StringRef key(k.str());
+    if (llvm::is_contained(keys, key))
+      continue;
+    std::string hint = didYouMean(key, keys);
+    error(locOf(k), "unknown key '" + key.str() + "' in " + where +
+                        (hint.empty() ? " (expected key, heads, head_dim, key_heads)" : hint));
+    ok = false;
+  }
+  // A positive count no larger than a plan's int.
+  auto count = [&](const char *name, bool required, int64_t &field) {
+    const toml::node *n = t->get(name);
+    if (!n) {
+      if (required) {
+        error(out.loc, where + " has no '" + name + "'");
+        ok = false;
+      }
+      return;
+    }
+    const auto *iv = n->as_integer();
+    if (!iv) {
+      error(locOf(*n), "'" + llvm::Twine(name) + "' in " + where + " must be an integer, not " +
+                           typeName(*n));
+      ok = false;
+    } else if (iv->get() < 1 || iv->get() > INT32_MAX) {
+      error(locOf(*n), "'" + llvm::Twine(name) + "' in " + where + " must be between 1 and " +
+                           llvm::Twine(INT32_MAX) + ", not " + llvm::Twine(iv->get()));
+      ok = false;
+    } else {
+      field = iv->get();
+    }
+  };
+  count("heads", true, out.heads);
+  count("head_dim", true, out.headDim);
+  count("key_heads", false, out.keyHeads);
+  if (const toml::node *kh = t->get("key_heads"); kh && out.heads > 0 && out.keyHeads > 0 &&
+                                                  out.heads % out.keyHeads != 0) {
+    error(locOf(*kh), "'key_heads' in " + where + " must divide 'heads' = " +
+                          llvm::Twine(out.heads) +
+                          " (each key head serves an equal group of query heads), not " +
+                          llvm::Twine(out.keyHeads));
+    ok = false;
+  }
+  if (out.keyHeads == 0)
+    out.keyHeads = out.heads;
+
+  const toml::node *key = t->get("key");
+  if (!key) {
+    error(out.loc, where + " has no 'key' (the name of the key projection it pairs with)");
+    return false;
+  }
+  if (!key->is_string()) {
+    error(locOf(*key), "'key' in " + where + " must be a string, not " + typeName(*key));
+    return false;
+  }
+  out.keyLoc = locOf(*key);
+  return parseScopedName(*key, key->as_string()->get(), "key", tmpl.keyPieces) && ok;
+}
+
 // --- expansion ------------------------------------------------------------------
+
+std::string TomlFrontend::substitute(const std::vector<Piece> &pieces) const {
+  std::string s;
+  for (const Piece &piece : pieces) {
+    if (piece.level < 0) {
+      s += piece.text;
+    } else {
+      char buf[24];
+      auto r = std::to_chars(buf, buf + sizeof buf, index_[piece.level]);
+      s.append(buf, r.ptr);
+    }
+  }
+  return s;
+}
 
 int64_t TomlFrontend::countParams(const std::vector<Item> &items) {
   int64_t total = 0;
@@ -849,15 +970,7 @@ void TomlFrontend::expand(const std::vector<Item> &items) {
     }
     LeafTemplate &leaf = leaves_[it.leaf];
     Param p;
-    for (const Piece &piece : leaf.pieces) {
-      if (piece.level < 0) {
-        p.name += piece.text;
-      } else {
-        char buf[24];
-        auto r = std::to_chars(buf, buf + sizeof buf, index_[piece.level]);
-        p.name.append(buf, r.ptr);
-      }
-    }
+    p.name = substitute(leaf.pieces);
     if (p.name.empty()) {
       if (!leaf.duplicateReported)
         error(leaf.loc, "param '" + leaf.display + "' expands to an empty name");
@@ -875,6 +988,12 @@ void TomlFrontend::expand(const std::vector<Item> &items) {
     model_.params.push_back(std::move(p));
     const std::string &name = model_.params.back().name;
     uint32_t idx = static_cast<uint32_t>(model_.params.size() - 1);
+    if (leaf.qkClip) {
+      QkClipPair pair = leaf.qkClip->pair;
+      pair.query = static_cast<int>(idx);
+      pair.keyName = substitute(leaf.qkClip->keyPieces);
+      model_.qkClip.push_back(std::move(pair));
+    }
     auto [pos, inserted] = seen_.try_emplace(std::string_view(name), idx);
     leafOfParam_.push_back(it.leaf);
     if (inserted)

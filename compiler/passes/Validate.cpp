@@ -9,13 +9,6 @@ namespace dmuon {
 
 namespace {
 
-std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s.append(i ? "," : "").append(std::to_string(shape[i]));
-  return s + "]";
-}
-
 using common::kMaxElements;
 
 } // namespace
@@ -25,7 +18,7 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
   for (Param &p : model.params) {
     const int ndim = static_cast<int>(p.shape.size());
     // Built only for a diagnostic: most params of a large model have none.
-    auto describe = [&p] { return "param '" + p.name + "' with shape " + shapeStr(p.shape); };
+    auto describe = [&p] { return "param '" + p.name + "' with shape " + shapeString(p.shape); };
 
     int64_t elems = 1;
     bool overflow = false, empty = false;
@@ -113,6 +106,7 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
     p.localRows = local.rows;
     p.localCols = local.cols;
   }
+  validateQkClip(model, diags);
   return !diags.hasErrors();
 }
 

@@ -347,6 +347,48 @@ DMUON_API dmuon_status_t dmuon_runtime_step_counts(dmuon_runtime_t runtime,
 DMUON_API dmuon_status_t dmuon_runtime_gather_param(dmuon_runtime_t runtime, const char *name,
                                                    float *out_values, int64_t numel);
 
+/* ---------------------------------------------------------------- QK-Clip */
+
+/* QK-Clip (MuonClip, as in Kimi K2) on the query/key projection pairs the
+ * manifest declares (qk_clip, docs/manifest-format.md). Rows
+ * [h*head_dim, (h+1)*head_dim) of a projection belong to head h. Each step,
+ * before dmuon_runtime_step, every rank reports for every pair the largest
+ * attention logit (q_h . k_h, after the softmax scale the model applies)
+ * that each query head produced in its own forward passes. step() takes the
+ * maximum over all ranks (one all-reduce) and, after the Muon update, the
+ * owners rescale each head whose maximum m exceeds the plan's tau (dmuonc
+ * --qk-clip-tau): with gamma = tau / m, the head's query rows and key rows
+ * by sqrt(gamma) each; when key_heads < heads (grouped-query attention) the
+ * query rows by gamma and the shared key rows not at all. Other heads are
+ * not touched. A skipped step (DMUON_STEP_SKIPPED) clips nothing and forgets
+ * the step's maxima. docs/runtime.md, "Training loop". */
+typedef struct dmuon_qk_clip_pair_info {
+  const char *query; /* param names, valid while the plan lives */
+  const char *key;
+  int query_index;   /* param indices */
+  int key_index;
+  int heads;         /* query heads: the length of the max-logit array */
+  int key_heads;     /* heads, or fewer for grouped-query attention */
+  int head_dim;
+} dmuon_qk_clip_pair_info_t;
+
+DMUON_API int dmuon_plan_num_qk_clip_pairs(dmuon_plan_t plan);
+DMUON_API dmuon_status_t dmuon_plan_qk_clip_pair(dmuon_plan_t plan, int index,
+                                                dmuon_qk_clip_pair_info_t *out_info);
+/* The plan's threshold tau (0 for a null plan). */
+DMUON_API double dmuon_plan_qk_clip_tau(dmuon_plan_t plan);
+
+/* This rank's per-head maximum attention logits of pair `pair` for the
+ * coming step(): `count` (= the pair's heads) finite floats. Not collective;
+ * repeated calls before a step keep the element-wise maximum (one call per
+ * micro-batch is fine). A pair no rank reports is not clipped. */
+DMUON_API dmuon_status_t dmuon_runtime_set_qk_max_logits(dmuon_runtime_t runtime, int pair,
+                                                        const float *max_logits, int64_t count);
+/* Heads clipped (over all pairs) by the last step() and since creation. */
+DMUON_API dmuon_status_t dmuon_runtime_qk_clip_counts(dmuon_runtime_t runtime,
+                                                     int64_t *out_last_step,
+                                                     int64_t *out_total);
+
 /* ------------------------------------------------------------ checkpoints */
 
 /* Saves every param's fp32 master and optimizer state (Muon momentum, AdamW

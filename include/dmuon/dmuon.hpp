@@ -60,6 +60,13 @@ public:
     check(dmuon_plan_find_param(plan_, name.c_str(), &index));
     return index;
   }
+  int numQkClipPairs() const { return dmuon_plan_num_qk_clip_pairs(plan_); }
+  dmuon_qk_clip_pair_info_t qkClipPair(int index) const {
+    dmuon_qk_clip_pair_info_t info;
+    check(dmuon_plan_qk_clip_pair(plan_, index, &info));
+    return info;
+  }
+  double qkClipTau() const { return dmuon_plan_qk_clip_tau(plan_); }
 
 private:
   dmuon_plan_t plan_ = nullptr;
@@ -135,6 +142,17 @@ public:
     return {a, k};
   }
   void synchronize() { call(dmuon_runtime_synchronize(rt_)); }
+  // This rank's per-head max attention logits of a QK-Clip pair, for the
+  // next step (the pair's heads floats).
+  void setQkMaxLogits(int pair, const float *maxLogits, int64_t count) {
+    call(dmuon_runtime_set_qk_max_logits(rt_, pair, maxLogits, count));
+  }
+  // {heads clipped by the last step, in total}
+  std::pair<int64_t, int64_t> qkClipCounts() {
+    int64_t last = 0, total = 0;
+    call(dmuon_runtime_qk_clip_counts(rt_, &last, &total));
+    return {last, total};
+  }
   void gatherParam(const std::string &name, float *out, int64_t numel) {
     call(dmuon_runtime_gather_param(rt_, name.c_str(), out, numel));
   }

@@ -76,6 +76,21 @@ template <typename T> Status checkStruct(const T *s, uint32_t newest, const char
   return Status::ok();
 }
 
+// Two of the executor's counters, `get(executor, a, b)`; either output may be null.
+template <typename Get>
+dmuon_status_t twoCounts(dmuon_runtime *rt, int64_t *outA, int64_t *outB, Get get) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    int64_t a = 0, b = 0;
+    get(*rt->executor, a, b);
+    if (outA)
+      *outA = a;
+    if (outB)
+      *outB = b;
+    return Status::ok();
+  });
+}
+
 } // namespace
 
 extern "C" {
@@ -451,16 +466,8 @@ dmuon_status_t dmuon_runtime_grad_norm(dmuon_runtime_t rt, dmuon_grad_norm_t *ou
 }
 
 dmuon_status_t dmuon_runtime_step_counts(dmuon_runtime_t rt, int64_t *applied, int64_t *skipped) {
-  return guarded(rt, [&]() -> Status {
-    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
-    int64_t a, s;
-    rt->executor->stepCounts(a, s);
-    if (applied)
-      *applied = a;
-    if (skipped)
-      *skipped = s;
-    return Status::ok();
-  });
+  return twoCounts(rt, applied, skipped,
+                   [](const Executor &e, int64_t &a, int64_t &s) { e.stepCounts(a, s); });
 }
 
 dmuon_status_t dmuon_runtime_gather_param(dmuon_runtime_t rt, const char *name, float *out,
@@ -531,6 +538,51 @@ dmuon_status_t dmuon_runtime_planned_counters(dmuon_runtime_t rt, dmuon_comm_cou
 
 double dmuon_runtime_ns_flops(dmuon_runtime_t rt) {
   return rt && rt->executor ? rt->executor->nsFlops() : 0.0;
+}
+
+// ---------------------------------------------------------------- QK-Clip
+
+int dmuon_plan_num_qk_clip_pairs(dmuon_plan_t plan) {
+  if (!plan || !plan->plan->root().qk_clip())
+    return 0;
+  return static_cast<int>(plan->plan->root().qk_clip()->size());
+}
+
+dmuon_status_t dmuon_plan_qk_clip_pair(dmuon_plan_t plan, int index,
+                                       dmuon_qk_clip_pair_info_t *out) {
+  return guarded(nullptr, [&]() -> Status {
+    if (!plan || !out)
+      return dmuon::rt::invalidArgument("dmuon_plan_qk_clip_pair: plan or out_info is null");
+    const int n = dmuon_plan_num_qk_clip_pairs(plan);
+    if (index < 0 || index >= n)
+      return dmuon::rt::invalidArgument("qk_clip pair " + std::to_string(index) +
+                                        " is out of range (the plan has " + std::to_string(n) +
+                                        ")");
+    const dmuon::plan::QkClipPair &q = *plan->plan->root().qk_clip()->Get(index);
+    out->query = plan->plan->param(q.query()).name()->c_str();
+    out->key = plan->plan->param(q.key()).name()->c_str();
+    out->query_index = q.query();
+    out->key_index = q.key();
+    out->heads = q.heads();
+    out->key_heads = q.key_heads();
+    out->head_dim = q.head_dim();
+    return Status::ok();
+  });
+}
+
+double dmuon_plan_qk_clip_tau(dmuon_plan_t plan) {
+  return plan ? plan->plan->root().options()->qk_clip_tau() : 0.0;
+}
+
+dmuon_status_t dmuon_runtime_set_qk_max_logits(dmuon_runtime_t rt, int pair,
+                                               const float *max_logits, int64_t count) {
+  return DMUON_RUNTIME_CALL(rt, rt->executor->setQkMaxLogits(pair, max_logits, count));
+}
+
+dmuon_status_t dmuon_runtime_qk_clip_counts(dmuon_runtime_t rt, int64_t *last_step,
+                                            int64_t *total) {
+  return twoCounts(rt, last_step, total,
+                   [](const Executor &e, int64_t &l, int64_t &t) { e.qkClipCounts(l, t); });
 }
 
 } // extern "C"

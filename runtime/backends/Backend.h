@@ -49,6 +49,8 @@ public:
   virtual Status allReduceSum(CommGroup g, float *data, size_t count, RequestId &out) = 0;
   // For the few scalars decided together (gradient norms): exact sums.
   virtual Status allReduceSum(CommGroup g, double *data, size_t count, RequestId &out) = 0;
+  // The element-wise maximum, in place (QK-Clip's per-head max logits).
+  virtual Status allReduceMax(CommGroup g, float *data, size_t count, RequestId &out) = 0;
   // `count` floats from every rank into `recv` on `root`, in group-rank
   // order (recv holds size*count floats there; ignored elsewhere).
   virtual Status gather(CommGroup g, const float *send, float *recv, size_t count, int root,

@@ -34,6 +34,7 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &opt
   DMUON_RETURN_IF_ERROR(replicatedRoute_.init(*ctx_, params_));
   DMUON_RETURN_IF_ERROR(ownerStep_.init(*ctx_, params_));
   DMUON_RETURN_IF_ERROR(gradNorm_.init(*ctx_));
+  DMUON_RETURN_IF_ERROR(qkClip_.init(*ctx_, params_));
   phases_.assign(ownerRoute_.numGroups(), HookPhase{});
   return Status::ok();
 }
@@ -311,6 +312,7 @@ Status Executor::step() {
     for (ParamRt &p : params_)
       p.reducedGrad.release();
     DMUON_RETURN_IF_ERROR(replicatedRoute_.zeroGrads());
+    qkClip_.discard();
     endStep();
     ++stepsSkipped_;
     return Status(DMUON_STEP_SKIPPED,
@@ -319,6 +321,7 @@ Status Executor::step() {
   }
   DMUON_RETURN_IF_ERROR(gradNorm_.clip(params_, replicatedRoute_, clipCoef_));
   DMUON_RETURN_IF_ERROR(ownerStep_.step());
+  DMUON_RETURN_IF_ERROR(qkClip_.apply()); // on the masters the broadcast below carries
   DMUON_RETURN_IF_ERROR(ownerRoute_.broadcastReplicas());
   DMUON_RETURN_IF_ERROR(replicatedRoute_.step());
   endStep();

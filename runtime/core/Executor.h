@@ -6,6 +6,7 @@
 //   optim/OwnerStep        the owner-only Muon step (optim/GatheredMuon for
 //                          matrices sharded over a model-parallel dim)
 //   optim/GradNorm         the global gradient norm and clipping
+//   optim/QkClip           QK-Clip of query/key heads, after the owner step
 //   core/ExecutorCheckpoint.cpp  saving and restoring the training state
 //   core/ExecutorTraining.cpp    micro-batches, schedules, norms, step counts
 // Backend- and device-agnostic.
@@ -16,6 +17,7 @@
 #include "core/Params.h"
 #include "optim/GradNorm.h"
 #include "optim/OwnerStep.h"
+#include "optim/QkClip.h"
 #include "routes/OwnerRoute.h"
 #include "routes/ReplicatedRoute.h"
 
@@ -53,6 +55,15 @@ public:
   void stepCounts(int64_t &applied, int64_t &skipped) const {
     applied = stepsApplied_;
     skipped = stepsSkipped_;
+  }
+
+  // QK-Clip (optim/QkClip.h).
+  Status setQkMaxLogits(int pair, const float *values, int64_t count) {
+    return qkClip_.setMaxLogits(pair, values, count);
+  }
+  void qkClipCounts(int64_t &lastStep, int64_t &total) const {
+    lastStep = qkClip_.clippedLastStep();
+    total = qkClip_.clippedTotal();
   }
 
   Status gatherParam(const std::string &name, float *out, int64_t numel);
@@ -99,6 +110,7 @@ private:
   ReplicatedRoute replicatedRoute_;
   OwnerStep ownerStep_;
   GradNorm gradNorm_;
+  QkClip qkClip_;
   std::vector<HookPhase> phases_;
   bool allBound_ = false, started_ = false, backwardFinished_ = false;
   // Micro-batches: whether one is between its first pre_forward and its

@@ -42,6 +42,7 @@ private:
   std::string checkGroups();
   std::string checkHooks();
   std::string checkStats();
+  std::string checkQkClip(); // CheckQkClip.cpp
 
   // The executor's own invariants, checked on complete plans only (a
   // --stop-after plan is printed, never executed).

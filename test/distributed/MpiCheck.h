@@ -9,6 +9,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 namespace mpicheck {
 
@@ -56,6 +57,17 @@ inline int globalFailures() {
   int sum = 0;
   MPI_Allreduce(&gFailures, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   return sum;
+}
+
+// The P of `--plan P` on the command line; "" (after printing `usage` on
+// rank 0) when there is none.
+inline std::string planArgument(int argc, char **argv, const char *usage) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--plan")
+      return argv[i + 1];
+  if (gRank == 0)
+    std::fprintf(stderr, "usage: %s\n", usage);
+  return {};
 }
 
 // main() of an MPI test program: runs `tests` (returning 2 for a usage error),

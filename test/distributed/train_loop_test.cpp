@@ -502,15 +502,10 @@ void checkCheckpointKeepsSchedule(const dmuon::Plan &plan, const tiny::Config &c
 }
 
 int runTests(int argc, char **argv) {
-  std::string planPath;
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--plan" && i + 1 < argc)
-      planPath = argv[++i];
-  if (planPath.empty()) {
-    if (gRank == 0)
-      std::fprintf(stderr, "usage: dmuon-train-loop-test --plan tiny-<mesh>.plan\n");
+  const std::string planPath =
+      mpicheck::planArgument(argc, argv, "dmuon-train-loop-test --plan tiny-<mesh>.plan");
+  if (planPath.empty())
     return 2;
-  }
   dmuon::Plan plan(planPath);
   const tiny::Config cfg;
   const std::string mesh = planPath.substr(planPath.find_last_of('/') + 1);

@@ -220,7 +220,9 @@ TEST(PlanRoundTrip, NewerMajorIsRefused) {
   ASSERT_TRUE(mutablePlan(b)->mutate_format_major(DMUON_PLAN_FORMAT_MAJOR + 1));
   restamp(b);
   std::string e = verify(b);
-  EXPECT_TRUE(contains(e, "plan format 2.1 is newer than this reader (1.x)")) << e;
+  EXPECT_TRUE(contains(e, "plan format 2." + std::to_string(DMUON_PLAN_FORMAT_MINOR) +
+                              " is newer than this reader (1.x)"))
+      << e;
   EXPECT_TRUE(contains(e, "rebuild with a newer dmuon")) << e;
 }
 
@@ -362,6 +364,70 @@ TEST(PlanRoundTrip, SemanticChecks) {
   };
   for (const Case &c : cases) {
     std::vector<uint8_t> b = writePlan(makeModel());
+    ASSERT_TRUE(c.mutate(*mutablePlan(b))) << "field not present for: " << c.expect;
+    restamp(b);
+    std::string e = verify(b);
+    EXPECT_TRUE(contains(e, c.expect)) << "expected: " << c.expect << "\n     got: " << e;
+  }
+}
+
+// QK-Clip (format 1.2): a grouped-query pair (query layers.0.up.weight, 8
+// heads of 16 rows; key layers.0.q.weight, 4 heads) round trips, prints,
+// and every broken pair is refused with its own message.
+TEST(PlanRoundTrip, QkClipPairs) {
+  auto model = [] {
+    PlanModel m = makeModel();
+    m.options.qkClipTau = 50;
+    QkClipPair q;
+    q.query = 2;
+    q.key = 0;
+    q.heads = 8;
+    q.keyHeads = 4;
+    q.headDim = 16;
+    m.qkClip.push_back(q);
+    return m;
+  };
+  std::vector<uint8_t> good = writePlan(model());
+  ASSERT_EQ(verify(good), "");
+  const fb::Plan *p = fb::GetPlan(good.data());
+  EXPECT_EQ(p->options()->qk_clip_tau(), 50.0);
+  ASSERT_EQ(p->qk_clip()->size(), 1u);
+  std::string t = planfile::printText(*p);
+  EXPECT_TRUE(contains(t, " qk_clip_tau=50\n")) << t;
+  EXPECT_TRUE(contains(t, "qk_clip:\nqk_clip layers.0.up.weight key=layers.0.q.weight heads=8 "
+                          "key_heads=4 head_dim=16\nunits:\n"))
+      << t;
+  std::string j = planfile::printJson(*p);
+  EXPECT_TRUE(contains(j, "\"qk_clip_tau\": 50\n")) << j;
+  EXPECT_TRUE(contains(j, "{\"query\": \"layers.0.up.weight\", \"key\": \"layers.0.q.weight\", "
+                          "\"heads\": 8, \"key_heads\": 4, \"head_dim\": 16}"))
+      << j;
+
+  struct Case {
+    const char *expect;
+    bool (*mutate)(fb::Plan &);
+  };
+  const Case cases[] = {
+      {"options.qk_clip_tau is 0", [](fb::Plan &pl) {
+         return pl.mutable_options()->mutate_qk_clip_tau(0);
+       }},
+      {"qk_clip pair #0: query 3 out of range (plan has 3 params)", [](fb::Plan &pl) {
+         return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_query(3);
+       }},
+      {"qk_clip pair #0: query and key are both param #2", [](fb::Plan &pl) {
+         return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_key(2);
+       }},
+      {"qk_clip pair #0: heads 6, key_heads 4, head_dim 16", [](fb::Plan &pl) {
+         return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_heads(6);
+       }},
+      {"qk_clip pair #0: param 'layers.0.up.weight' has 128 rows, not 8 heads x 8",
+       [](fb::Plan &pl) { return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_head_dim(8); }},
+      {"qk_clip pair #0: param 'layers.0.norm.weight' is not a 2-D Muon matrix", [](fb::Plan &pl) {
+         return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_key(1);
+       }},
+  };
+  for (const Case &c : cases) {
+    std::vector<uint8_t> b = writePlan(model());
     ASSERT_TRUE(c.mutate(*mutablePlan(b))) << "field not present for: " << c.expect;
     restamp(b);
     std::string e = verify(b);
@@ -619,14 +685,14 @@ TEST(PlanPrinter, TextForm) {
   char fp[32];
   std::snprintf(fp, sizeof fp, "0x%016llx", static_cast<unsigned long long>(p->fingerprint()));
   std::string expectHead =
-      "; dmuon plan 1.1 stage=complete producer=dmuonc " DMUON_VERSION_STRING "\n"
+      "; dmuon plan 1.2 stage=complete producer=dmuonc " DMUON_VERSION_STRING "\n"
       "; fingerprint " + std::string(fp) + "\n"
       "source: tiny.toml\n"
       "model: tiny\n"
       "mesh: dp_replicate=2,dp_shard=4,tp=1 world_size=8 shards=4 replicas=2 slots=8\n"
       "options: mode=z3 replicate_async=true small_param_threshold=5000000 "
       "hook_boundary=default muon_include=none muon_exclude=none alignment=256 "
-      "cost_model=flops\n"
+      "cost_model=flops qk_clip_tau=100\n"
       "optimizer: lr=0.02 momentum=0.95 nesterov=true weight_decay=0 ns_steps=5 "
       "ns_coefficients=original lr_scale=original adamw_lr=0.001 adamw_betas=0.9,0.999 "
       "adamw_eps=0.00000001 adamw_weight_decay=0\n"
@@ -677,7 +743,7 @@ TEST(PlanPrinter, StopAfterSelectOmitsLaterFields) {
   m.stage = Stage::select;
   std::vector<uint8_t> b = writePlan(m);
   std::string t = planfile::printText(*fb::GetPlan(b.data()));
-  EXPECT_TRUE(contains(t, "; dmuon plan 1.1 stage=select ")) << t;
+  EXPECT_TRUE(contains(t, "; dmuon plan 1.2 stage=select ")) << t;
   EXPECT_TRUE(contains(t, "param layers.0.q.weight shape=[64,64] dtype=f32 "
                           "placements=[Replicate,Replicate,Replicate] role=muon "
                           "reason=default_matrix "
@@ -722,7 +788,7 @@ TEST(PlanPrinter, JsonForm) {
   std::vector<uint8_t> b = writePlan(m);
   std::string j = planfile::printJson(*fb::GetPlan(b.data()));
   EXPECT_TRUE(balanced(j)) << j;
-  EXPECT_EQ(j.substr(0, 28), "{\n  \"format_version\": \"1.1\",") << j;
+  EXPECT_EQ(j.substr(0, 28), "{\n  \"format_version\": \"1.2\",") << j;
   EXPECT_TRUE(contains(j, "\"model\": \"ti\\\"ny\\\\\\n\\u0001\",")) << j;
   // Top-level key order.
   const char *keys[] = {"\"format_version\"", "\"producer\"", "\"fingerprint\"", "\"stage\"",

@@ -12,6 +12,8 @@
 #include "llvm/Support/Timer.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <cmath>
+#include <cstdio>
 #include <exception>
 
 using namespace llvm;
@@ -117,6 +119,10 @@ cl::opt<double> adamwLr("adamw-lr", cl::desc("AdamW learning rate"), cl::init(1e
                         cl::cat(optimCategory));
 cl::opt<double> adamwWeightDecay("adamw-weight-decay", cl::desc("AdamW weight decay"),
                                  cl::init(0.0), cl::cat(optimCategory));
+cl::opt<double> qkClipTau(
+    "qk-clip-tau",
+    cl::desc("QK-Clip threshold on the per-head max attention logit (manifest qk_clip pairs)"),
+    cl::init(100.0), cl::cat(optimCategory));
 
 bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
                   dmuon::Options &o) {
@@ -162,6 +168,12 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
     diags.error("--cost-table needs --cost-model=table");
     return false;
   }
+  if (!(qkClipTau > 0) || !std::isfinite(qkClipTau)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", qkClipTau.getValue());
+    diags.error("--qk-clip-tau=" + std::string(text) + " must be a finite number > 0");
+    return false;
+  }
   if (costModel == dmuon::CostModel::table && costTable.empty()) {
     diags.error("--cost-model=table needs --cost-table=<file>");
     return false;
@@ -184,6 +196,7 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
   o.optimizer.matchRmsAdamW = matchRmsAdamW;
   o.optimizer.adamwLr = adamwLr;
   o.optimizer.adamwWeightDecay = adamwWeightDecay;
+  o.qkClipTau = qkClipTau;
   return true;
 }
 

@@ -3,6 +3,7 @@
 #include "JsonWriter.h"
 #include "PlanPrinter.h"
 #include "PrintCommon.h"
+#include "PrintQkClip.h"
 
 namespace dmuon::planfile {
 
@@ -185,6 +186,7 @@ std::string printJson(const fb::Plan &plan) {
     }
     j.field("cost_model", enumName(op->cost_model(), fb::EnumNameCostModel)); // 1.1
     jsonOptString(j, "cost_table", op->cost_table());
+    j.field("qk_clip_tau", op->qk_clip_tau()); // 1.2
     j.endObject();
   }
 
@@ -193,6 +195,7 @@ std::string printJson(const fb::Plan &plan) {
   for (uint32_t i = 0; i < size(plan.params()); ++i)
     jsonParam(j, v, *plan.params()->Get(i));
   j.endArray();
+  jsonQkClip(j, v);
 
   if (v.reached(fb::Stage::partition)) {
     j.key("units");

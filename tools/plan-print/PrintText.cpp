@@ -2,6 +2,7 @@
 // group, segment, slot and rank, for people and FileCheck.
 #include "PlanPrinter.h"
 #include "PrintCommon.h"
+#include "PrintQkClip.h"
 
 namespace dmuon::planfile {
 
@@ -117,7 +118,7 @@ std::string printText(const fb::Plan &plan) {
          " cost_model=" + enumName(op->cost_model(), fb::EnumNameCostModel);
     if (op->cost_table() && op->cost_table()->size())
       o += " cost_table=" + quotedOr(op->cost_table(), "none");
-    o += "\n";
+    o += " qk_clip_tau=" + num(op->qk_clip_tau()) + "\n";
     if (const fb::OptimizerDefaults *od = op->optimizer())
       o += "optimizer: lr=" + num(od->lr()) + " momentum=" + num(od->momentum()) +
            " nesterov=" + boolName(od->nesterov()) +
@@ -135,6 +136,7 @@ std::string printText(const fb::Plan &plan) {
     textParam(v, *plan.params()->Get(i), o);
     o += '\n';
   }
+  textQkClip(v, o);
 
   if (v.reached(fb::Stage::partition)) {
     o += "units:\n";

@@ -157,15 +157,11 @@ public:
   }
 
   Status allReduceSum(CommGroup g, double *data, size_t count, RequestId &out) override {
-    DMUON_RETURN_IF_ERROR(failure_);
-    if (count > kMaxChunk / sizeof(double))
-      return invalidArgument("allReduceSum: " + std::to_string(count) + " doubles is too many");
-    std::vector<MPI_Request> reqs(1);
-    DMUON_RETURN_IF_ERROR(check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
-                                               MPI_DOUBLE, MPI_SUM, comm(g), reqs.data()),
-                                "MPI_Iallreduce"));
-    out = track(std::move(reqs));
-    return Status::ok();
+    return allReduceFew(g, data, count, sizeof(double), MPI_DOUBLE, MPI_SUM, "allReduceSum", out);
+  }
+
+  Status allReduceMax(CommGroup g, float *data, size_t count, RequestId &out) override {
+    return allReduceFew(g, data, count, sizeof(float), MPI_FLOAT, MPI_MAX, "allReduceMax", out);
   }
 
   Status reduceSum(CommGroup g, float *data, size_t count, int root, RequestId &out) override {
@@ -254,6 +250,21 @@ private:
       track(std::move(begun));
     failure_ = s;
     return s;
+  }
+
+  // An all-reduce of a few scalars, in one message.
+  Status allReduceFew(CommGroup g, void *data, size_t count, size_t elementBytes,
+                      MPI_Datatype type, MPI_Op op, const char *what, RequestId &out) {
+    DMUON_RETURN_IF_ERROR(failure_);
+    if (count > kMaxChunk / elementBytes)
+      return invalidArgument(std::string(what) + ": " + std::to_string(count) +
+                             " elements is too many");
+    std::vector<MPI_Request> reqs(1);
+    DMUON_RETURN_IF_ERROR(check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
+                                               type, op, comm(g), reqs.data()),
+                                "MPI_Iallreduce"));
+    out = track(std::move(reqs));
+    return Status::ok();
   }
 
   RequestId track(std::vector<MPI_Request> reqs) {

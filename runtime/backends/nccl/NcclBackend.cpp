@@ -196,6 +196,13 @@ public:
     });
   }
 
+  Status allReduceMax(CommGroup g, float *data, size_t count, RequestId &out) override {
+    return issue(reduceStream_, out, [&] {
+      return check(ncclAllReduce(data, data, count, ncclFloat, ncclMax, comm(g), reduceStream_),
+                   "ncclAllReduce", comm(g));
+    });
+  }
+
   // The compute stream waits on the device; the host never blocks here.
   Status wait(RequestId id) override {
     DMUON_RETURN_IF_ERROR(failure_);
