@@ -45,6 +45,19 @@ pc=$(find "$prefix" -name dmuon.pc | head -n1)
 [ -n "$pc" ] || fail "no dmuon.pc under $prefix"
 echo "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
 
+# The soname carries the major, and for a 0.x release the minor too: minors
+# may break the ABI then.
+version=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --modversion dmuon)
+case $version in
+  0.*) want_soname=libdmuon.so.${version%.*} ;;
+  *) want_soname=libdmuon.so.${version%%.*} ;;
+esac
+soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ "$soname" = "$want_soname" ] ||
+  fail "libdmuon.so has soname '$soname', expected $want_soname (version $version)"
+[ -e "$libdir/$soname" ] || fail "no $soname beside libdmuon.so"
+echo "soname: $soname"
+
 # The library exports only dmuon_* (plus the linker's own markers).
 others=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v -E '^(dmuon_|_init$|_fini$|_edata$|_end$|__bss_start$)' | grep -v '^DMUON' || true)
 [ -z "$others" ] || fail "libdmuon.so exports symbols other than dmuon_*: $(echo "$others" | head -5 | tr '\n' ' ')"
@@ -102,7 +115,6 @@ for exe in consumer_cpp consumer_c; do
 done
 
 echo "== consumer via a bare cc \$(pkg-config --cflags --libs dmuon)"
-version=$(pkg-config --modversion dmuon)
 echo "pkg-config: dmuon $version: $(pkg-config --cflags --libs dmuon)"
 # shellcheck disable=SC2046
 cc -std=c99 -Wall -Werror "$here/consumer/consumer.c" -o "$work/consumer_pc" $(pkg-config --cflags --libs dmuon)
