@@ -182,9 +182,9 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &w
     return who + ": bytes is " + std::to_string(q.bytes()) + ", expected " +
            std::to_string(local * elemBytes) + " (" + std::to_string(local) +
            " local elements of " + fb::EnumNameDType(q.dtype()) + ")";
-  if (q.reduce_bytes() != local * 4)
+  if (q.reduce_bytes() != local * common::kReduceElementBytes)
     return who + ": reduce_bytes is " + std::to_string(q.reduce_bytes()) + ", expected " +
-           std::to_string(local * 4) + " (" + std::to_string(local) +
+           std::to_string(local * common::kReduceElementBytes) + " (" + std::to_string(local) +
            " local elements of f32)";
 
   // The matrix views the executor runs Newton-Schulz on.
