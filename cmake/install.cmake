@@ -37,8 +37,10 @@ install(FILES
 
 # The tools: dmuonc compiles plans, dmuon-plan verifies and prints them. The
 # schema goes beside the headers, for readers of plans built with flatc.
-install(TARGETS dmuonc dmuon-plan
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT tools)
+if(TARGET dmuonc)
+  install(TARGETS dmuonc dmuon-plan
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT tools)
+endif()
 install(FILES ${PROJECT_SOURCE_DIR}/include/dmuon/plan.fbs
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dmuon
   COMPONENT dev)
