@@ -1,7 +1,8 @@
 # Install rules of libdmuon: the library, its public C/C++ headers, a CMake
 # package (find_package(dmuon) -> dmuon::dmuon) and a pkg-config file
-# (pkg-config --cflags --libs dmuon). Included from the top-level
-# CMakeLists.txt after runtime/ defined the `dmuon` target.
+# (pkg-config --cflags --libs dmuon); and the tools that make and read its
+# plans (dmuonc, dmuon-plan) with the plan schema (plan.fbs). Included from
+# the top-level CMakeLists.txt after runtime/ and tools/ defined the targets.
 #
 # The runtime's headers need nothing but the C/C++ standard library (the
 # host's MPI_Comm / ncclComm_t travel as void*), and its MPI, BLAS and kernel
@@ -31,6 +32,16 @@ endif()
 install(FILES
   ${PROJECT_SOURCE_DIR}/include/dmuon/dmuon.h
   ${PROJECT_SOURCE_DIR}/include/dmuon/dmuon.hpp
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dmuon
+  COMPONENT dev)
+
+# The tools: dmuonc compiles plans, dmuon-plan verifies and prints them. The
+# schema goes beside the headers, for readers of plans built with flatc.
+if(TARGET dmuonc)
+  install(TARGETS dmuonc dmuon-plan
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT tools)
+endif()
+install(FILES ${PROJECT_SOURCE_DIR}/include/dmuon/plan.fbs
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dmuon
   COMPONENT dev)
 

@@ -19,6 +19,10 @@ namespace dmuon::common {
 // in 64 bits.
 inline constexpr int64_t kMaxElements = int64_t(1) << 48;
 
+// Bytes per element of a reduce buffer: gradients are averaged in fp32, so
+// the owner's fp32 master sees an fp32 mean (a param's reduce_bytes).
+inline constexpr int64_t kReduceElementBytes = 4;
+
 // Newton-Schulz iterations per step: dmuonc --ns-steps, a complete plan's
 // options.optimizer.ns_steps and the runtime's dmuon_options.ns_steps.
 inline constexpr int kMinNsSteps = 1;

@@ -15,8 +15,7 @@ namespace {
 
 int64_t alignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
-// Gradients are averaged in fp32 so the owner's fp32 master sees an fp32 mean.
-constexpr int64_t kReduceElementBytes = 4;
+using common::kReduceElementBytes;
 constexpr int64_t kMasterElementBytes = 4;
 
 } // namespace

@@ -75,15 +75,10 @@ std::string Checker::checkHooks() {
       std::string sw = who + " segment " + std::to_string(j);
       if (auto e = paramList(sw, s->params()); !e.empty())
         return e;
-      if (s->owner_rank() < 0 || s->owner_rank() >= world_)
-        return sw + ": owner_rank " + std::to_string(s->owner_rank()) +
-               " out of range (world size " + std::to_string(world_) + ")";
-      if (s->owner_shard() < 0 || s->owner_shard() >= G_)
-        return sw + ": owner_shard " + std::to_string(s->owner_shard()) +
-               " out of range (mesh has " + std::to_string(G_) + " shards)";
-      if (s->owner_replicate() < 0 || s->owner_replicate() >= R_)
-        return sw + ": owner_replicate " + std::to_string(s->owner_replicate()) +
-               " out of range (mesh has " + std::to_string(R_) + " replicas)";
+      if (auto e = ownerRankInRange(sw, s->owner_rank()); !e.empty())
+        return e;
+      if (auto e = ownerSlotInRange(sw, s->owner_shard(), s->owner_replicate()); !e.empty())
+        return e;
       if (s->offset() < 0 || s->bytes() < 0 || s->offset() > h->buffer_bytes() ||
           s->bytes() > h->buffer_bytes() - s->offset())
         return sw + ": bytes [" + std::to_string(s->offset()) + ", +" +
@@ -121,11 +116,9 @@ std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, cons
   if (!s.params())
     return sw + " has no params vector";
   const int64_t slot = s.owner_shard() + s.owner_replicate() * G_;
-  const int64_t want = slotRank(s.owner_shard(), s.owner_replicate());
-  if (s.owner_rank() != want)
-    return sw + ": owner_rank " + std::to_string(s.owner_rank()) + " is not the rank " +
-           std::to_string(want) + " of its owner slot (" + std::to_string(s.owner_shard()) +
-           "," + std::to_string(s.owner_replicate()) + ")";
+  if (auto e = ownerRankMatchesSlot(sw, s.owner_rank(), s.owner_shard(), s.owner_replicate());
+      !e.empty())
+    return e;
   for (int32_t pi : *s.params()) {
     const fb::Param *q = p_.params()->Get(static_cast<uint32_t>(pi));
     const std::string pw = sw + ": param '" + str(q->name()) + "'";

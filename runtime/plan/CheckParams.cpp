@@ -108,21 +108,13 @@ std::string Checker::checkParams() {
       hasOwner = true;
     }
     if (hasOwner) {
-      if (q->owner_shard() < 0 || q->owner_shard() >= G_)
-        return who + ": owner_shard " + std::to_string(q->owner_shard()) +
-               " out of range (mesh has " + std::to_string(G_) + " shards)";
-      if (q->owner_replicate() < 0 || q->owner_replicate() >= R_)
-        return who + ": owner_replicate " + std::to_string(q->owner_replicate()) +
-               " out of range (mesh has " + std::to_string(R_) + " replicas)";
-      if (q->owner_rank() < 0 || q->owner_rank() >= world_)
-        return who + ": owner_rank " + std::to_string(q->owner_rank()) +
-               " out of range (world size " + std::to_string(world_) + ")";
-      int64_t want = slotRank(q->owner_shard(), q->owner_replicate());
-      if (q->owner_rank() != want)
-        return who + ": owner_rank " + std::to_string(q->owner_rank()) + " is not the rank " +
-               std::to_string(want) + " of its owner slot (" +
-               std::to_string(q->owner_shard()) + "," +
-               std::to_string(q->owner_replicate()) + ")";
+      if (auto e = ownerSlotInRange(who, q->owner_shard(), q->owner_replicate()); !e.empty())
+        return e;
+      if (auto e = ownerRankInRange(who, q->owner_rank()); !e.empty())
+        return e;
+      if (auto e = ownerRankMatchesSlot(who, q->owner_rank(), q->owner_shard(), q->owner_replicate());
+          !e.empty())
+        return e;
     }
     if (q->bytes() < 0 || q->reduce_bytes() < 0)
       return who + " has negative bytes";
@@ -190,9 +182,9 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &w
     return who + ": bytes is " + std::to_string(q.bytes()) + ", expected " +
            std::to_string(local * elemBytes) + " (" + std::to_string(local) +
            " local elements of " + fb::EnumNameDType(q.dtype()) + ")";
-  if (q.reduce_bytes() != local * 4)
+  if (q.reduce_bytes() != local * common::kReduceElementBytes)
     return who + ": reduce_bytes is " + std::to_string(q.reduce_bytes()) + ", expected " +
-           std::to_string(local * 4) + " (" + std::to_string(local) +
+           std::to_string(local * common::kReduceElementBytes) + " (" + std::to_string(local) +
            " local elements of f32)";
 
   // The matrix views the executor runs Newton-Schulz on.

@@ -86,6 +86,33 @@ private:
   int64_t slotRank(int64_t s, int64_t r) const {
     return common::slotRank(dimSizes_, shardDim_, replicateDim_, s, r);
   }
+  // The owner fields of a param or segment: "<who>: owner_rank 9 out of
+  // range (world size 8)" and the like, or empty.
+  std::string ownerRankInRange(const std::string &who, int64_t rank) const {
+    if (rank < 0 || rank >= world_)
+      return who + ": owner_rank " + std::to_string(rank) + " out of range (world size " +
+             std::to_string(world_) + ")";
+    return {};
+  }
+  std::string ownerSlotInRange(const std::string &who, int64_t shard, int64_t replicate) const {
+    if (shard < 0 || shard >= G_)
+      return who + ": owner_shard " + std::to_string(shard) + " out of range (mesh has " +
+             std::to_string(G_) + " shards)";
+    if (replicate < 0 || replicate >= R_)
+      return who + ": owner_replicate " + std::to_string(replicate) +
+             " out of range (mesh has " + std::to_string(R_) + " replicas)";
+    return {};
+  }
+  // The owner rank is the rank of the owner slot (shard, replicate).
+  std::string ownerRankMatchesSlot(const std::string &who, int64_t rank, int64_t shard,
+                               int64_t replicate) const {
+    const int64_t want = slotRank(shard, replicate);
+    if (rank != want)
+      return who + ": owner_rank " + std::to_string(rank) + " is not the rank " +
+             std::to_string(want) + " of its owner slot (" + std::to_string(shard) + "," +
+             std::to_string(replicate) + ")";
+    return {};
+  }
 };
 
 } // namespace dmuon::planfile::detail

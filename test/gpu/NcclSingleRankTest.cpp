@@ -1,6 +1,6 @@
 // A single-rank NCCL runtime (world size 1) through full training steps of
 // the example model, against the same steps on the CPU kernels. Needs a GPU;
-// skips itself without one. Run by tools/gpu-check.
+// skips itself without one. Run by scripts/gpu-check.
 #include "TinyModel.h"
 #include "TinyRuntime.h"
 #include "dmuon/dmuon.hpp"

@@ -3,14 +3,16 @@
 # out-of-tree consumer against it, via find_package(dmuon) and via pkg-config
 # (both through CMake and with a bare `cc $(pkg-config ...)`). Each consumer
 # loads a plan and prints its fingerprint, which must equal the one
-# `dmuon-plan --verify-only` reports.
+# `dmuon-plan --verify-only` reports. The installed dmuonc and dmuon-plan
+# must run from the prefix and agree with the build's.
 #
-# usage: run.sh BUILD_DIR PLAN DMUON_PLAN_TOOL
+# usage: run.sh BUILD_DIR PLAN DMUON_PLAN_TOOL DMUONC_TOOL
 set -euo pipefail
 
 build_dir=$1
 plan=$2
 dmuon_plan=$3
+dmuonc=$4
 here=$(cd "$(dirname "$0")" && pwd)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/dmuon-install.XXXXXX")
@@ -27,8 +29,11 @@ cmake --install "$build_dir" --prefix "$prefix" >"$work/install.log" || {
 }
 
 # What must be there.
-for f in include/dmuon/dmuon.h include/dmuon/dmuon.hpp; do
+for f in include/dmuon/dmuon.h include/dmuon/dmuon.hpp include/dmuon/plan.fbs; do
   [ -f "$prefix/$f" ] || fail "missing $f"
+done
+for t in dmuonc dmuon-plan; do
+  [ -x "$prefix/bin/$t" ] || fail "missing bin/$t"
 done
 lib=$(find "$prefix" -name 'libdmuon.so' | head -n1)
 [ -n "$lib" ] || fail "no libdmuon.so under $prefix"
@@ -40,6 +45,19 @@ pc=$(find "$prefix" -name dmuon.pc | head -n1)
 [ -n "$pc" ] || fail "no dmuon.pc under $prefix"
 echo "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
 
+# The soname carries the major, and for a 0.x release the minor too: minors
+# may break the ABI then.
+version=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --modversion dmuon)
+case $version in
+  0.*) want_soname=libdmuon.so.${version%.*} ;;
+  *) want_soname=libdmuon.so.${version%%.*} ;;
+esac
+soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ "$soname" = "$want_soname" ] ||
+  fail "libdmuon.so has soname '$soname', expected $want_soname (version $version)"
+[ -e "$libdir/$soname" ] || fail "no $soname beside libdmuon.so"
+echo "soname: $soname"
+
 # The library exports only dmuon_* (plus the linker's own markers).
 others=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v -E '^(dmuon_|_init$|_fini$|_edata$|_end$|__bss_start$)' | grep -v '^DMUON' || true)
 [ -z "$others" ] || fail "libdmuon.so exports symbols other than dmuon_*: $(echo "$others" | head -5 | tr '\n' ' ')"
@@ -48,6 +66,16 @@ others=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v -E '^(dmuon_|_
 want=$("$dmuon_plan" "$plan" --verify-only | sed -n 's/.*fingerprint \(0x[0-9a-f]*\).*/\1/p')
 [ -n "$want" ] || fail "dmuon-plan --verify-only printed no fingerprint"
 echo "expected fingerprint: $want"
+
+echo "== the installed tools"
+env -u LD_LIBRARY_PATH "$prefix/bin/dmuonc" --version >"$work/version.txt" || fail "installed dmuonc --version failed"
+cmp -s "$work/version.txt" <("$dmuonc" --version) ||
+  fail "installed dmuonc --version differs from the build's: $(cat "$work/version.txt")"
+cat "$work/version.txt"
+got=$(env -u LD_LIBRARY_PATH "$prefix/bin/dmuon-plan" "$plan" --verify-only |
+  sed -n 's/.*fingerprint \(0x[0-9a-f]*\).*/\1/p')
+[ "$got" = "$want" ] || fail "installed dmuon-plan --verify-only printed '$got', expected $want"
+echo "installed dmuon-plan: fingerprint $got"
 
 check_output() { # name, output
   echo "$1: $2"
@@ -87,7 +115,6 @@ for exe in consumer_cpp consumer_c; do
 done
 
 echo "== consumer via a bare cc \$(pkg-config --cflags --libs dmuon)"
-version=$(pkg-config --modversion dmuon)
 echo "pkg-config: dmuon $version: $(pkg-config --cflags --libs dmuon)"
 # shellcheck disable=SC2046
 cc -std=c99 -Wall -Werror "$here/consumer/consumer.c" -o "$work/consumer_pc" $(pkg-config --cflags --libs dmuon)

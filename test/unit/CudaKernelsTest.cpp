@@ -5,7 +5,7 @@
 // CPU bit for bit.
 //
 // Every test that needs a GPU skips itself when none is visible (CI has nvcc
-// but no GPU); tools/gpu-check runs them on a GPU machine. Two API tests need
+// but no GPU); scripts/gpu-check runs them on a GPU machine. Two API tests need
 // no GPU and always run: null-context calls and createContext without a device
 // must return an error, not abort.
 #include "kernels/cpu/MuonKernels.h"

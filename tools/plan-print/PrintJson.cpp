@@ -19,6 +19,16 @@ void jsonNames(Json &j, const View &v, const char *k, const flatbuffers::Vector<
   j.endArray();
 }
 
+// "k": [a, b, c], on one line.
+template <typename T>
+void jsonInlineList(Json &j, const char *k, const flatbuffers::Vector<T> *l) {
+  j.key(k);
+  j.beginArray(true);
+  for (uint32_t i = 0; i < size(l); ++i)
+    j.value(l->Get(i));
+  j.endArray();
+}
+
 void jsonSlot(Json &j, int64_t shard, int64_t replicate) {
   j.beginObject(true);
   j.field("shard", shard);
@@ -43,11 +53,7 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
   }
   if (q.source_loc() && q.source_loc()->size())
     j.field("source_loc", q.source_loc());
-  j.key("shape");
-  j.beginArray(true);
-  for (uint32_t i = 0; i < size(q.shape()); ++i)
-    j.value(q.shape()->Get(i));
-  j.endArray();
+  jsonInlineList(j, "shape", q.shape());
   j.field("dtype", enumName(q.dtype(), fb::EnumNameDType));
   if (q.conv())
     j.field("conv", true);
@@ -56,13 +62,8 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
   for (uint32_t i = 0; i < size(q.placements()); ++i)
     j.value(placementString(*q.placements()->Get(i)));
   j.endArray();
-  if (v.reached(fb::Stage::validate) && q.local_shape()) {
-    j.key("local_shape");
-    j.beginArray(true);
-    for (uint32_t i = 0; i < size(q.local_shape()); ++i)
-      j.value(q.local_shape()->Get(i));
-    j.endArray();
-  }
+  if (v.reached(fb::Stage::validate) && q.local_shape())
+    jsonInlineList(j, "local_shape", q.local_shape());
   if (v.reached(fb::Stage::select)) {
     bool muon = isMuon(q);
     j.field("role", enumName(q.role(), fb::EnumNameRole));
@@ -227,16 +228,8 @@ std::string printJson(const fb::Plan &plan) {
       j.beginObject();
       j.field("key", g->key());
       jsonNames(j, v, "params", g->params());
-      j.key("shard_dims");
-      j.beginArray(true);
-      for (uint32_t k = 0; k < size(g->shard_dims()); ++k)
-        j.value(g->shard_dims()->Get(k));
-      j.endArray();
-      j.key("replicate_mesh_dims");
-      j.beginArray(true);
-      for (uint32_t k = 0; k < size(g->replicate_mesh_dims()); ++k)
-        j.value(g->replicate_mesh_dims()->Get(k));
-      j.endArray();
+      jsonInlineList(j, "shard_dims", g->shard_dims());
+      jsonInlineList(j, "replicate_mesh_dims", g->replicate_mesh_dims());
       j.key("replicate_groups");
       j.beginArray(true);
       for (uint32_t k = 0; k < size(g->replicate_groups()); ++k) {
@@ -292,11 +285,7 @@ std::string printJson(const fb::Plan &plan) {
     j.key("stats");
     j.beginObject();
     j.field("slots", s->slots());
-    j.key("slot_load");
-    j.beginArray(true);
-    for (uint32_t i = 0; i < size(s->slot_load()); ++i)
-      j.value(s->slot_load()->Get(i));
-    j.endArray();
+    jsonInlineList(j, "slot_load", s->slot_load());
     j.field("total_cost", s->total_cost());
     j.field("lower_bound", s->lower_bound());
     j.field("max_load", s->max_load());
