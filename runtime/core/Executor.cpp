@@ -170,13 +170,7 @@ Status Executor::gradView(const std::string &name, float **out) {
 Status Executor::preForward(int g) {
   DMUON_RETURN_IF_ERROR(checkGroup(g, "pre_forward"));
   HookPhase &ph = phases_[g];
-  if (!allBound_) {
-    for (const ParamRt &p : params_)
-      if (!p.bound)
-        return invalidState("pre_forward: param '" + p.name +
-                            "' is not bound (bind every param first)");
-    allBound_ = true;
-  }
+  DMUON_RETURN_IF_ERROR(checkAllBound("pre_forward"));
   if (ph.forwardStarted)
     return invalidState("pre_forward(" + std::to_string(g) + ") called twice in one step for " +
                         groupLabel(g) + "; call step() between steps");
@@ -242,9 +236,24 @@ Status Executor::finishBackward() {
 
 // ------------------------------------------------------------------- step
 
+Status Executor::checkAllBound(const char *call) {
+  if (allBound_)
+    return Status::ok();
+  for (const ParamRt &p : params_)
+    if (!p.bound)
+      return invalidState(std::string(call) + ": param '" + p.name +
+                          "' is not bound (bind every param first)");
+  allBound_ = true;
+  return Status::ok();
+}
+
 Status Executor::step() {
-  if (!started_)
+  // A plan without hook groups (every param AdamW) has no hook to start
+  // training with: there, the first step does.
+  if (!started_ && ownerRoute_.numGroups() > 0)
     return invalidState("step before any forward/backward (call the hooks first)");
+  DMUON_RETURN_IF_ERROR(checkAllBound("step"));
+  started_ = true;
   DMUON_RETURN_IF_ERROR(finishBackward());
   DMUON_RETURN_IF_ERROR(ownerStep_.step());
   DMUON_RETURN_IF_ERROR(ownerRoute_.broadcastReplicas());

@@ -62,6 +62,7 @@ private:
   Status agreeOnCreate(const LoadedPlan &plan, const Status &verdict);
   Status findParam(const std::string &name, int &index) const;
   Status checkGroup(int g, const char *call) const;
+  Status checkAllBound(const char *call);
   std::string groupLabel(int g) const;
   bool midStep() const;
   uint64_t modelFingerprint() const;
