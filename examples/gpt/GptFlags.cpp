@@ -47,7 +47,7 @@ void printGptUsage(FILE *out) {
                "  --steps N (300)  --seed S (1)  --batch B (global windows per step, 16)\n"
                "  --context T (64)  --d-model D (128)  --layers L (4)  --heads H (4)\n"
                "  --lr LR (Muon, 0.02)  --momentum MU (0.95)  --weight-decay WD (0)\n"
-               "  --adamw-lr LR (3e-3)  --adamw-weight-decay WD (0)\n"
+               "  --adamw-lr LR (1e-3)  --adamw-weight-decay WD (0)\n"
                "  --eval-every K (25)  --val-windows N (64)  --threads N (1 per process)\n"
                "  --data DIR (/usr/share/games/fortunes)\n"
                "  --work DIR                  where the manifest and plan go (gpt-work)\n"

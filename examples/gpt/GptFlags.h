@@ -21,7 +21,7 @@ struct GptFlags {
   int64_t globalBatch = 16; // windows per step, split evenly over the ranks
   GptConfig model;
   double lr = 0.02, momentum = 0.95, weightDecay = 0.0; // Muon
-  double adamwLr = 3e-3, adamwWeightDecay = 0.0;
+  double adamwLr = 1e-3, adamwWeightDecay = 0.0;
   int evalEvery = 25;
   int64_t valWindows = 64;
   int threads = 1; // libtorch intra-op threads per process
