@@ -1,5 +1,6 @@
 #include "RunRecord.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -8,17 +9,25 @@
 namespace gpt {
 namespace {
 
-std::string cell(double v) {
-  if (std::isnan(v))
+std::string cell(const std::optional<double> &v) {
+  if (!v)
     return "";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v); // round-trips exactly
+  std::snprintf(buf, sizeof buf, "%.17g", *v); // round-trips exactly; "nan", "inf" too
   return buf;
 }
 
-double parseCell(const std::string &s) { return s.empty() ? NAN : std::stod(s); }
+std::optional<double> parseCell(const std::string &s) {
+  if (s.empty())
+    return std::nullopt;
+  return std::stod(s);
+}
 
-double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+// Infinite unless both are finite: a diverged run never passes.
+double relative(double a, double b) {
+  const double r = std::abs(a - b) / std::max(std::abs(b), 1e-30);
+  return std::isfinite(a) && std::isfinite(b) && std::isfinite(r) ? r : INFINITY;
+}
 
 } // namespace
 
@@ -67,11 +76,11 @@ bool compareWithRun(const std::string &dir, const std::vector<LossRow> &rows,
   int worstStep = -1;
   for (size_t i = 0; ok && i < rows.size(); ++i) {
     for (auto [a, b] : {std::pair{rows[i].train, ref[i].train}, {rows[i].val, ref[i].val}}) {
-      if (std::isnan(a) != std::isnan(b)) {
+      if (a.has_value() != b.has_value()) {
         ok = false;
-        std::fprintf(stderr, "compare: step %d is not evaluated in both runs\n", rows[i].step);
-      } else if (!std::isnan(a) && relative(a, b) > worstLoss) {
-        worstLoss = relative(a, b);
+        std::fprintf(stderr, "compare: step %d is not measured in both runs\n", rows[i].step);
+      } else if (a && relative(*a, *b) > worstLoss) {
+        worstLoss = relative(*a, *b);
         worstStep = rows[i].step;
       }
     }
@@ -84,7 +93,8 @@ bool compareWithRun(const std::string &dir, const std::vector<LossRow> &rows,
     torch::Tensor b;
     archive.read(np.key(), b);
     const double diff = (np.value().detach() - b).norm().item<double>();
-    const double r = diff / std::max(b.norm().item<double>(), 1e-30);
+    const double r =
+        std::isfinite(diff) ? diff / std::max(b.norm().item<double>(), 1e-30) : INFINITY;
     if (r > worstParam) {
       worstParam = r;
       worstName = np.key();

@@ -6,17 +6,18 @@
 
 #include <torch/torch.h>
 
-#include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace gpt {
 
+// Empty where not measured; a diverged run shows as a non-finite value.
 struct LossRow {
   int step = 0;
-  double train = NAN; // the loss of step `step`'s batch, before its update
-  double val = NAN;   // after `step` updates, where evaluated
-  double seconds = NAN; // wall time of the step
+  std::optional<double> train;   // the loss of step `step`'s batch, before its update
+  std::optional<double> val;     // after `step` updates, where evaluated
+  std::optional<double> seconds; // wall time of the step
 };
 
 void writeLossCsv(const std::string &path, const std::vector<LossRow> &rows);
@@ -26,7 +27,8 @@ void saveParams(const std::string &path, torch::nn::Module &model);
 
 // Compares this run with a reference run's directory: every step's train
 // and validation loss, and every final param by ||a - b|| / ||b||, each
-// within rtol. Prints the largest deviations; returns whether all passed.
+// within rtol (a non-finite value never is). Prints the largest deviations;
+// returns whether all passed.
 bool compareWithRun(const std::string &dir, const std::vector<LossRow> &rows,
                     torch::nn::Module &model, double rtol);
 

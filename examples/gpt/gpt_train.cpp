@@ -122,10 +122,10 @@ int run(const GptFlags &f, int rank, int world) {
     rows.push_back(row);
     if (rank == 0) {
       std::printf("step %4d", step);
-      if (!std::isnan(row.train))
-        std::printf("  loss %.6f  (%.2f s)", row.train, row.seconds);
-      if (!std::isnan(row.val))
-        std::printf("  val %.6f", row.val);
+      if (row.train)
+        std::printf("  loss %.6f  (%.2f s)", *row.train, *row.seconds);
+      if (row.val)
+        std::printf("  val %.6f", *row.val);
       std::printf("\n");
       std::fflush(stdout);
     }
@@ -143,7 +143,7 @@ int run(const GptFlags &f, int rank, int world) {
       std::fprintf(stderr, "dmuon-gpt: error: the run differs from %s\n", f.compareTo.c_str());
       rc = 1;
     }
-    const double first = rows.front().val, last = rows.back().val;
+    const double first = *rows.front().val, last = *rows.back().val;
     std::printf("validation loss: %.6f -> %.6f\n", first, last);
     if (f.expectValDrop && !(last < first)) {
       std::fprintf(stderr, "dmuon-gpt: error: the validation loss did not fall\n");
