@@ -162,8 +162,11 @@ ParamBridge::ParamBridge(dmuon::Runtime &rt, const dmuon::Plan &plan, torch::nn:
 }
 
 ParamBridge::~ParamBridge() {
-  // The model may outlive the bridge: take our hooks off its accumulators.
+  // The model may outlive the bridge (and the runtime): take our hooks off
+  // its accumulators and its params and gradients off the runtime's memory.
   for (Param &p : params_) {
+    p.pointAt(nullptr);
+    p.tensor.mutable_grad() = torch::Tensor();
     if (!p.accumulator)
       continue;
     auto &hooks = p.accumulator->post_hooks();

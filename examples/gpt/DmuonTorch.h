@@ -66,6 +66,8 @@ public:
   // must be the same on every rank), then hands the params' memory over to
   // the runtime. The plan must list exactly the model's params.
   ParamBridge(dmuon::Runtime &rt, const dmuon::Plan &plan, torch::nn::Module &model);
+  // Leaves the model's params without memory (null storage): gatherInto() a
+  // replica first to keep their values. Destroy the bridge before the runtime.
   ~ParamBridge();
   ParamBridge(const ParamBridge &) = delete;
   ParamBridge &operator=(const ParamBridge &) = delete;
