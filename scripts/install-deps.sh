@@ -13,6 +13,8 @@ packages=(
   libopenblas-dev liblapacke-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: clang with libFuzzer
+  libtorch-dev fortunes        # examples/gpt: PyTorch 1.13's C++ API (CPU), its training text
+  gnuplot-nox                  # scripts/gpt-loss-curves.sh: the loss picture
 )
 
 missing=()

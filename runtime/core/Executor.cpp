@@ -187,13 +187,7 @@ Status Executor::gradView(const std::string &name, float **out) {
 
 Status Executor::preForward(int g) {
   DMUON_RETURN_IF_ERROR(checkGroup(g, "pre_forward"));
-  if (!allBound_) {
-    for (const ParamRt &p : params_)
-      if (!p.bound)
-        return invalidState("pre_forward: param '" + p.name +
-                            "' is not bound (bind every param first)");
-    allBound_ = true;
-  }
+  DMUON_RETURN_IF_ERROR(checkAllBound("pre_forward"));
   if (!inMicroBatch_)
     DMUON_RETURN_IF_ERROR(startMicroBatch());
   HookPhase &ph = phases_[g];
@@ -303,9 +297,24 @@ Status Executor::measureGradients() {
 
 // ------------------------------------------------------------------- step
 
+Status Executor::checkAllBound(const char *call) {
+  if (allBound_)
+    return Status::ok();
+  for (const ParamRt &p : params_)
+    if (!p.bound)
+      return invalidState(std::string(call) + ": param '" + p.name +
+                          "' is not bound (bind every param first)");
+  allBound_ = true;
+  return Status::ok();
+}
+
 Status Executor::step() {
-  if (!started_)
+  // A plan without hook groups (every param AdamW) has no hook to start
+  // training with: there, the first step does.
+  if (!started_ && ownerRoute_.numGroups() > 0)
     return invalidState("step before any forward/backward (call the hooks first)");
+  DMUON_RETURN_IF_ERROR(checkAllBound("step"));
+  started_ = true;
   DMUON_RETURN_IF_ERROR(measureGradients());
   if (!norms_.finite()) {
     // Every rank saw the same sums, so every rank skips: nothing changes.

@@ -90,6 +90,7 @@ private:
   void endStep();
   Status findParam(const std::string &name, int &index) const;
   Status checkGroup(int g, const char *call) const;
+  Status checkAllBound(const char *call);
   std::string groupLabel(int g) const;
   bool midStep() const;
   uint64_t modelFingerprint() const;

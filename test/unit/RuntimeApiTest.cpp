@@ -351,6 +351,61 @@ TEST_F(OneRank, OneStepEqualsTheKernelOnTheGivenGradient) {
   EXPECT_GT(dmuon_runtime_ns_flops(rt), 0.0);
 }
 
+// Every param on AdamW: the plan has no hook groups, so there is no
+// pre_forward to start training with; the first step does, once every param
+// is bound, and computes the AdamW kernel on the given gradient.
+TEST(AllAdamW, StepsWithoutHookGroups) {
+  dmuon_plan_t plan = nullptr;
+  ASSERT_EQ(dmuon_plan_load_file(DMUON_ADAMW_PLAN, &plan), DMUON_SUCCESS) << lastError();
+  ASSERT_EQ(dmuon_plan_num_hook_groups(plan), 0);
+  dmuon_runtime_options_t o = mpiOptions();
+  o.adamw_lr = 0.01;
+  dmuon_runtime_t rt = nullptr;
+  ASSERT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_SUCCESS) << lastError();
+  auto err = [&] { return std::string(dmuon_runtime_last_error(rt)); };
+  EXPECT_EQ(dmuon_runtime_step(rt), DMUON_ERROR_INVALID_STATE);
+  EXPECT_NE(err().find("step: param"), std::string::npos) << err();
+  EXPECT_NE(err().find("is not bound"), std::string::npos) << err();
+
+  const char *name = "layers.1.fc2.weight";
+  std::vector<float> init, grad;
+  for (int i = 0; i < dmuon_plan_num_params(plan); ++i) {
+    dmuon_param_info_t info;
+    ASSERT_EQ(dmuon_plan_param_info(plan, i, &info), DMUON_SUCCESS);
+    ASSERT_EQ(info.role, DMUON_ROLE_ADAMW);
+    std::vector<float> v(info.numel);
+    for (int64_t k = 0; k < info.numel; ++k)
+      v[k] = std::sin(0.1f * k);
+    ASSERT_EQ(dmuon_runtime_bind_param(rt, info.name, v.data(), info.numel), DMUON_SUCCESS);
+    if (std::string(info.name) == name) {
+      init = v;
+      grad.resize(v.size());
+      for (size_t k = 0; k < grad.size(); ++k)
+        grad[k] = std::cos(0.37f * k);
+    }
+  }
+  ASSERT_FALSE(init.empty());
+  float *gv = nullptr;
+  ASSERT_EQ(dmuon_runtime_grad_view(rt, name, &gv), DMUON_SUCCESS) << err();
+  std::copy(grad.begin(), grad.end(), gv);
+  ASSERT_EQ(dmuon_runtime_step(rt), DMUON_SUCCESS) << err();
+
+  std::vector<float> expect = init, m(init.size()), v(init.size()), got(init.size());
+  dmuon::kernels::AdamWHyper h;
+  h.lr = 0.01f;
+  dmuon::kernels::adamwStep(expect.data(), m.data(), v.data(), grad.data(),
+                            static_cast<int64_t>(expect.size()), 1, h);
+  ASSERT_EQ(dmuon_runtime_gather_param(rt, name, got.data(), static_cast<int64_t>(got.size())),
+            DMUON_SUCCESS)
+      << err();
+  EXPECT_EQ(got, expect); // same kernel, same inputs: bit-identical
+  // Training has started: binding is refused as after any first step.
+  EXPECT_EQ(dmuon_runtime_bind_param(rt, name, init.data(), static_cast<int64_t>(init.size())),
+            DMUON_ERROR_INVALID_STATE);
+  dmuon_runtime_destroy(rt);
+  dmuon_plan_destroy(plan);
+}
+
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
   MPI_Init(&argc, &argv);

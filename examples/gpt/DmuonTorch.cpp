@@ -1,0 +1,267 @@
+#include "DmuonTorch.h"
+
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+extern char **environ;
+
+namespace dmuon_torch {
+namespace {
+
+const char *tomlDtype(c10::ScalarType t) {
+  switch (t) {
+  case c10::kFloat:
+    return "f32";
+  case c10::kBFloat16:
+    return "bf16";
+  case c10::kHalf:
+    return "f16";
+  case c10::kDouble:
+    return "f64";
+  default:
+    throw std::invalid_argument(std::string("dmuon has no dtype for ") + c10::toString(t));
+  }
+}
+
+std::string tomlString(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + '"';
+}
+
+// The runtime's pointer for a param, or null where it has none right now (a
+// Muon param outside its group's window). The C call, not the wrapper: "no
+// view now" is an expected answer here, not an error.
+void *viewOrNull(dmuon::Runtime &rt, const std::string &name) {
+  void *p = nullptr;
+  return dmuon_runtime_param_view(rt.get(), name.c_str(), &p) == DMUON_SUCCESS ? p : nullptr;
+}
+
+torch::Tensor gradTensor(dmuon::Runtime &rt, const std::string &name, at::IntArrayRef shape) {
+  return torch::from_blob(rt.gradView(name), shape, torch::kFloat);
+}
+
+} // namespace
+
+std::string manifestToml(const torch::nn::Module &model, const ManifestOptions &options) {
+  std::ostringstream out;
+  out << "# dmuonc manifest written from named_parameters(), in forward order.\n"
+      << "[model]\nname = " << tomlString(options.modelName) << "\n";
+  for (const auto &np : model.named_parameters()) {
+    out << "\n[[param]]\nname = " << tomlString(np.key()) << "\nshape = [";
+    const at::IntArrayRef sizes = np.value().sizes();
+    for (size_t d = 0; d < sizes.size(); ++d)
+      out << (d ? ", " : "") << sizes[d];
+    out << "]\ndtype = \"" << tomlDtype(np.value().scalar_type()) << "\"\n";
+    if (!options.optimizer.empty())
+      out << "optimizer = " << tomlString(options.optimizer) << "\n";
+  }
+  return out.str();
+}
+
+void runDmuonc(const std::string &dmuonc, const std::vector<std::string> &args) {
+  std::vector<std::string> all = {dmuonc};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char *> argv;
+  for (std::string &a : all)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (int err = posix_spawn(&pid, dmuonc.c_str(), nullptr, nullptr, argv.data(), environ))
+    throw std::runtime_error("cannot run '" + dmuonc + "': " + std::strerror(err));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      throw std::runtime_error("waitpid on dmuonc: " + std::string(std::strerror(errno)));
+  if (!WIFEXITED(status))
+    throw std::runtime_error("dmuonc was killed by a signal");
+  if (WEXITSTATUS(status) != 0)
+    throw std::runtime_error("dmuonc failed (exit status " +
+                             std::to_string(WEXITSTATUS(status)) + ")");
+}
+
+// ------------------------------------------------------------ ParamBridge
+
+struct ParamBridge::Param {
+  std::string name;
+  torch::Tensor tensor; // the module's own param (a leaf)
+  int group = -1;       // -1: an AdamW param, replicated by the runtime
+  // Muon params: the gradient accumulator is kept alive so that the post
+  // hook stays on it (a leaf holds only a weak reference).
+  std::shared_ptr<torch::autograd::Node> accumulator;
+  torch::autograd::FunctionPostHook *hook = nullptr;
+
+  // The one StorageImpl of the param and of every view of it (autograd's
+  // saved tensors included) now reads `data`. Nothing is freed: the
+  // runtime owns the memory.
+  void pointAt(void *data) {
+    tensor.storage().unsafeGetStorageImpl()->set_data_ptr_noswap(
+        c10::DataPtr(data, c10::Device(c10::kCPU)));
+  }
+};
+
+ParamBridge::ParamBridge(dmuon::Runtime &rt, const dmuon::Plan &plan, torch::nn::Module &model)
+    : rt_(rt) {
+  const int groups = plan.numHookGroups();
+  for (int g = 0; g < groups; ++g)
+    groupNames_.push_back(plan.hookGroupName(g));
+  groupParams_.resize(size_t(groups));
+  phase_.assign(size_t(groups), Phase::Idle);
+  pendingGrads_.assign(size_t(groups), 0);
+
+  const auto named = model.named_parameters();
+  if (int(named.size()) != plan.numParams())
+    throw std::runtime_error("the plan has " + std::to_string(plan.numParams()) +
+                             " params, the model " + std::to_string(named.size()));
+  for (const auto &np : named) {
+    const torch::Tensor &t = np.value();
+    const dmuon_param_info_t info = plan.param(plan.findParam(np.key()));
+    if (t.sizes() != at::IntArrayRef(info.shape, size_t(info.ndim)))
+      throw std::runtime_error("param '" + np.key() + "' has another shape in the plan");
+    if (t.scalar_type() != torch::kFloat || info.dtype != DMUON_DTYPE_F32)
+      throw std::runtime_error("param '" + np.key() + "': the bridge handles f32 params only");
+    // The storage is re-pointed as a whole: it must be this param's alone.
+    if (!t.is_contiguous() || t.storage_offset() != 0 ||
+        t.storage().nbytes() != size_t(t.numel()) * sizeof(float))
+      throw std::runtime_error("param '" + np.key() + "' does not own its whole storage");
+    rt_.bindParam(np.key(), t.data_ptr<float>(), t.numel());
+    params_.push_back(Param{np.key(), t, info.hook_group, nullptr, nullptr});
+  }
+
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Param &p = params_[i];
+    // The module's own memory is freed here; from now on it is the runtime's.
+    p.pointAt(nullptr);
+    if (p.group < 0)
+      continue;
+    groupParams_[size_t(p.group)].push_back(i);
+    p.accumulator = torch::autograd::impl::grad_accumulator(p.tensor);
+    const int g = p.group;
+    auto hook = std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, g](const torch::autograd::variable_list &outputs,
+                  const torch::autograd::variable_list &) {
+          onGradAccumulated(g);
+          return outputs;
+        });
+    p.hook = hook.get();
+    p.accumulator->add_post_hook(std::move(hook));
+  }
+  beginStep();
+}
+
+ParamBridge::~ParamBridge() {
+  // The model may outlive the bridge (and the runtime): take our hooks off
+  // its accumulators and its params and gradients off the runtime's memory.
+  for (Param &p : params_) {
+    p.pointAt(nullptr);
+    p.tensor.mutable_grad() = torch::Tensor();
+    if (!p.accumulator)
+      continue;
+    auto &hooks = p.accumulator->post_hooks();
+    hooks.erase(std::remove_if(hooks.begin(), hooks.end(),
+                               [&](const auto &h) { return h.get() == p.hook; }),
+                hooks.end());
+  }
+}
+
+int ParamBridge::hookGroup(const std::string &path) const {
+  auto it = std::find(groupNames_.begin(), groupNames_.end(), path);
+  return it == groupNames_.end() ? -1 : int(it - groupNames_.begin());
+}
+
+void ParamBridge::beginStep() {
+  for (Param &p : params_) {
+    if (p.group >= 0)
+      continue;
+    p.pointAt(rt_.paramView(p.name));
+    p.tensor.mutable_grad() = gradTensor(rt_, p.name, p.tensor.sizes());
+  }
+  std::fill(phase_.begin(), phase_.end(), Phase::Idle);
+}
+
+void ParamBridge::refreshGroup(int g) {
+  for (size_t i : groupParams_[size_t(g)])
+    params_[i].pointAt(viewOrNull(rt_, params_[i].name));
+}
+
+void ParamBridge::preForward(const std::string &path) {
+  const int g = hookGroup(path);
+  if (g < 0)
+    return;
+  rt_.preForward(g);
+  refreshGroup(g);
+  phase_[size_t(g)] = Phase::InForward;
+}
+
+torch::Tensor ParamBridge::postForward(const std::string &path, torch::Tensor out) {
+  const int g = hookGroup(path);
+  if (g < 0)
+    return out;
+  rt_.postForward(g);
+  refreshGroup(g); // Z3: null until pre_backward; Z2: unchanged
+  phase_[size_t(g)] = Phase::Forwarded;
+  // Runs when the gradient of the module's output is complete, before any
+  // of the module's own backward (under torch::NoGradGuard nothing runs).
+  if (out.requires_grad())
+    out.register_hook([this, g](const torch::Tensor &) { onPreBackward(g); });
+  return out;
+}
+
+void ParamBridge::onPreBackward(int g) {
+  rt_.preBackward(g);
+  refreshGroup(g); // Z3: the new allocation; saved views follow the storage
+  for (size_t i : groupParams_[size_t(g)])
+    params_[i].tensor.mutable_grad() = gradTensor(rt_, params_[i].name, params_[i].tensor.sizes());
+  pendingGrads_[size_t(g)] = groupParams_[size_t(g)].size();
+  phase_[size_t(g)] = Phase::InBackward;
+}
+
+void ParamBridge::onGradAccumulated(int g) {
+  if (phase_[size_t(g)] != Phase::InBackward || --pendingGrads_[size_t(g)] > 0)
+    return;
+  rt_.postBackward(g);
+  // The gradient buffer now belongs to the reduce and the packed buffer is
+  // gone (both modes): no tensor may keep pointing at either.
+  for (size_t i : groupParams_[size_t(g)])
+    params_[i].tensor.mutable_grad() = torch::Tensor();
+  refreshGroup(g);
+  phase_[size_t(g)] = Phase::Done;
+}
+
+void ParamBridge::endBackward() {
+  for (int g = int(phase_.size()) - 1; g >= 0; --g) {
+    if (phase_[size_t(g)] == Phase::Forwarded)
+      onPreBackward(g); // its output did not reach the loss
+    if (phase_[size_t(g)] == Phase::InBackward) {
+      pendingGrads_[size_t(g)] = 1;
+      onGradAccumulated(g);
+    }
+  }
+}
+
+void ParamBridge::gatherInto(torch::nn::Module &copy) {
+  torch::NoGradGuard noGrad;
+  auto named = copy.named_parameters();
+  for (const Param &p : params_) {
+    torch::Tensor *dst = named.find(p.name);
+    if (!dst || !dst->is_contiguous() || dst->scalar_type() != torch::kFloat ||
+        dst->sizes() != p.tensor.sizes())
+      throw std::runtime_error("gatherInto: the copy has no f32 param '" + p.name +
+                               "' of the same shape");
+    rt_.gatherParam(p.name, dst->data_ptr<float>(), dst->numel());
+  }
+}
+
+} // namespace dmuon_torch
