@@ -122,15 +122,9 @@ Status OwnerRoute::endBackward(int g, bool communicate) {
   if (t.G > 1) {
     CollectiveGroup coalesced(ctx_->backend);
     DMUON_RETURN_IF_ERROR(coalesced.opened());
-    for (const Segment &seg : grp.segments) {
-      RequestId id;
-      DMUON_RETURN_IF_ERROR(ctx_->backend.reduceSum(
-          CommGroup::Shard, reinterpret_cast<float *>(grp.grad.bytes() + seg.reduceOffset),
-          static_cast<size_t>(seg.reduceBytes / 4), seg.so, id));
-      grp.phase1.push_back(id);
-      ctx_->counters.countFanIn(DMUON_COLLECTIVE_REDUCE, seg.so == t.s, t.G - 1,
-                                static_cast<uint64_t>(seg.reduceBytes));
-    }
+    for (const Segment &seg : grp.segments)
+      DMUON_RETURN_IF_ERROR(reduceSegment(grp, seg, CommGroup::Shard, seg.so, t.s, t.G,
+                                          grp.phase1));
     DMUON_RETURN_IF_ERROR(coalesced.close());
   }
   reshard(g);
@@ -161,18 +155,25 @@ Status OwnerRoute::issuePhase2(int g) {
   // Phase 2: down the owner's shard column onto the global owner.
   CollectiveGroup coalesced(ctx_->backend);
   DMUON_RETURN_IF_ERROR(coalesced.opened());
-  for (const Segment &seg : grp.segments) {
-    if (seg.so != t.s)
-      continue;
-    RequestId id;
-    DMUON_RETURN_IF_ERROR(ctx_->backend.reduceSum(
-        CommGroup::Replicate, reinterpret_cast<float *>(grp.grad.bytes() + seg.reduceOffset),
-        static_cast<size_t>(seg.reduceBytes / 4), seg.ro, id));
-    grp.phase2.push_back(id);
-    ctx_->counters.countFanIn(DMUON_COLLECTIVE_REDUCE, seg.ro == t.r, t.R - 1,
-                              static_cast<uint64_t>(seg.reduceBytes));
-  }
+  for (const Segment &seg : grp.segments)
+    if (seg.so == t.s)
+      DMUON_RETURN_IF_ERROR(reduceSegment(grp, seg, CommGroup::Replicate, seg.ro, t.r, t.R,
+                                          grp.phase2));
   return coalesced.close();
+}
+
+// A segment's gradients summed over `comm` (`size` ranks, this one at
+// `mine`) onto coordinate `root`.
+Status OwnerRoute::reduceSegment(Group &grp, const Segment &seg, CommGroup comm, int root,
+                                 int mine, int size, std::vector<RequestId> &requests) {
+  RequestId id;
+  DMUON_RETURN_IF_ERROR(ctx_->backend.reduceSum(
+      comm, reinterpret_cast<float *>(grp.grad.bytes() + seg.reduceOffset),
+      static_cast<size_t>(seg.reduceBytes / 4), root, id));
+  requests.push_back(id);
+  ctx_->counters.countFanIn(DMUON_COLLECTIVE_REDUCE, root == mine, size - 1,
+                            static_cast<uint64_t>(seg.reduceBytes));
+  return Status::ok();
 }
 
 Status OwnerRoute::finishReduce() {

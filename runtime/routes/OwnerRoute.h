@@ -74,6 +74,8 @@ private:
 
   Status pack(const Segment &seg, uint8_t *dst);
   Status issuePhase2(int g);
+  Status reduceSegment(Group &grp, const Segment &seg, CommGroup comm, int root, int mine,
+                       int size, std::vector<RequestId> &requests);
   Status drainPhase2();
 
   const Context *ctx_ = nullptr;
