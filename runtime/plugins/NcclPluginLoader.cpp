@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <mutex>
 #include <string>
 
 namespace dmuon::rt {
@@ -21,9 +22,12 @@ std::string libraryDirectory() {
 
 Status createNcclFromPlugin(const dmuon_runtime_options_t &options,
                             std::unique_ptr<Backend> &backend, std::unique_ptr<Device> &device) {
-  // Loaded once and kept for the life of the process: runtimes may come and go.
+  // Loaded once and kept for the life of the process: runtimes may come and
+  // go, and threads may create runtimes at the same time.
+  static std::mutex loading;
   static void *handle = nullptr;
   static std::string loadError;
+  std::lock_guard<std::mutex> lock(loading);
   if (!handle) {
     std::string beside = libraryDirectory() + kNcclPluginFile;
     handle = dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);
