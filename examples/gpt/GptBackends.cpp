@@ -48,14 +48,18 @@ public:
   DmuonBackend(const GptFlags &f, Gpt model, const dmuon::Plan &plan, MPI_Comm comm)
       : comm_(comm), model_(std::move(model)), rt_(plan, runtimeOptions(f, &comm_)),
         bridge_(rt_, plan, *model_), hooks_(bridge_), replica_(model_->config()),
-        created_{f.lr, f.adamwLr} {}
+        current_{f.lr, f.adamwLr} {}
 
   void beginStep(const StepSettings &s) override {
-    // libdmuon takes its learning rates at creation for now; per-step
-    // settings (and clipping, accumulation) go here once it has them.
-    if (s.lr != created_.lr || s.adamwLr != created_.adamwLr)
-      throw std::runtime_error("per-step learning rates need the runtime's per-step "
-                               "hyper-parameters, which this libdmuon does not have yet");
+    // Every rank passes the same settings: the call is collective.
+    if (s.lr != current_.lr || s.adamwLr != current_.adamwLr) {
+      dmuon_hyper_params_t h;
+      dmuon_hyper_params_init(&h);
+      h.lr = s.lr;
+      h.adamw_lr = s.adamwLr;
+      rt_.setHyperParams(h);
+      current_ = s;
+    }
     bridge_.beginStep();
   }
   BlockHooks *hooks() override { return &hooks_; }
@@ -73,7 +77,7 @@ private:
   dmuon_torch::ParamBridge bridge_;
   BridgeHooks hooks_;
   Gpt replica_;
-  StepSettings created_;
+  StepSettings current_; // what the runtime steps with
 };
 
 // ----------------------------------------------------------- reference

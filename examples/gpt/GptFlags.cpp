@@ -48,6 +48,7 @@ void printGptUsage(FILE *out) {
                "  --context T (64)  --d-model D (128)  --layers L (4)  --heads H (4)\n"
                "  --lr LR (Muon, 0.02)  --momentum MU (0.95)  --weight-decay WD (0)\n"
                "  --adamw-lr LR (1e-3)  --adamw-weight-decay WD (0)\n"
+               "  --warmup N                  linear warmup of both learning rates (0)\n"
                "  --eval-every K (25)  --val-windows N (64)  --threads N (1 per process)\n"
                "  --data DIR (/usr/share/games/fortunes)\n"
                "  --work DIR                  where the manifest and plan go (gpt-work)\n"
@@ -83,6 +84,7 @@ bool parseGptFlags(int argc, char **argv, GptFlags &f, std::string &err) {
       {"--adamw-lr", [&](auto &s) { return toDouble(s, f.adamwLr); }},
       {"--adamw-weight-decay", [&](auto &s) { return toDouble(s, f.adamwWeightDecay); }},
       {"--eval-every", [&](auto &s) { return toInt(s, f.evalEvery, 1); }},
+      {"--warmup", [&](auto &s) { return toInt(s, f.warmup, 0); }},
       {"--val-windows", [&](auto &s) { return toInt(s, f.valWindows, 1); }},
       {"--threads", [&](auto &s) { return toInt(s, f.threads, 1); }},
       {"--data", [&](auto &s) { return f.data = s, true; }},

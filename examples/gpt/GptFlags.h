@@ -23,6 +23,7 @@ struct GptFlags {
   double lr = 0.02, momentum = 0.95, weightDecay = 0.0; // Muon
   double adamwLr = 1e-3, adamwWeightDecay = 0.0;
   int evalEvery = 25;
+  int warmup = 0; // linear learning-rate warmup steps (both optimizers)
   int64_t valWindows = 64;
   int threads = 1; // libtorch intra-op threads per process
   std::string data;
