@@ -4,6 +4,7 @@
 #include "plan/PlanFile.h"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 namespace dmuon::rt {
@@ -14,6 +15,15 @@ namespace {
 
 double pick(double override, double planValue) {
   return std::isnan(override) ? planValue : override;
+}
+
+// A C enum field as the host wrote it: an int that may hold any value (a C++
+// load of an out-of-range enum is undefined), checked before it is used.
+template <typename E> int rawValue(const E &field) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &field, sizeof v);
+  return v;
 }
 
 } // namespace
@@ -46,24 +56,26 @@ Status Config::resolve(const fbp::Plan &plan, const dmuon_runtime_options_t &o, 
   a.eps = static_cast<float>(pick(o.adamw_eps, od ? od->adamw_eps() : 1e-8));
   a.weightDecay =
       static_cast<float>(pick(o.adamw_weight_decay, od ? od->adamw_weight_decay() : 0.0));
-  m.emaMomentum = o.momentum_form == DMUON_MOMENTUM_EMA;
-  c.accumulateLocally = o.accumulation == DMUON_ACCUMULATION_LOCAL;
+  const int accumulation = rawValue(o.accumulation), clip = rawValue(o.clip_policy),
+            form = rawValue(o.momentum_form);
+  m.emaMomentum = form == DMUON_MOMENTUM_EMA;
+  c.accumulateLocally = accumulation == DMUON_ACCUMULATION_LOCAL;
   c.maxGradNorm = o.max_grad_norm;
-  c.clipPolicy = o.clip_policy;
+  c.clipPolicy = clip == DMUON_CLIP_ALL ? DMUON_CLIP_ALL
+                 : clip == DMUON_CLIP_NONE ? DMUON_CLIP_NONE
+                                           : DMUON_CLIP_ADAMW_ONLY;
   verdict = Status::ok();
   if (!common::nsStepsInRange(m.nsSteps))
     verdict = invalidArgument("ns_steps=" + std::to_string(m.nsSteps) + " must be " +
                               common::nsStepsRangeText());
-  else if (o.accumulation != DMUON_ACCUMULATION_LOCAL &&
-           o.accumulation != DMUON_ACCUMULATION_REDUCE)
-    verdict = invalidArgument("options.accumulation " + std::to_string(o.accumulation) +
+  else if (accumulation != DMUON_ACCUMULATION_LOCAL && accumulation != DMUON_ACCUMULATION_REDUCE)
+    verdict = invalidArgument("options.accumulation " + std::to_string(accumulation) +
                               " is not a dmuon_accumulation_t");
-  else if (o.clip_policy != DMUON_CLIP_ADAMW_ONLY && o.clip_policy != DMUON_CLIP_ALL &&
-           o.clip_policy != DMUON_CLIP_NONE)
-    verdict = invalidArgument("options.clip_policy " + std::to_string(o.clip_policy) +
+  else if (clip != DMUON_CLIP_ADAMW_ONLY && clip != DMUON_CLIP_ALL && clip != DMUON_CLIP_NONE)
+    verdict = invalidArgument("options.clip_policy " + std::to_string(clip) +
                               " is not a dmuon_clip_policy_t");
-  else if (o.momentum_form != DMUON_MOMENTUM_SGD && o.momentum_form != DMUON_MOMENTUM_EMA)
-    verdict = invalidArgument("options.momentum_form " + std::to_string(o.momentum_form) +
+  else if (form != DMUON_MOMENTUM_SGD && form != DMUON_MOMENTUM_EMA)
+    verdict = invalidArgument("options.momentum_form " + std::to_string(form) +
                               " is not a dmuon_momentum_form_t");
   else if (!(o.max_grad_norm >= 0) || std::isinf(o.max_grad_norm))
     verdict = invalidArgument("options.max_grad_norm " + formatNumber(o.max_grad_norm) +
