@@ -30,12 +30,11 @@ Status agreeOnSetting(Backend &backend, const Status &verdict, uint64_t hash,
   return Status::ok();
 }
 
-// Applies `value` unless it is NaN; refuses what no optimizer can use.
-Status takeValue(double value, const char *name, double lo, bool loOpen, double hi, float &out) {
+// Applies `value` unless it is NaN; refuses what is outside [lo, hi).
+Status takeValue(double value, const char *name, double lo, double hi, float &out) {
   if (std::isnan(value))
     return Status::ok();
-  const bool aboveLo = loOpen ? value > lo : value >= lo;
-  if (!std::isfinite(value) || !aboveLo || !(value < hi))
+  if (!std::isfinite(value) || !(value >= lo) || !(value < hi))
     return invalidArgument(std::string("hyper-parameter ") + name + "=" + formatNumber(value) +
                            " is out of range");
   out = static_cast<float>(value);
@@ -55,15 +54,15 @@ Status Executor::beginMicroBatch(bool isLast) {
 Status Executor::setHyperParams(const dmuon_hyper_params_t &h) {
   Config next = config_;
   const double inf = INFINITY;
-  Status verdict = takeValue(h.lr, "lr", 0, false, inf, next.muon.lr);
+  Status verdict = takeValue(h.lr, "lr", 0, inf, next.muon.lr);
   if (verdict)
-    verdict = takeValue(h.momentum, "momentum", 0, false, 1, next.muon.momentum);
+    verdict = takeValue(h.momentum, "momentum", 0, 1, next.muon.momentum);
   if (verdict)
-    verdict = takeValue(h.weight_decay, "weight_decay", 0, false, inf, next.muon.weightDecay);
+    verdict = takeValue(h.weight_decay, "weight_decay", 0, inf, next.muon.weightDecay);
   if (verdict)
-    verdict = takeValue(h.adamw_lr, "adamw_lr", 0, false, inf, next.adamw.lr);
+    verdict = takeValue(h.adamw_lr, "adamw_lr", 0, inf, next.adamw.lr);
   if (verdict)
-    verdict = takeValue(h.adamw_weight_decay, "adamw_weight_decay", 0, false, inf,
+    verdict = takeValue(h.adamw_weight_decay, "adamw_weight_decay", 0, inf,
                         next.adamw.weightDecay);
   DMUON_RETURN_IF_ERROR(
       agreeOnSetting(*backend_, verdict, next.hyperHash(), "set_hyper_params"));

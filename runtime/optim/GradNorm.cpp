@@ -51,10 +51,6 @@ Status GradNorm::clip(std::vector<ParamRt> &params, ReplicatedRoute &replicated,
       if (p.muon && p.reducedGrad.live())
         DMUON_RETURN_IF_ERROR(
             ctx_->device.scaleCopy(p.reducedGrad.floats(), p.reducedGrad.floats(), f, p.numel));
-  for (ParamRt &p : params) // owner-route AdamW params
-    if (!p.muon && p.route == Route::Owner && p.reducedGrad.live())
-      DMUON_RETURN_IF_ERROR(
-          ctx_->device.scaleCopy(p.reducedGrad.floats(), p.reducedGrad.floats(), f, p.numel));
   return replicated.scaleGrads(f);
 }
 
