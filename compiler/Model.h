@@ -27,6 +27,9 @@ using ShardingGroupKind = plan::ShardingGroupKind;
 using Stage = plan::Stage;
 using Mode = plan::Mode;
 using CostModel = plan::CostModel;
+using Route = plan::Route;
+using RoutePolicy = plan::RoutePolicy;
+using RouteReason = plan::RouteReason;
 
 // "f32", "float32", "fp32", "float", "bf16", ...: the spellings manifests and
 // ONNX use.
@@ -56,11 +59,15 @@ struct Param {
   std::vector<Placement> placements; // one per mesh dim
   bool conv = false;                 // flatten [out, in, k...] to [out, in*k...]
   std::optional<Role> roleOverride;  // per-param optimizer in the manifest
+  std::optional<Route> routeOverride; // per-param route in the manifest
+  bool routeOverrideInherited = false; // from a repeat block: Muon params ignore it
 
   // select
   Role role = Role::adamw;
   RoleReason roleReason = RoleReason::default_vector;
   int64_t batch = 1, rows = 0, cols = 0; // the matrix view
+  Route route = Route::replicated; // select's; the writer writes owner for Muon params
+  RouteReason routeReason = RouteReason::policy;
   // validate: this rank's shard (the shape divided by the non-ownership mesh
   // dims that shard it; equal on every rank) and its matrix view.
   std::vector<int64_t> localShape;
@@ -83,6 +90,9 @@ struct Param {
   // layout
   int64_t offset = -1, bytes = 0, reduceOffset = -1, reduceBytes = 0;
   int computeIndex = -1; // comm params: coordinate along gatherMeshDim that runs NS
+  // sharded route: local elements per dp_shard rank, and where this rank's
+  // reduce-scatter result lies in the hook group's reduce buffer.
+  int64_t shardElements = 0, shardOffset = -1;
 
   int64_t numElements() const;
   int64_t localNumElements() const;
@@ -128,6 +138,8 @@ struct RankFigures {
   int64_t replicateSend = 0, replicateRecv = 0, allreduceBytes = 0;
   int64_t gatherSend = 0, gatherRecv = 0, scatterSend = 0, scatterRecv = 0;
   int64_t dataAllreduceBytes = 0;
+  int64_t allgatherSend = 0, allgatherRecv = 0, reduceScatterSend = 0, reduceScatterRecv = 0;
+  int64_t valueBytes = 0, adamMomentBytes = 0, gradBytes = 0, memoryBytes = 0;
 };
 
 struct Stats {
@@ -168,6 +180,8 @@ struct Options {
   // Measured NS seconds per (rows, cols), loaded from costTablePath.
   std::map<std::pair<int64_t, int64_t>, double> costTable;
   double qkClipTau = 100.0; // --qk-clip-tau
+  RoutePolicy routePolicy = RoutePolicy::replicated; // --adamw-route
+  int64_t shardedThreshold = 500'000;              // --sharded-threshold
 };
 
 // A query/key pair for QK-Clip (docs/manifest-format.md, `qk_clip`): the

@@ -15,6 +15,9 @@ bool runGroup(PlanModel &model, Diagnostics &diags);
 bool runPartition(PlanModel &model, Diagnostics &diags);
 bool runHooks(PlanModel &model, Diagnostics &diags);
 bool runLayout(PlanModel &model, Diagnostics &diags);
+// Part of layout: every rank's memory and per-step communication figures
+// (passes/RankFigures.cpp), from the laid-out buffers.
+void computeRankFigures(PlanModel &model);
 // Part of validate: the manifest's qk_clip pairs (passes/QkClip.cpp); resolves
 // each pair's key param.
 bool validateQkClip(PlanModel &model, Diagnostics &diags);

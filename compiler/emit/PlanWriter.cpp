@@ -97,7 +97,8 @@ Offset<fb::Options> Writer::writeOptions() {
   auto exc = optString(o.muonExclude);
   auto table = optString(o.costTablePath);
   return fb::CreateOptions(b_, o.mode, o.replicateAsync, o.smallParamThreshold, hook, inc, exc,
-                           o.alignment, opt, o.costModel, table, o.qkClipTau);
+                           o.alignment, opt, o.costModel, table, o.qkClipTau,
+                           o.routePolicy, o.shardedThreshold);
 }
 
 Offset<fb::Param> Writer::writeParam(const Param &p) {
@@ -140,6 +141,8 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
   if (reached(Stage::select)) {
     pb.add_role(p.role);
     pb.add_role_reason(p.roleReason);
+    pb.add_route(p.role == Role::muon ? Route::owner : p.route);
+    pb.add_route_reason(p.routeReason);
     pb.add_batch(p.batch);
     pb.add_rows(p.rows);
     pb.add_cols(p.cols);
@@ -172,6 +175,8 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
     pb.add_reduce_offset(p.reduceOffset);
     pb.add_reduce_bytes(p.reduceBytes);
     pb.add_compute_index(p.computeIndex);
+    pb.add_shard_elements(p.shardElements);
+    pb.add_shard_offset(p.shardOffset);
   }
   return pb.Finish();
 }
@@ -240,7 +245,9 @@ Offset<fb::Stats> Writer::writeStats() {
           b_, static_cast<int32_t>(r.rank), r.ownedParams, r.ownedElements, r.masterBytes,
           r.momentumBytes, r.peakBufferBytes, r.nsFlops, r.broadcastSend, r.broadcastRecv,
           r.reduceSend, r.reduceRecv, r.replicateSend, r.replicateRecv, r.allreduceBytes,
-          r.gatherSend, r.gatherRecv, r.scatterSend, r.scatterRecv, r.dataAllreduceBytes));
+          r.gatherSend, r.gatherRecv, r.scatterSend, r.scatterRecv, r.dataAllreduceBytes,
+          r.allgatherSend, r.allgatherRecv, r.reduceScatterSend, r.reduceScatterRecv,
+          r.valueBytes, r.adamMomentBytes, r.gradBytes, r.memoryBytes));
   }
   auto ranksVec = b_.CreateVector(ranks);
   auto lbKind = partitioned ? optString(s.lowerBoundKind) : Offset<String>();

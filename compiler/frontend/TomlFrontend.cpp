@@ -6,6 +6,7 @@
 // the copy index run once per template, so a 61-layer x 384-expert manifest
 // costs one name substitution and one hash insert per param.
 #include "Frontend.h"
+#include "common/Routes.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLExtras.h"
@@ -91,6 +92,7 @@ struct Defaults {
   std::optional<DType> dtype;
   std::optional<std::vector<Placement>> placements;
   std::optional<Role> role;
+  std::optional<Route> route;
 };
 
 // A param's `qk_clip = { key = ..., heads = ..., head_dim = ... }`: the key's
@@ -108,6 +110,8 @@ struct LeafTemplate {
   std::vector<Placement> placements;
   bool conv = false;
   std::optional<Role> role;
+  std::optional<Route> route;
+  bool routeInherited = false; // from an enclosing block: skips Muon params
   std::optional<QkClipTemplate> qkClip;
   llvm::SMLoc loc;
   std::string sourceLoc;
@@ -161,6 +165,7 @@ private:
                        std::vector<Piece> &out);
   bool parseDTypeValue(const toml::node &value, const std::string &who, DType &out);
   bool parseRoleValue(const toml::node &value, const std::string &who, Role &out);
+  bool parseRouteValue(const toml::node &value, const std::string &who, Route &out);
   bool parsePlacements(const toml::node &value, const std::string &who,
                        std::vector<Placement> &out);
   bool parseOnePlacement(const toml::node &value, const std::string &who, int meshDim,
@@ -281,9 +286,10 @@ std::string TomlFrontend::displayPrefix() const {
 
 void TomlFrontend::unknownKey(const toml::key &k, const std::string &who, bool isBlock) {
   static const char *const leafKeys[] = {"name", "shape", "dtype", "placements",
-                                         "optimizer", "conv", "qk_clip"};
+                                         "optimizer", "route", "conv", "qk_clip"};
   static const char *const blockKeys[] = {"repeat", "start", "index", "prefix",
-                                          "param", "dtype", "placements", "optimizer"};
+                                          "param", "dtype", "placements", "optimizer",
+                                          "route"};
   llvm::StringRef key(k.str());
   // A key of the other kind of table: say why it does not apply.
   if (!isBlock) {
@@ -422,6 +428,22 @@ bool TomlFrontend::parseRoleValue(const toml::node &value, const std::string &wh
   return false;
 }
 
+bool TomlFrontend::parseRouteValue(const toml::node &value, const std::string &who,
+                                   Route &out) {
+  const auto *s = value.as_string();
+  if (!s) {
+    error(locOf(value), "'route' in " + who + " must be a string, not " + typeName(value));
+    return false;
+  }
+  if (std::optional<Route> r = common::parseRoute(s->get())) {
+    out = *r;
+    return true;
+  }
+  error(locOf(value), "unknown route '" + s->get() + "' in " + who + " (expected " +
+                          common::kRouteNames + ")");
+  return false;
+}
+
 bool TomlFrontend::parseOnePlacement(const toml::node &value, const std::string &who,
                                      int meshDim, Placement &out) {
   const std::string &dimName = model_.mesh.dims[meshDim].name;
@@ -513,6 +535,13 @@ bool TomlFrontend::parseDefaults(const toml::table &t, const std::string &who, D
     Role r;
     if (parseRoleValue(*v, who, r))
       d.role = r;
+    else
+      ok = false;
+  }
+  if (const toml::node *v = t.get("route")) {
+    Route r;
+    if (parseRouteValue(*v, who, r))
+      d.route = r;
     else
       ok = false;
   }
@@ -609,7 +638,8 @@ bool TomlFrontend::parseBlock(const toml::table &t, Item &item, int depth) {
   for (auto &&[k, v] : t) {
     std::string_view key = k.str();
     if (key == "repeat" || key == "start" || key == "index" || key == "prefix" ||
-        key == "param" || key == "dtype" || key == "placements" || key == "optimizer")
+        key == "param" || key == "dtype" || key == "placements" || key == "optimizer" ||
+        key == "route")
       continue;
     unknownKey(k, who, true);
     ok = false;
@@ -689,6 +719,8 @@ bool TomlFrontend::parseBlock(const toml::table &t, Item &item, int depth) {
       d.placements = own.placements;
     if (own.role)
       d.role = own.role;
+    if (own.route)
+      d.route = own.route;
   } else {
     ok = false;
   }
@@ -755,7 +787,7 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
   for (auto &&[k, v] : t) {
     std::string_view key = k.str();
     if (key == "name" || key == "shape" || key == "dtype" || key == "placements" ||
-        key == "optimizer" || key == "conv" || key == "qk_clip")
+        key == "optimizer" || key == "route" || key == "conv" || key == "qk_clip")
       continue;
     unknownKey(k, who, false);
     ok = false;
@@ -813,6 +845,8 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
   else
     leaf.placements.assign(model_.mesh.dims.size(), Placement{});
   leaf.role = own.role ? own.role : inherited ? inherited->role : std::nullopt;
+  leaf.route = own.route ? own.route : inherited ? inherited->route : std::nullopt;
+  leaf.routeInherited = !own.route;
 
   if (const toml::node *c = t.get("conv")) {
     if (const auto *b = c->as_boolean()) {
@@ -983,6 +1017,8 @@ void TomlFrontend::expand(const std::vector<Item> &items) {
     p.placements = leaf.placements;
     p.conv = leaf.conv;
     p.roleOverride = leaf.role;
+    p.routeOverride = leaf.route;
+    p.routeOverrideInherited = leaf.routeInherited;
     p.loc = leaf.loc;
     p.sourceLoc = leaf.sourceLoc;
     model_.params.push_back(std::move(p));

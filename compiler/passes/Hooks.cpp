@@ -1,6 +1,8 @@
 // hooks (spec 000 §3.2): which module's forward/backward hooks move each
-// Muon param. Independent of the partition: one hook group may hold params
-// of many owners.
+// param the runtime moves (the owner and sharded routes). Independent of the
+// partition: one hook group may hold params of many owners. A root-level
+// param (embedding, final norm, head) is its own module's group, so its
+// collectives fire where it is used.
 #include "Passes.h"
 
 #include "llvm/Support/Regex.h"
@@ -42,11 +44,15 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
   std::unordered_map<std::string, int> groupOf;
   for (size_t i = 0; i < model.params.size(); ++i) {
     Param &p = model.params[i];
-    if (p.role != Role::muon)
+    if (p.route != Route::owner && p.route != Route::sharded)
       continue;
     std::string boundary;
-    if (re) {
-      std::optional<std::string> a = matchingAncestor(p.name, *re);
+    std::optional<std::string> a;
+    if (re)
+      a = matchingAncestor(p.name, *re);
+    if (re && (a || p.role == Role::muon)) {
+      // A non-Muon param outside every matching module (an embedding under
+      // a per-block predicate) falls back to the default rule.
       if (!a) {
         if (++unmatched <= kMaxReported)
           diags.error(p.loc, "Muon param '" + p.name +

@@ -1,9 +1,10 @@
 // layout: one contiguous, aligned segment per (hook group, owner) in the
 // group's packed buffer, so each owner's params move in one collective; the
-// reduce buffer has the same segments in fp32. Also the per-rank memory and
-// per-step communication figures the runtime's counters are checked against
-// (accounting rule: docs/plan-format.md).
+// reduce buffer has the same segments in fp32. A group's sharded params
+// follow its segments, padded to equal flat shards. Then the per-rank
+// figures (passes/RankFigures.cpp).
 #include "Passes.h"
+#include "common/Routes.h"
 #include "common/PlanRules.h"
 
 #include <algorithm>
@@ -16,21 +17,26 @@ namespace {
 int64_t alignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 using common::kReduceElementBytes;
-constexpr int64_t kMasterElementBytes = 4;
 
 } // namespace
 
 bool runLayout(PlanModel &model, Diagnostics &) {
   const Mesh &mesh = model.mesh;
   const int64_t align = model.options.alignment;
-  const int64_t G = mesh.numShards(), R = mesh.numReplicas(), S = G * R;
-  const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
+  const int64_t G = mesh.numShards(), S = G * mesh.numReplicas();
 
-  // Every rank holds and moves its local shard.
+  // Every rank holds and moves its local shard; a sharded param's buffers
+  // hold it padded to G equal flat shards.
   for (Param &p : model.params) {
-    p.bytes = p.localNumElements() * common::dtypeBytes(p.dtype);
-    if (p.role == Role::muon)
-      p.reduceBytes = p.localNumElements() * kReduceElementBytes;
+    const int64_t local = p.localNumElements();
+    p.bytes = local * common::dtypeBytes(p.dtype);
+    if (p.route == Route::owner)
+      p.reduceBytes = local * kReduceElementBytes;
+    if (p.route == Route::sharded) {
+      p.shardElements = common::shardElements(local, G);
+      p.bytes = p.shardElements * G * common::dtypeBytes(p.dtype);
+      p.reduceBytes = p.shardElements * G * kReduceElementBytes;
+    }
   }
 
   // compute_index of comm params: per owner slot and gather mesh dim, LPT
@@ -73,7 +79,12 @@ bool runLayout(PlanModel &model, Diagnostics &) {
 
   for (HookGroup &g : model.hookGroups) {
     std::map<int64_t, Segment> byOwner; // ascending owner rank
+    std::vector<int> sharded;
     for (int i : g.params) {
+      if (model.params[i].route == Route::sharded) {
+        sharded.push_back(i);
+        continue;
+      }
       int slot = model.units[model.params[i].unit].slot;
       int64_t rank = mesh.slotRank(slot % G, slot / G);
       Segment &seg = byOwner[rank];
@@ -96,133 +107,27 @@ bool runLayout(PlanModel &model, Diagnostics &) {
       seg.reduceBytes = reduceOffset - seg.reduceOffset;
       g.segments.push_back(std::move(seg));
     }
+    // After the segments: each sharded param's padded values and gradient,
+    // then the reduce-scatter results (this rank's shard of each gradient).
+    for (int i : sharded) {
+      Param &p = model.params[i];
+      p.offset = offset;
+      p.reduceOffset = reduceOffset;
+      offset = alignUp(offset + p.bytes, align);
+      reduceOffset = alignUp(reduceOffset + p.reduceBytes, align);
+    }
+    for (int i : sharded) {
+      Param &p = model.params[i];
+      p.shardOffset = reduceOffset;
+      reduceOffset = alignUp(reduceOffset + p.shardElements * kReduceElementBytes, align);
+    }
     g.bufferBytes = offset;
     g.reduceBufferBytes = reduceOffset;
     model.stats.maxOwnersPerHookGroup =
         std::max(model.stats.maxOwnersPerHookGroup, static_cast<int>(g.segments.size()));
   }
 
-  // Figures for every slot coordinate (s, r); ranks that differ only in
-  // model-parallel dims see the same data-parallel traffic (of their local
-  // shards); comm params' gather/scatter and NS are added per rank below.
-  // The shard-dim collectives run in every replicate row, so they depend
-  // only on the shard column's share.
-  std::vector<RankFigures> bySlot(S);
-  std::vector<int64_t> columnBytes(G, 0), columnReduceBytes(G, 0);
-  int64_t totalBytes = 0, totalReduceBytes = 0;
-  for (const HookGroup &g : model.hookGroups) {
-    for (const Segment &seg : g.segments) {
-      const int64_t so = seg.slot % G, ro = seg.slot / G;
-      columnBytes[so] += seg.bytes;
-      columnReduceBytes[so] += seg.reduceBytes;
-      totalBytes += seg.bytes;
-      totalReduceBytes += seg.reduceBytes;
-      int64_t master = 0, elements = 0;
-      double flops = 0;
-      for (int i : seg.params) {
-        const Param &p = model.params[i];
-        master += p.localNumElements() * kMasterElementBytes;
-        elements += p.localNumElements();
-        // A comm param's NS runs on one rank of its gather group (below).
-        if (p.group != ShardingGroupKind::comm)
-          flops += p.cost;
-      }
-      for (int64_t r = 0; r < R; ++r) {
-        RankFigures &f = bySlot[r * G + so];
-        f.masterBytes += master; // I2: the owner's whole shard column
-        if (R > 1) {
-          // Phase 2 reduce down the shard column, then the replicate
-          // broadcast of the updated fp32 master.
-          if (r == ro) {
-            f.reduceRecv += (R - 1) * seg.reduceBytes;
-            f.replicateSend += (R - 1) * master;
-          } else {
-            f.reduceSend += seg.reduceBytes;
-            f.replicateRecv += master;
-          }
-        }
-        if (r == ro) {
-          f.ownedParams += static_cast<int>(seg.params.size());
-          f.ownedElements += elements;
-          f.momentumBytes += master;
-          f.nsFlops += flops;
-        }
-      }
-    }
-  }
-  if (G > 1) {
-    for (int64_t slot = 0; slot < S; ++slot) {
-      RankFigures &f = bySlot[slot];
-      const int64_t s = slot % G;
-      // Broadcast per unshard inside each replicate row; phase 1 reduce to
-      // the row's shard owner.
-      f.broadcastSend += unshardsPerStep * (G - 1) * columnBytes[s];
-      f.broadcastRecv += unshardsPerStep * (totalBytes - columnBytes[s]);
-      f.reduceRecv += (G - 1) * columnReduceBytes[s];
-      f.reduceSend += totalReduceBytes - columnReduceBytes[s];
-    }
-  }
-
-  // Peak unsharded buffers: Z3 holds the current and the prefetched group;
-  // Z2 keeps every group after forward. Plus one group's reduce buffer.
-  int64_t peak = 0, maxReduce = 0, sum = 0;
-  const auto &hg = model.hookGroups;
-  for (size_t i = 0; i < hg.size(); ++i) {
-    sum += hg[i].bufferBytes;
-    maxReduce = std::max(maxReduce, hg[i].reduceBufferBytes);
-    int64_t pair = hg[i].bufferBytes + (i + 1 < hg.size() ? hg[i + 1].bufferBytes : 0);
-    peak = std::max(peak, pair);
-  }
-  peak = (model.options.mode == Mode::z3 ? peak : sum) + maxReduce;
-
-  // Replicated (adamw) params: one all-reduce over the data-parallel ranks,
-  // then each param's gradient along the data-carrying dims it is Replicate
-  // on; owned Muon params' averaged gradients along theirs, by their owners.
-  auto alongData = [&](const Param &p) {
-    int64_t n = 1;
-    for (int d : p.dataDims)
-      n *= mesh.dims[d].size;
-    return n > 1 ? p.localNumElements() * kMasterElementBytes : 0;
-  };
-  int64_t adamwPayload = 0, adamwAlongData = 0;
-  std::vector<int64_t> slotAlongData(S, 0);
-  for (const Param &p : model.params) {
-    if (p.role == Role::adamw) {
-      adamwPayload += p.localNumElements() * kMasterElementBytes;
-      adamwAlongData += alongData(p);
-    } else if (p.unit >= 0) {
-      slotAlongData[model.units[p.unit].slot] += alongData(p);
-    }
-  }
-
-  model.stats.ranks.clear();
-  for (int64_t rank = 0; rank < mesh.worldSize(); ++rank) {
-    std::vector<int64_t> c = mesh.coordOf(rank);
-    int64_t s = mesh.shardDim >= 0 ? c[mesh.shardDim] : 0;
-    int64_t r = mesh.replicateDim >= 0 ? c[mesh.replicateDim] : 0;
-    RankFigures f = bySlot[r * G + s];
-    // The comm params this slot owns: gathered over their gather mesh dim
-    // to the computing member, orthogonalized there, scattered back (fp32
-    // local slices; payload accounting as for broadcast/reduce).
-    for (int i : commBySlot[r * G + s]) {
-      const Param &p = model.params[i];
-      const int64_t K = mesh.dims[p.gatherMeshDim].size;
-      const int64_t L = p.localNumElements() * kMasterElementBytes;
-      if (c[p.gatherMeshDim] == p.computeIndex) {
-        f.nsFlops += p.cost;
-        f.gatherRecv += (K - 1) * L;
-        f.scatterSend += (K - 1) * L;
-      } else {
-        f.gatherSend += L;
-        f.scatterRecv += L;
-      }
-    }
-    f.rank = rank;
-    f.peakBufferBytes = peak;
-    f.allreduceBytes = (S > 1 ? adamwPayload : 0) + adamwAlongData;
-    f.dataAllreduceBytes = slotAlongData[r * G + s];
-    model.stats.ranks.push_back(f);
-  }
+  computeRankFigures(model);
   return true;
 }
 

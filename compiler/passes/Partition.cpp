@@ -105,21 +105,23 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   const Mesh &mesh = model.mesh;
   const int steps = model.options.optimizer.nsSteps;
 
-  // dmuon owns a Muon param's data-parallel placement: it must be Replicate
-  // on the ownership dims.
+  // dmuon owns the data-parallel placement of every param it moves by owner
+  // or shard: it must be Replicate on the ownership dims.
   for (Param &p : model.params) {
-    if (p.role != Role::muon)
+    if (p.role != Role::muon && p.route != Route::owner && p.route != Route::sharded)
       continue;
     bool ok = true;
     for (size_t d = 0; d < p.placements.size(); ++d)
       if (mesh.isOwnershipDim(static_cast<int>(d)) && !p.placements[d].isReplicate()) {
-        diags.error(p.loc, "Muon param '" + p.name + "' is " + p.placements[d].str() +
+        diags.error(p.loc, std::string(p.role == Role::muon ? "Muon" : "AdamW") + " param '" +
+                               p.name + "' is " + p.placements[d].str() +
                                " on data-parallel mesh dim '" + mesh.dims[d].name +
-                               "'; dmuon owns the data-parallel placement of Muon "
-                               "params, declare it Replicate");
+                               "'; dmuon owns the data-parallel placement of the params it "
+                               "moves, declare it Replicate" +
+                               (p.role == Role::muon ? "" : " (or route it \"replicated\" or \"host\")"));
         ok = false;
       }
-    if (ok)
+    if (ok && p.role == Role::muon)
       ok = checkModelParallel(p, mesh, diags);
   }
   if (diags.hasErrors())
@@ -131,15 +133,22 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   // partition balances is the cost model's: flops, or measured seconds.
   const bool measured = model.options.costModel == CostModel::table;
   std::map<std::string, int> layerIds;
-  std::vector<int> muonParams;
-  std::vector<double> paramCosts;             // per entry of muonParams
+  // Every owner-routed param, in model order: Muon params, and AdamW params
+  // riding with their layer's owners (no NS, partition cost 0).
+  std::vector<int> ownerParams;
+  std::vector<double> paramCosts;             // per Muon param, for the bound
   std::vector<double> pcost(model.params.size(), 0.0); // partition cost per param
   std::set<std::pair<int64_t, int64_t>> missing;
   for (size_t i = 0; i < model.params.size(); ++i) {
     Param &p = model.params[i];
-    if (p.role != Role::muon)
+    if (p.route != Route::owner)
       continue;
     p.layer = defaultLayerOf(p.name);
+    if (p.role != Role::muon) {
+      layerIds.try_emplace(p.layer, static_cast<int>(layerIds.size()));
+      ownerParams.push_back(static_cast<int>(i));
+      continue;
+    }
     // NS runs on the local matrices of a no_comm param (every model-parallel
     // rank of the owner slot, on its own shard), and on the gathered full
     // matrices of a comm param (one rank of the gather group): local batch
@@ -161,7 +170,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
       pcost[i] = static_cast<double>(p.localBatch) * *sec;
     }
     layerIds.try_emplace(p.layer, static_cast<int>(layerIds.size()));
-    muonParams.push_back(static_cast<int>(i));
+    ownerParams.push_back(static_cast<int>(i));
     paramCosts.push_back(pcost[i]);
   }
   if (diags.hasErrors())
@@ -176,7 +185,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   // most `cap` — merging only as far as balance allows.
   struct Attempt {
     std::vector<Unit> units;
-    std::vector<int> unitOfParam; // per entry of muonParams
+    std::vector<int> unitOfParam; // per entry of ownerParams (every owner-routed param)
     PartitionResult result;
     double cap = 0;
   };
@@ -184,14 +193,14 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
     a.cap = cap;
     std::unordered_map<std::string, int> openSmall; // layer -> unit being filled
     std::vector<int> unitLayer;
-    for (size_t k = 0; k < muonParams.size(); ++k) {
-      const Param &p = model.params[muonParams[k]];
+    for (size_t k = 0; k < ownerParams.size(); ++k) {
+      const Param &p = model.params[ownerParams[k]];
       const int layer = layerIds.find(p.layer)->second;
       int unit = -1;
       if (p.numElements() < model.options.smallParamThreshold) {
         auto it = openSmall.find(p.layer);
         if (it != openSmall.end() && cap > 0 &&
-            a.units[it->second].cost + pcost[muonParams[k]] > cap &&
+            a.units[it->second].cost + pcost[ownerParams[k]] > cap &&
             !a.units[it->second].params.empty())
           openSmall.erase(it), it = openSmall.end();
         if (it == openSmall.end()) {
@@ -214,8 +223,8 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
         unitLayer.push_back(layer);
       }
       a.unitOfParam.push_back(unit);
-      a.units[unit].params.push_back(muonParams[k]);
-      a.units[unit].cost += pcost[muonParams[k]];
+      a.units[unit].params.push_back(ownerParams[k]);
+      a.units[unit].cost += pcost[ownerParams[k]];
     }
     // Chunks after a layer's first are named <layer>:small.<n>.
     std::unordered_map<std::string, int> chunks;
@@ -256,7 +265,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   // The cheapest small param: below it a cap splits no more (every small
   // param is its own unit).
   double smallest = 0;
-  for (int i : muonParams)
+  for (int i : ownerParams)
     if (model.params[i].numElements() < model.options.smallParamThreshold && pcost[i] > 0)
       smallest = smallest == 0 ? pcost[i] : std::min(smallest, pcost[i]);
   double cap = lb.value / 4;
@@ -284,8 +293,8 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   }
 
   model.units = std::move(best.units);
-  for (size_t k = 0; k < muonParams.size(); ++k)
-    model.params[muonParams[k]].unit = best.unitOfParam[k];
+  for (size_t k = 0; k < ownerParams.size(); ++k)
+    model.params[ownerParams[k]].unit = best.unitOfParam[k];
   const PartitionResult &result = best.result;
   for (size_t u = 0; u < model.units.size(); ++u)
     model.units[u].slot = result.slotOf[u];

@@ -1,5 +1,6 @@
-// select: decides each param's role (muon | adamw) and records why, and fixes
-// the matrix view Muon sees.
+// select: decides each param's role (muon | adamw) and its route (how it
+// travels and who steps it, DESIGN.md §6), records why, and fixes the
+// matrix view Muon sees.
 #include "Passes.h"
 
 #include "llvm/Support/Regex.h"
@@ -32,6 +33,50 @@ bool compile(const std::string &pattern, const char *flag,
   if (!out->isValid(err)) {
     diags.error(llvm::Twine("invalid ") + flag + " regex '" + pattern + "': " + err);
     return false;
+  }
+  return true;
+}
+
+Route routeOfPolicy(RoutePolicy policy) {
+  switch (policy) {
+  case RoutePolicy::owner:
+    return Route::owner;
+  case RoutePolicy::sharded:
+    return Route::sharded;
+  case RoutePolicy::replicated:
+    return Route::replicated;
+  case RoutePolicy::host:
+    return Route::host;
+  case RoutePolicy::by_size:
+    break;
+  }
+  return Route::owner;
+}
+
+// Muon params move with their owner; the rest as the manifest, the policy
+// or their size says: large ones (embeddings, heads) in flat shards so no
+// single owner carries them, small ones (norms, biases) with their layer's
+// owners so a block adds no collectives.
+bool selectRoute(Param &p, const Options &o, Diagnostics &diags) {
+  if (p.role == Role::muon) {
+    if (p.routeOverride && *p.routeOverride != Route::owner && !p.routeOverrideInherited) {
+      diags.error(p.loc, "param '" + p.name + "' is a Muon param and cannot take route '" +
+                             plan::EnumNameRoute(*p.routeOverride) +
+                             "': Muon params always travel the owner route (route applies "
+                             "to AdamW params)");
+      return false;
+    }
+    p.route = Route::owner;
+    p.routeReason = RouteReason::muon;
+  } else if (p.routeOverride) {
+    p.route = *p.routeOverride;
+    p.routeReason = RouteReason::manifest_override;
+  } else if (o.routePolicy != RoutePolicy::by_size) {
+    p.route = routeOfPolicy(o.routePolicy);
+    p.routeReason = RouteReason::policy;
+  } else {
+    p.route = p.numElements() >= o.shardedThreshold ? Route::sharded : Route::owner;
+    p.routeReason = RouteReason::size;
   }
   return true;
 }
@@ -69,8 +114,9 @@ bool runSelect(PlanModel &model, Diagnostics &diags) {
       p.role = Role::muon;
       p.roleReason = RoleReason::default_matrix;
     }
+    selectRoute(p, model.options, diags);
   }
-  return true;
+  return !diags.hasErrors();
 }
 
 } // namespace dmuon

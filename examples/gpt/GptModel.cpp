@@ -75,16 +75,22 @@ torch::Tensor GptImpl::forward(const torch::Tensor &tokens, BlockHooks *hooks) {
   const int64_t T = tokens.size(1);
   if (T > cfg_.context)
     throw std::invalid_argument("sequence longer than the context");
-  torch::Tensor x = tokEmbed_(tokens) + posEmbed_(torch::arange(T, torch::kLong));
-  for (size_t l = 0; l < layers_->size(); ++l) {
-    const std::string module = "layers." + std::to_string(l);
+  // Every module that holds params runs between its hooks: the blocks, and
+  // the root-level embeddings, final norm and head (their own hook groups
+  // when the runtime moves them).
+  auto hooked = [&](const std::string &module, auto &&run) {
     if (hooks)
       hooks->before(module);
-    x = layers_->ptr<BlockImpl>(l)->forward(x);
-    if (hooks)
-      x = hooks->after(module, x);
-  }
-  return head_(norm_(x));
+    torch::Tensor out = run();
+    return hooks ? hooks->after(module, out) : out;
+  };
+  torch::Tensor x = hooked("tok_embed", [&] { return tokEmbed_(tokens); }) +
+                    hooked("pos_embed", [&] { return posEmbed_(torch::arange(T, torch::kLong)); });
+  for (size_t l = 0; l < layers_->size(); ++l)
+    x = hooked("layers." + std::to_string(l),
+               [&] { return layers_->ptr<BlockImpl>(l)->forward(x); });
+  x = hooked("norm", [&] { return norm_(x); });
+  return hooked("head", [&] { return head_(x); });
 }
 
 torch::Tensor GptImpl::loss(const torch::Tensor &window, BlockHooks *hooks) {

@@ -34,9 +34,9 @@ struct GptConfig {
   int64_t mlpMult = 4;
 };
 
-// Called around each block's forward; `module` is the block's path
-// ("layers.3"). after() returns the tensor the model continues with, so it
-// can attach autograd hooks to the block's output.
+// Called around the forward of each module that holds params; `module` is
+// its path ("tok_embed", "layers.3", "head"). after() returns the tensor the
+// model continues with, so it can attach autograd hooks to its output.
 class BlockHooks {
 public:
   virtual ~BlockHooks() = default;

@@ -91,7 +91,7 @@ std::vector<ParamSpec> paramSpecs(const Config &cfg) {
       numel *= d;
     specs.push_back({std::move(name), std::move(shape), numel, layer});
   };
-  add("embed.weight", {cfg.dim, cfg.inDim}, -1);
+  add("embed.weight", {cfg.dim, cfg.inDim}, kEmbedModule);
   for (int64_t l = 0; l < cfg.layers; ++l) {
     LayerNames n = layerNames(l);
     int li = static_cast<int>(l);
@@ -101,7 +101,7 @@ std::vector<ParamSpec> paramSpecs(const Config &cfg) {
     add(n.fc2w, {cfg.dim, cfg.hidden}, li);
     add(n.fc2b, {cfg.dim}, li);
   }
-  add("head.weight", {cfg.outDim, cfg.dim}, -1);
+  add("head.weight", {cfg.outDim, cfg.dim}, headModule(cfg));
   return specs;
 }
 
@@ -187,7 +187,9 @@ Model::Model(const Config &cfg, int64_t batch) : cfg_(cfg), batch_(batch) {
 float Model::forward(ParamAccess &access, const float *x, const float *t,
                      int64_t microBatches) {
   const int64_t B = batch_, I = cfg_.inDim, D = cfg_.dim, H = cfg_.hidden, O = cfg_.outDim;
+  access.beforeLayerForward(kEmbedModule);
   gemm(false, true, B, D, I, x, I, access.param("embed.weight"), I, 0.0f, h_[0].data(), D);
+  access.afterLayerForward(kEmbedModule);
 
   for (int64_t l = 0; l < cfg_.layers; ++l) {
     const LayerNames names = layerNames(l);
@@ -224,8 +226,11 @@ float Model::forward(ParamAccess &access, const float *x, const float *t,
     access.afterLayerForward(li);
   }
 
+  const int head = headModule(cfg_);
+  access.beforeLayerForward(head);
   gemm(false, true, B, O, D, h_[static_cast<size_t>(cfg_.layers)].data(), D,
        access.param("head.weight"), D, 0.0f, y_.data(), O);
+  access.afterLayerForward(head);
   double loss = 0;
   // d(loss)/dy of the mean over every micro-batch's rows: the host's 1/k.
   const float scale = 2.0f / static_cast<float>(B * microBatches * O);
@@ -250,8 +255,11 @@ float Model::forwardBackward(ParamAccess &access, const float *x, const float *t
   const size_t L = static_cast<size_t>(cfg_.layers);
 
   // head: y = h_L · headᵀ
+  const int head = headModule(cfg_);
+  access.beforeLayerBackward(head);
   gemm(true, false, O, D, B, dy_.data(), O, h_[L].data(), D, 1.0f, access.grad("head.weight"), D);
   gemm(false, false, B, D, O, dy_.data(), O, access.param("head.weight"), D, 0.0f, dh_.data(), D);
+  access.afterLayerBackward(head);
 
   for (int64_t l = cfg_.layers - 1; l >= 0; --l) {
     const LayerNames names = layerNames(l);
@@ -309,7 +317,9 @@ float Model::forwardBackward(ParamAccess &access, const float *x, const float *t
   }
 
   // embed: h_0 = x · embedᵀ
+  access.beforeLayerBackward(kEmbedModule);
   gemm(true, false, D, I, B, dh_.data(), D, x, I, 1.0f, access.grad("embed.weight"), I);
+  access.afterLayerBackward(kEmbedModule);
   return loss;
 }
 

@@ -15,8 +15,8 @@
 // global batch on its own and all ranks agree on the data.
 //
 // The model never owns its params: it asks a ParamAccess for each param's
-// values and gradient buffer by name, and calls the access's layer hooks
-// around each layer's forward and backward. A single-process reference hands
+// values and gradient buffer by name, and calls the access's hooks around
+// each module's forward and backward. A single-process reference hands
 // out plain arrays; the trainer hands out libdmuon's views and runs the
 // runtime's hooks.
 #ifndef DMUON_EXAMPLES_TINYMODEL_H
@@ -38,11 +38,16 @@ struct Config {
   int64_t globalBatch = 64;
 };
 
+// The model's modules, in forward order, by index: the input projection
+// `embed` (kEmbedModule), layers.l (l in 0..L-1), the output `head` (L).
+inline constexpr int kEmbedModule = -1;
+inline int headModule(const Config &cfg) { return static_cast<int>(cfg.layers); }
+
 struct ParamSpec {
   std::string name;
   std::vector<int64_t> shape;
   int64_t numel = 0;
-  int layer = -1; // layers.N index, -1 for embed / head
+  int layer = -1; // its module's index (kEmbedModule, layers.N's N, headModule)
 };
 
 // Every param in forward (model) order, as in tiny.toml.
@@ -72,7 +77,8 @@ public:
   virtual const float *param(const std::string &name) = 0;
   // Accumulated into (+=); the caller zeroes between steps.
   virtual float *grad(const std::string &name) = 0;
-  // Hooks around layers.l's forward and backward (l in 0..L-1).
+  // Hooks around module l's forward and backward (kEmbedModule, layers.l
+  // for l in 0..L-1, headModule).
   virtual void beforeLayerForward(int) {}
   virtual void afterLayerForward(int) {}
   virtual void beforeLayerBackward(int) {}

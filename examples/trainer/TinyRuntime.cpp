@@ -6,7 +6,7 @@
 namespace tiny {
 
 PlanBinding::PlanBinding(const dmuon::Plan &plan, const Config &cfg)
-    : specs_(paramSpecs(cfg)), layerGroup_(static_cast<size_t>(cfg.layers), -1) {
+    : specs_(paramSpecs(cfg)), moduleGroup_(static_cast<size_t>(cfg.layers) + 2, -1) {
   std::map<std::string, const ParamSpec *> byName;
   for (const ParamSpec &s : specs_)
     byName[s.name] = &s;
@@ -27,25 +27,23 @@ PlanBinding::PlanBinding(const dmuon::Plan &plan, const Config &cfg)
     if (info.dtype != DMUON_DTYPE_F32)
       throw std::runtime_error(std::string("plan param '") + info.name +
                                "' is not f32; the tiny model computes in f32");
-    if (info.hook_group >= 0 && s.layer < 0)
-      throw std::runtime_error(std::string("plan param '") + info.name +
-                               "' is in a hook group but not in a layer");
   }
   for (int g = 0; g < plan.numHookGroups(); ++g) {
     const std::string name = plan.hookGroupName(g);
-    int layer = -1;
+    int module = name == "embed" ? kEmbedModule : name == "head" ? headModule(cfg) : -2;
     for (int64_t l = 0; l < cfg.layers; ++l)
       if (name == "layers." + std::to_string(l))
-        layer = static_cast<int>(l);
-    if (layer < 0)
-      throw std::runtime_error("hook group '" + name + "' is not a layer of the tiny model");
-    if (layerGroup_[static_cast<size_t>(layer)] >= 0)
-      throw std::runtime_error("two hook groups for layer '" + name + "'");
-    layerGroup_[static_cast<size_t>(layer)] = g;
+        module = static_cast<int>(l);
+    if (module < kEmbedModule)
+      throw std::runtime_error("hook group '" + name + "' is not a module of the tiny model");
+    int &slot = moduleGroup_[static_cast<size_t>(module + 1)];
+    if (slot >= 0)
+      throw std::runtime_error("two hook groups for module '" + name + "'");
+    slot = g;
   }
   // Hook groups must come in forward order, as the runtime's prefetch expects.
   int last = -1;
-  for (int g : layerGroup_)
+  for (int g : moduleGroup_)
     if (g >= 0) {
       if (g < last)
         throw std::runtime_error("the plan's hook groups are not in the model's forward order");

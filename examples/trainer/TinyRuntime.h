@@ -15,18 +15,19 @@
 namespace tiny {
 
 // Checks that the plan describes this model (same names, shapes, f32) and
-// maps every hook group of the plan to the layer `layers.N` it is named
-// after. Throws std::runtime_error with a message on any mismatch.
+// maps every hook group of the plan to the module it is named after
+// (`embed`, `layers.N`, `head`). Throws std::runtime_error with a message on
+// any mismatch.
 class PlanBinding {
 public:
   PlanBinding(const dmuon::Plan &plan, const Config &cfg);
-  // Hook group of layers.l, or -1 if the layer has none (no Muon params).
-  int hookGroupOfLayer(int l) const { return layerGroup_[static_cast<size_t>(l)]; }
+  // Hook group of module l (TinyModel.h), or -1 if it has none.
+  int hookGroupOfLayer(int l) const { return moduleGroup_[static_cast<size_t>(l + 1)]; }
   const std::vector<ParamSpec> &specs() const { return specs_; }
 
 private:
   std::vector<ParamSpec> specs_;
-  std::vector<int> layerGroup_;
+  std::vector<int> moduleGroup_; // by module index + 1
 };
 
 // Gives every param its deterministic initial values (the same on all ranks).

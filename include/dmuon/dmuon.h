@@ -123,11 +123,32 @@ typedef struct dmuon_param_info {
   int64_t numel;
   dmuon_dtype_t dtype;
   dmuon_role_t role;
-  int hook_group;   /* -1 for adamw params */
-  int owner_rank;   /* -1 for adamw params */
-  int owner_shard;  /* -1 for adamw params */
+  int hook_group;   /* -1 unless the hooks move it (owner and sharded routes) */
+  int owner_rank;   /* -1 unless it travels the owner route */
+  int owner_shard;  /* -1 unless it travels the owner route */
   int owner_replicate;
 } dmuon_param_info_t;
+
+/* How a param travels (plan.fbs Route; DESIGN.md §6). */
+typedef enum dmuon_route {
+  DMUON_ROUTE_REPLICATED = 0, /* on every rank; gradients all-reduced */
+  DMUON_ROUTE_OWNER = 1,      /* owner broadcast / reduce; the owner steps it (every Muon param) */
+  DMUON_ROUTE_SHARDED = 2,    /* flat shards over dp_shard: all-gather / reduce-scatter */
+  DMUON_ROUTE_HOST = 3        /* the host manages it: not bound, no views */
+} dmuon_route_t;
+
+#define DMUON_PARAM_ROUTE_VERSION 1
+typedef struct dmuon_param_route {
+  size_t struct_size; /* set by the caller: sizeof(dmuon_param_route_t) */
+  uint32_t version;   /* set by the caller: DMUON_PARAM_ROUTE_VERSION */
+  dmuon_route_t route;
+  /* sharded: local elements per dp_shard rank; padding past the param's own
+   * (shard_elements * G - its local elements) is zero. 0 otherwise. */
+  int64_t shard_elements;
+} dmuon_param_route_t;
+
+DMUON_API dmuon_status_t dmuon_plan_param_route(dmuon_plan_t plan, int index,
+                                               dmuon_param_route_t *out_route);
 
 DMUON_API dmuon_status_t dmuon_plan_param_info(dmuon_plan_t plan, int index,
                                               dmuon_param_info_t *out_info);
@@ -422,10 +443,13 @@ typedef enum dmuon_collective {
   DMUON_COLLECTIVE_BROADCAST = 0, /* shard-dim unshard broadcasts */
   DMUON_COLLECTIVE_REDUCE = 1,    /* gradient reduces, both HSDP phases */
   DMUON_COLLECTIVE_REPLICATE = 2, /* post-step replicate broadcasts */
-  DMUON_COLLECTIVE_ALLREDUCE = 3, /* adamw gradient all-reduce */
+  DMUON_COLLECTIVE_ALLREDUCE = 3, /* gradient all-reduces (replicated params, shards over
+                                     dp_replicate, sums along data-carrying dims) */
   DMUON_COLLECTIVE_GATHER = 4,    /* TP shards of a matrix gathered for NS */
   DMUON_COLLECTIVE_SCATTER = 5,   /* orthogonalized slices sent back */
-  DMUON_COLLECTIVE_COUNT = 6
+  DMUON_COLLECTIVE_ALLGATHER = 6, /* sharded params' shards gathered for use */
+  DMUON_COLLECTIVE_REDUCE_SCATTER = 7, /* sharded params' gradients to their shards */
+  DMUON_COLLECTIVE_COUNT = 8
 } dmuon_collective_t;
 
 /* Logical payload bytes this rank sent and received, per collective kind,
@@ -443,6 +467,34 @@ DMUON_API dmuon_status_t dmuon_runtime_reset_comm_counters(dmuon_runtime_t runti
 /* This rank's predicted per-step figures from the plan, for comparison. */
 DMUON_API dmuon_status_t dmuon_runtime_planned_counters(dmuon_runtime_t runtime,
                                                        dmuon_comm_counters_t *out_counters);
+
+/* The memory this rank's runtime holds, by category, in bytes (the plan's
+ * per-rank figures: docs/plan-format.md, "Memory"). `live` is what is held
+ * now; `peak` the most held at once since creation. Masters are the owner
+ * route's fp32 masters (Muon and AdamW, I2); values the sharded route's
+ * shards and the replicated params; grads the reduced gradients held for
+ * the step (owned params, shards, the replicated buffer); buffers the hook
+ * groups' packed values and gradients and the replicate staging. NS scratch
+ * is not counted. */
+typedef struct dmuon_memory_category {
+  uint64_t live;
+  uint64_t peak;
+} dmuon_memory_category_t;
+
+#define DMUON_MEMORY_REPORT_VERSION 1
+typedef struct dmuon_memory_report {
+  size_t struct_size; /* set by the caller: sizeof(dmuon_memory_report_t) */
+  uint32_t version;   /* set by the caller: DMUON_MEMORY_REPORT_VERSION */
+  dmuon_memory_category_t masters;
+  dmuon_memory_category_t momentum;
+  dmuon_memory_category_t values;
+  dmuon_memory_category_t adam_moments;
+  dmuon_memory_category_t grads;
+  dmuon_memory_category_t buffers;
+} dmuon_memory_report_t;
+
+DMUON_API dmuon_status_t dmuon_runtime_memory(dmuon_runtime_t runtime,
+                                             dmuon_memory_report_t *out_report);
 
 /* NS flops this rank ran in steps so far. */
 DMUON_API double dmuon_runtime_ns_flops(dmuon_runtime_t runtime);

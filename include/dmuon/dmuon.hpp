@@ -55,6 +55,13 @@ public:
     check(dmuon_plan_param_info(plan_, index, &info));
     return info;
   }
+  dmuon_param_route_t paramRoute(int index) const {
+    dmuon_param_route_t r{};
+    r.struct_size = sizeof r;
+    r.version = DMUON_PARAM_ROUTE_VERSION;
+    check(dmuon_plan_param_route(plan_, index, &r));
+    return r;
+  }
   int findParam(const std::string &name) const {
     int index;
     check(dmuon_plan_find_param(plan_, name.c_str(), &index));
@@ -134,6 +141,13 @@ public:
     n.version = DMUON_GRAD_NORM_VERSION;
     call(dmuon_runtime_grad_norm(rt_, &n));
     return n;
+  }
+  dmuon_memory_report_t memory() {
+    dmuon_memory_report_t m{};
+    m.struct_size = sizeof m;
+    m.version = DMUON_MEMORY_REPORT_VERSION;
+    call(dmuon_runtime_memory(rt_, &m));
+    return m;
   }
   // {applied, skipped}
   std::pair<int64_t, int64_t> stepCounts() {

@@ -1,6 +1,7 @@
 // The C ABI of include/dmuon/dmuon.h over the executor. Nothing here throws
 // across the boundary: every failure becomes a status and a message.
 #include "dmuon/dmuon.h"
+#include "common/Routes.h"
 
 #include "backends/mpi/MpiBackend.h"
 #include "core/Executor.h"
@@ -215,6 +216,23 @@ dmuon_status_t dmuon_plan_param_info(dmuon_plan_t plan, int index, dmuon_param_i
     out->owner_rank = p.owner_rank();
     out->owner_shard = p.owner_shard();
     out->owner_replicate = p.owner_replicate();
+    return Status::ok();
+  });
+}
+
+dmuon_status_t dmuon_plan_param_route(dmuon_plan_t plan, int index, dmuon_param_route_t *out) {
+  return guarded(nullptr, [&]() -> Status {
+    if (!plan)
+      return dmuon::rt::invalidArgument("dmuon_plan_param_route: plan is null");
+    DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_PARAM_ROUTE_VERSION, "param_route: out_route"));
+    if (index < 0 || index >= plan->plan->numParams())
+      return dmuon::rt::invalidArgument("param index " + std::to_string(index) +
+                                        " is out of range (the plan has " +
+                                        std::to_string(plan->plan->numParams()) + ")");
+    const dmuon::plan::Param &p = plan->plan->param(index);
+    out->route = static_cast<dmuon_route_t>(dmuon::common::effectiveRoute(p));
+    out->shard_elements =
+        dmuon::common::effectiveRoute(p) == dmuon::plan::Route::sharded ? p.shard_elements() : 0;
     return Status::ok();
   });
 }
@@ -462,6 +480,15 @@ dmuon_status_t dmuon_runtime_grad_norm(dmuon_runtime_t rt, dmuon_grad_norm_t *ou
     DMUON_RETURN_IF_ERROR(requireRuntime(rt));
     DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_GRAD_NORM_VERSION, "grad_norm: out_norm"));
     return rt->executor->gradNorm(*out);
+  });
+}
+
+dmuon_status_t dmuon_runtime_memory(dmuon_runtime_t rt, dmuon_memory_report_t *out) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_MEMORY_REPORT_VERSION, "memory: out_report"));
+    rt->executor->memory(*out);
+    return Status::ok();
   });
 }
 

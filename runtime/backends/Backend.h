@@ -59,6 +59,15 @@ public:
   // `send` on `root`.
   virtual Status scatter(CommGroup g, const float *send, float *recv, size_t count, int root,
                          RequestId &out) = 0;
+  // In place over `g`: `data` holds size * bytesPerRank bytes, this rank's
+  // part at groupRank * bytesPerRank; afterwards every rank holds all parts.
+  virtual Status allGatherInPlace(CommGroup g, void *data, size_t bytesPerRank,
+                                  RequestId &out) = 0;
+  // Sums `send` (size * count floats) over `g`; group rank k receives the
+  // sum of floats [k*count, (k+1)*count) in `recv` (count floats, not
+  // inside `send`).
+  virtual Status reduceScatterSum(CommGroup g, const float *send, float *recv, size_t count,
+                                  RequestId &out) = 0;
   virtual Status wait(RequestId id) = 0;
   // A wait longer than this fails, and the backend refuses all further work
   // (a peer is gone or stuck; the collective cannot be taken back). 0: none.

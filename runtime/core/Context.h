@@ -40,6 +40,11 @@ private:
   dmuon_comm_counters_t c_{};
 };
 
+// What this rank holds, by the categories of the plan's memory figures.
+struct MemoryAccounts {
+  MemoryAccount masters, momentum, values, adamMoments, grads, buffers;
+};
+
 struct Context {
   const LoadedPlan &plan;
   const Topology &topo;
@@ -47,6 +52,7 @@ struct Context {
   Device &device;
   Backend &backend;
   CommCounters &counters;
+  MemoryAccounts &memory;
 };
 
 } // namespace dmuon::rt

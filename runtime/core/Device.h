@@ -64,7 +64,18 @@ public:
   virtual Status synchronize() = 0;
 };
 
-// Device memory owned for the lifetime of the array (RAII over Device).
+// Bytes of one kind of memory held now and at most (dmuon_runtime_memory).
+struct MemoryAccount {
+  uint64_t live = 0, peak = 0;
+  void add(uint64_t bytes) {
+    live += bytes;
+    peak = live > peak ? live : peak;
+  }
+  void sub(uint64_t bytes) { live -= bytes; }
+};
+
+// Device memory owned for the lifetime of the array (RAII over Device),
+// counted in an account when given one.
 class DeviceArray {
 public:
   DeviceArray() = default;
@@ -75,24 +86,32 @@ public:
     std::swap(dev_, o.dev_);
     std::swap(ptr_, o.ptr_);
     std::swap(bytes_, o.bytes_);
+    std::swap(account_, o.account_);
     return *this;
   }
   ~DeviceArray() { release(); }
 
-  Status allocate(Device &dev, size_t bytes) {
+  Status allocate(Device &dev, size_t bytes, MemoryAccount *account = nullptr) {
     release();
     void *p = nullptr;
     DMUON_RETURN_IF_ERROR(dev.allocate(bytes, &p));
     dev_ = &dev;
     ptr_ = p;
     bytes_ = bytes;
+    account_ = account;
+    if (account_)
+      account_->add(bytes);
     return Status::ok();
   }
   void release() {
-    if (ptr_)
+    if (ptr_) {
       dev_->release(ptr_);
+      if (account_)
+        account_->sub(bytes_);
+    }
     ptr_ = nullptr;
     bytes_ = 0;
+    account_ = nullptr;
   }
   bool live() const { return ptr_ != nullptr; }
   uint8_t *bytes() const { return static_cast<uint8_t *>(ptr_); }
@@ -103,6 +122,7 @@ private:
   Device *dev_ = nullptr;
   void *ptr_ = nullptr;
   size_t bytes_ = 0;
+  MemoryAccount *account_ = nullptr;
 };
 
 } // namespace dmuon::rt

@@ -29,8 +29,11 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &opt
   topo_ = Topology::of(*plan.root().mesh(), backend_->worldRank());
   DMUON_RETURN_IF_ERROR(topo_.createOwnershipGroups(*backend_));
   DMUON_RETURN_IF_ERROR(buildParams(plan, topo_, *backend_, params_));
-  ctx_.emplace(Context{plan, topo_, config_, *device_, *backend_, counters_});
-  DMUON_RETURN_IF_ERROR(ownerRoute_.init(*ctx_, params_));
+  ctx_.emplace(Context{plan, topo_, config_, *device_, *backend_, counters_, memory_});
+  const auto *hooks = plan.root().hook_groups();
+  DMUON_RETURN_IF_ERROR(
+      shardedRoute_.init(*ctx_, params_, hooks ? static_cast<int>(hooks->size()) : 0));
+  DMUON_RETURN_IF_ERROR(ownerRoute_.init(*ctx_, params_, shardedRoute_));
   DMUON_RETURN_IF_ERROR(replicatedRoute_.init(*ctx_, params_));
   DMUON_RETURN_IF_ERROR(ownerStep_.init(*ctx_, params_));
   DMUON_RETURN_IF_ERROR(gradNorm_.init(*ctx_));
@@ -122,28 +125,40 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
                            "; dmuon_plan_param_slice says which slice)");
   if (started_)
     return invalidState("bind_param('" + name + "') after training started");
+  if (p.route == Route::Host)
+    return Status::ok(); // the host's own: nothing here to bind
   // Everything is allocated before anything is replaced, so a failed bind
   // leaves the param as it was. The owner route keeps the master on the
   // owner's shard column (I2) and the optimizer state on the owner; the
-  // replicated route keeps both everywhere.
-  const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
-  const bool keepsMaster = p.route == Route::Replicated || p.keepsMaster;
-  const bool steps = p.route == Route::Replicated || p.isOwner;
-  DeviceArray master, momentum, m, v;
+  // sharded route this rank's shard of everything; the replicated route all
+  // of it everywhere.
+  MemoryAccounts &acct = memory_;
+  const bool owner = p.route == Route::Owner;
+  const bool sharded = p.route == Route::Sharded;
+  const int64_t held = sharded ? p.shardElements : numel;
+  const size_t bytes = static_cast<size_t>(held) * sizeof(float);
+  const bool keepsMaster = !owner || p.keepsMaster;
+  const bool steps = !owner || p.isOwner;
+  DeviceArray master, momentum, m, v, gradShard;
   if (keepsMaster) {
-    DMUON_RETURN_IF_ERROR(master.allocate(*device_, bytes));
-    DMUON_RETURN_IF_ERROR(device_->upload(master.bytes(), values, bytes));
+    DMUON_RETURN_IF_ERROR(master.allocate(*device_, bytes, owner ? &acct.masters : &acct.values));
+    DMUON_RETURN_IF_ERROR(device_->upload(master.bytes(), values + (sharded ? p.shardBegin : 0),
+                                          static_cast<size_t>(sharded ? p.shardReal : numel) *
+                                              sizeof(float)));
   }
   if (steps && p.muon)
-    DMUON_RETURN_IF_ERROR(momentum.allocate(*device_, bytes));
+    DMUON_RETURN_IF_ERROR(momentum.allocate(*device_, bytes, &acct.momentum));
   if (steps && !p.muon) {
-    DMUON_RETURN_IF_ERROR(m.allocate(*device_, bytes));
-    DMUON_RETURN_IF_ERROR(v.allocate(*device_, bytes));
+    DMUON_RETURN_IF_ERROR(m.allocate(*device_, bytes, &acct.adamMoments));
+    DMUON_RETURN_IF_ERROR(v.allocate(*device_, bytes, &acct.adamMoments));
   }
+  if (sharded)
+    DMUON_RETURN_IF_ERROR(gradShard.allocate(*device_, bytes, &acct.grads));
   p.master = std::move(master);
   p.momentum = std::move(momentum);
   p.adamM = std::move(m);
   p.adamV = std::move(v);
+  p.gradShard = std::move(gradShard);
   p.bound = true;
   return Status::ok();
 }
@@ -152,6 +167,9 @@ Status Executor::paramView(const std::string &name, void **out) {
   int i;
   DMUON_RETURN_IF_ERROR(findParam(name, i));
   ParamRt &p = params_[i];
+  if (p.route == Route::Host)
+    return invalidArgument("param '" + name +
+                           "' travels the host route: the runtime holds nothing of it");
   if (p.route == Route::Replicated) {
     if (!p.bound)
       return invalidState("param '" + name + "' is not bound yet");
@@ -170,6 +188,9 @@ Status Executor::gradView(const std::string &name, float **out) {
   int i;
   DMUON_RETURN_IF_ERROR(findParam(name, i));
   ParamRt &p = params_[i];
+  if (p.route == Route::Host)
+    return invalidArgument("param '" + name +
+                           "' travels the host route: the runtime holds no gradient of it");
   if (p.route == Route::Replicated) {
     *out = replicatedRoute_.gradSlot(p);
     return Status::ok();
@@ -287,6 +308,7 @@ Status Executor::measureGradients() {
     return Status::ok();
   DMUON_RETURN_IF_ERROR(finishBackward());
   DMUON_RETURN_IF_ERROR(ownerRoute_.sumAlongData());
+  DMUON_RETURN_IF_ERROR(shardedRoute_.sumAlongData());
   DMUON_RETURN_IF_ERROR(replicatedRoute_.reduce());
   DMUON_RETURN_IF_ERROR(gradNorm_.measure(params_, replicatedRoute_, norms_));
   clipCoef_ = clipFactor(config_, norms_);
@@ -320,6 +342,7 @@ Status Executor::step() {
     // Every rank saw the same sums, so every rank skips: nothing changes.
     for (ParamRt &p : params_)
       p.reducedGrad.release();
+    DMUON_RETURN_IF_ERROR(shardedRoute_.zeroGrads());
     DMUON_RETURN_IF_ERROR(replicatedRoute_.zeroGrads());
     qkClip_.discard();
     endStep();
@@ -328,11 +351,13 @@ Status Executor::step() {
                   "step skipped: a gradient element is NaN or Inf; no param or optimizer state "
                   "changed");
   }
-  DMUON_RETURN_IF_ERROR(gradNorm_.clip(params_, replicatedRoute_, clipCoef_));
-  DMUON_RETURN_IF_ERROR(ownerStep_.step());
+  DMUON_RETURN_IF_ERROR(gradNorm_.clip(params_, shardedRoute_, replicatedRoute_, clipCoef_));
+  ++adamwStep_;
+  DMUON_RETURN_IF_ERROR(ownerStep_.step(adamwStep_));
   DMUON_RETURN_IF_ERROR(qkClip_.apply()); // on the masters the broadcast below carries
   DMUON_RETURN_IF_ERROR(ownerRoute_.broadcastReplicas());
-  DMUON_RETURN_IF_ERROR(replicatedRoute_.step());
+  DMUON_RETURN_IF_ERROR(shardedRoute_.step(adamwStep_));
+  DMUON_RETURN_IF_ERROR(replicatedRoute_.step(adamwStep_));
   endStep();
   ++stepsApplied_;
   return Status::ok();

@@ -2,6 +2,7 @@
 // host drives (bind, pre/post forward and backward, step) and the owner of
 // this rank's state; the work itself lives with its concern:
 //   routes/OwnerRoute      unshard / reshard / reduce / replicate broadcast
+//   routes/ShardedRoute    flat-sharded params: all-gather / reduce-scatter
 //   routes/ReplicatedRoute all-reduced params
 //   optim/OwnerStep        the owner-only Muon step (optim/GatheredMuon for
 //                          matrices sharded over a model-parallel dim)
@@ -20,6 +21,7 @@
 #include "optim/QkClip.h"
 #include "routes/OwnerRoute.h"
 #include "routes/ReplicatedRoute.h"
+#include "routes/ShardedRoute.h"
 
 #include <memory>
 #include <optional>
@@ -73,6 +75,7 @@ public:
   const dmuon_comm_counters_t &counters() const { return counters_.get(); }
   void resetCounters() { counters_.reset(); }
   dmuon_comm_counters_t plannedCounters() const;
+  void memory(dmuon_memory_report_t &out) const;
   double nsFlops() const { return ownerStep_.nsFlops(); }
 
 private:
@@ -96,6 +99,8 @@ private:
   uint64_t modelFingerprint() const;
   std::vector<const dmuon::plan::Param *> planParams() const;
   Status agree(const Status &local, const std::string &what);
+  Status gatherShards(const ParamRt &p, const DeviceArray &shard, bool writes,
+                      std::vector<float> &whole);
 
   // Declared first so it is destroyed last: every DeviceArray below frees
   // through it.
@@ -104,10 +109,12 @@ private:
   Topology topo_;
   Config config_;
   CommCounters counters_;
+  MemoryAccounts memory_;
   std::optional<Context> ctx_;
 
   std::vector<ParamRt> params_;
   OwnerRoute ownerRoute_;
+  ShardedRoute shardedRoute_;
   ReplicatedRoute replicatedRoute_;
   OwnerStep ownerStep_;
   GradNorm gradNorm_;
@@ -123,6 +130,7 @@ private:
   double clipCoef_ = 1;
   bool normsValid_ = false, gradientsMeasured_ = false;
   int64_t stepsApplied_ = 0, stepsSkipped_ = 0;
+  int64_t adamwStep_ = 0; // AdamW's bias-correction step, every route's
   // Declared last so it is destroyed first: it completes pending collectives
   // before the buffers they touch are freed.
   std::unique_ptr<Backend> backend_;

@@ -1,6 +1,7 @@
 // Checkpoints of the executor's training state: masters, Muon momentum and
-// AdamW moments by param name (core/CheckpointFile.h), so a checkpoint saved
-// under one mesh loads under another. Both calls are collective.
+// AdamW moments by param name (core/CheckpointFile.h), whole params whatever
+// their route, so a checkpoint saved under one mesh (or with other routes)
+// loads under another. Both calls are collective.
 #include "core/CheckpointFile.h"
 #include "core/Executor.h"
 #include "plan/PlanFile.h"
@@ -61,6 +62,27 @@ static Status refuseSharded(const std::vector<const dmuon::plan::Param *> &param
   return Status::ok();
 }
 
+// One state array of a sharded param, whole, on the rank that `writes` it
+// (gathered over its dp_shard group; every member calls this).
+Status Executor::gatherShards(const ParamRt &p, const DeviceArray &shard, bool writes,
+                              std::vector<float> &whole) {
+  const size_t count = static_cast<size_t>(p.shardElements);
+  DeviceArray all;
+  DMUON_RETURN_IF_ERROR(all.allocate(*device_, count * sizeof(float) * topo_.G));
+  if (topo_.G > 1) {
+    RequestId id;
+    DMUON_RETURN_IF_ERROR(backend_->gather(CommGroup::Shard, shard.floats(), all.floats(), count,
+                                           0, id));
+    DMUON_RETURN_IF_ERROR(backend_->wait(id));
+  } else {
+    DMUON_RETURN_IF_ERROR(device_->copy(all.bytes(), shard.bytes(), count * sizeof(float)));
+  }
+  if (!writes)
+    return Status::ok();
+  whole.resize(static_cast<size_t>(p.numel));
+  return device_->download(whole.data(), all.bytes(), whole.size() * sizeof(float));
+}
+
 bool Executor::midStep() const {
   if (microBatches_ > 0) // gradients of this step are accumulating
     return true;
@@ -104,6 +126,25 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
   DMUON_RETURN_IF_ERROR(backend_->allGather(mine, nonces));
   DMUON_RETURN_IF_ERROR(agree(ready, "checkpoint_save"));
 
+  // Sharded params' state, whole: gathered over each dp_shard group before
+  // anything can fail locally (every rank joins its group's gathers).
+  struct WholeState {
+    const ParamRt *param;
+    std::vector<float> value, m, v;
+  };
+  std::vector<WholeState> wholes;
+  for (const ParamRt &p : params_) {
+    if (p.route != Route::Sharded)
+      continue;
+    WholeState w{&p, {}, {}, {}};
+    const bool writes = p.countsInNorm && topo_.s == 0;
+    DMUON_RETURN_IF_ERROR(gatherShards(p, p.master, writes, w.value));
+    DMUON_RETURN_IF_ERROR(gatherShards(p, p.adamM, writes, w.m));
+    DMUON_RETURN_IF_ERROR(gatherShards(p, p.adamV, writes, w.v));
+    if (writes)
+      wholes.push_back(std::move(w));
+  }
+
   const uint64_t planFp = plan_->fingerprint();
   const uint64_t nonce = nonces[0];
   const std::string name = shardName(planFp, step, nonce, topo_.rank);
@@ -117,11 +158,22 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
       DMUON_RETURN_IF_ERROR(device_->download(host.data(), a.bytes(), host.size() * 4));
       return writer.add(p.name, kind, host.data(), host.size() * 4);
     };
-    // Global owners write Muon state; rank 0 the replicated AdamW state.
+    // Global owners write the owner route's state; rank 0 the replicated
+    // state; the first shard of row 0 the gathered sharded state.
     std::vector<const ParamRt *> mine;
     for (const ParamRt &p : params_)
       if (p.isOwner || (p.route == Route::Replicated && topo_.rank == 0))
         mine.push_back(&p);
+    for (const WholeState &w : wholes) {
+      if (!local)
+        break;
+      const size_t bytes = static_cast<size_t>(w.param->numel) * 4;
+      local = writer.add(w.param->name, ckpt::Kind::Value, w.value.data(), bytes);
+      if (local)
+        local = writer.add(w.param->name, ckpt::Kind::AdamM, w.m.data(), bytes);
+      if (local)
+        local = writer.add(w.param->name, ckpt::Kind::AdamV, w.v.data(), bytes);
+    }
     for (size_t k = 0; local && k < mine.size(); ++k) {
       if (k == mine.size() / 2 && ckpt::crashInjectedFor(topo_.rank))
         ::_exit(86); // fault injection: die with half a shard written
@@ -148,7 +200,7 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
   if (topo_.rank == 0) {
     ckpt::Manifest m;
     m.step = step;
-    m.adamwStep = replicatedRoute_.adamwStep();
+    m.adamwStep = adamwStep_;
     m.stepsApplied = stepsApplied_;
     m.stepsSkipped = stepsSkipped_;
     hyperParams(m.hyper);
@@ -206,39 +258,54 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
   for (ParamRt &p : params_) {
     if (!local)
       break;
+    if (p.route == Route::Host)
+      continue;
     Staged st{&p, {}, {}, {}, {}};
-    const bool replicated = p.route == Route::Replicated;
-    if (p.keepsMaster || replicated)
+    const bool owner = p.route == Route::Owner;
+    if (p.keepsMaster || !owner)
       local = fetch(p, ckpt::Kind::Value, st.value);
     if (p.muon) {
       if (local && p.isOwner)
         local = fetch(p, ckpt::Kind::Momentum, st.momentum);
-    } else {
+    } else if (p.isOwner || !owner) {
       if (local)
         local = fetch(p, ckpt::Kind::AdamM, st.m);
       if (local)
         local = fetch(p, ckpt::Kind::AdamV, st.v);
     }
+    if (p.route == Route::Sharded) // this rank's shard of each, padded
+      for (std::vector<float> *whole : {&st.value, &st.m, &st.v}) {
+        std::vector<float> shard(static_cast<size_t>(p.shardElements), 0.0f);
+        if (!whole->empty())
+          std::copy_n(whole->begin() + p.shardBegin, p.shardReal, shard.begin());
+        *whole = std::move(shard);
+      }
     staged.push_back(std::move(st));
   }
   DMUON_RETURN_IF_ERROR(agree(local, "reading checkpoint '" + dir + "'"));
 
-  auto put = [&](DeviceArray &a, const std::vector<float> &host) -> Status {
+  // A param loaded before it was bound gets its memory here.
+  auto put = [&](DeviceArray &a, const std::vector<float> &host,
+                 MemoryAccount &account) -> Status {
     if (host.empty())
       return Status::ok();
     if (!a.live())
-      DMUON_RETURN_IF_ERROR(a.allocate(*device_, host.size() * 4));
+      DMUON_RETURN_IF_ERROR(a.allocate(*device_, host.size() * 4, &account));
     return device_->upload(a.bytes(), host.data(), host.size() * 4);
   };
   for (Staged &st : staged) {
     ParamRt &p = *st.param;
-    DMUON_RETURN_IF_ERROR(put(p.master, st.value));
-    DMUON_RETURN_IF_ERROR(put(p.momentum, st.momentum));
-    DMUON_RETURN_IF_ERROR(put(p.adamM, st.m));
-    DMUON_RETURN_IF_ERROR(put(p.adamV, st.v));
+    const bool owner = p.route == Route::Owner;
+    DMUON_RETURN_IF_ERROR(put(p.master, st.value, owner ? memory_.masters : memory_.values));
+    DMUON_RETURN_IF_ERROR(put(p.momentum, st.momentum, memory_.momentum));
+    DMUON_RETURN_IF_ERROR(put(p.adamM, st.m, memory_.adamMoments));
+    DMUON_RETURN_IF_ERROR(put(p.adamV, st.v, memory_.adamMoments));
+    if (p.route == Route::Sharded && !p.gradShard.live())
+      DMUON_RETURN_IF_ERROR(p.gradShard.allocate(
+          *device_, static_cast<size_t>(p.shardElements) * sizeof(float), &memory_.grads));
     p.bound = true;
   }
-  replicatedRoute_.setAdamwStep(manifest.adamwStep);
+  adamwStep_ = manifest.adamwStep;
   stepsApplied_ = manifest.stepsApplied;
   stepsSkipped_ = manifest.stepsSkipped;
   if (manifest.hasHyper) { // the schedule's values at the save

@@ -20,8 +20,26 @@ Status Executor::gatherParam(const std::string &name, float *out, int64_t numel)
   if (!p.bound)
     return invalidState("gather_param('" + name + "'): param is not bound");
   const size_t bytes = static_cast<size_t>(p.numel) * sizeof(float);
+  if (p.route == Route::Host)
+    return invalidArgument("gather_param('" + name +
+                           "'): the param travels the host route; the runtime holds nothing "
+                           "of it");
   if (p.route == Route::Replicated)
     return device_->download(out, p.master.bytes(), bytes);
+  if (p.route == Route::Sharded) {
+    // Every shard of the dp_shard group, gathered in a temporary buffer.
+    const size_t shardBytes = static_cast<size_t>(p.shardElements) * sizeof(float);
+    DeviceArray all;
+    DMUON_RETURN_IF_ERROR(all.allocate(*device_, shardBytes * static_cast<size_t>(topo_.G)));
+    DMUON_RETURN_IF_ERROR(device_->copy(all.bytes() + static_cast<size_t>(topo_.s) * shardBytes,
+                                        p.master.bytes(), shardBytes));
+    if (topo_.G > 1) {
+      RequestId id;
+      DMUON_RETURN_IF_ERROR(backend_->allGatherInPlace(CommGroup::Shard, all.bytes(), shardBytes, id));
+      DMUON_RETURN_IF_ERROR(backend_->wait(id));
+    }
+    return device_->download(out, all.bytes(), bytes);
+  }
   // The global owner's master, broadcast over the data-parallel group in a
   // temporary device buffer (collectives work on device memory).
   DeviceArray tmp;
@@ -45,7 +63,7 @@ Status Executor::paramState(const std::string &name, dmuon_param_state_t &out) c
   out.has_reduced_grad = p.reducedGrad.live();
   out.has_momentum = p.momentum.live();
   if (p.master.live()) {
-    std::vector<uint8_t> host(static_cast<size_t>(p.numel) * sizeof(float));
+    std::vector<uint8_t> host(p.master.size());
     DMUON_RETURN_IF_ERROR(device_->download(host.data(), p.master.bytes(), host.size()));
     out.owned_checksum = planfile::fnv1a64(host.data(), host.size());
   }
@@ -68,15 +86,40 @@ dmuon_comm_counters_t Executor::plannedCounters() const {
   c.received[DMUON_COLLECTIVE_REDUCE] = f->reduce_recv_bytes() * reduces;
   c.sent[DMUON_COLLECTIVE_REPLICATE] = f->replicate_send_bytes();
   c.received[DMUON_COLLECTIVE_REPLICATE] = f->replicate_recv_bytes();
-  const uint64_t allreduce =
-      (config_.manageAdamW ? f->allreduce_bytes() : 0) + f->data_allreduce_bytes();
+  // allreduce_bytes holds the replicated params' all-reduce (left to the
+  // host without manage_adamw) and the shards' over dp_replicate (phase 2:
+  // once per reduce) and along the data-carrying dims (once per step).
+  uint64_t shardPhase2 = 0;
+  for (const ParamRt &p : params_)
+    if (p.route == Route::Sharded && topo_.R > 1)
+      shardPhase2 += static_cast<uint64_t>(p.shardElements) * sizeof(float);
+  const uint64_t allreduce = f->allreduce_bytes() -
+                             (config_.manageAdamW ? 0 : replicatedRoute_.allReduceBytesPerStep()) +
+                             shardPhase2 * (reduces - 1) + f->data_allreduce_bytes();
   c.sent[DMUON_COLLECTIVE_ALLREDUCE] = allreduce;
   c.received[DMUON_COLLECTIVE_ALLREDUCE] = allreduce;
   c.sent[DMUON_COLLECTIVE_GATHER] = f->gather_send_bytes();
   c.received[DMUON_COLLECTIVE_GATHER] = f->gather_recv_bytes();
   c.sent[DMUON_COLLECTIVE_SCATTER] = f->scatter_send_bytes();
   c.received[DMUON_COLLECTIVE_SCATTER] = f->scatter_recv_bytes();
+  c.sent[DMUON_COLLECTIVE_ALLGATHER] = f->allgather_send_bytes() / planUnshards * ourUnshards;
+  c.received[DMUON_COLLECTIVE_ALLGATHER] = f->allgather_recv_bytes() / planUnshards * ourUnshards;
+  c.sent[DMUON_COLLECTIVE_REDUCE_SCATTER] = f->reduce_scatter_send_bytes() * reduces;
+  c.received[DMUON_COLLECTIVE_REDUCE_SCATTER] = f->reduce_scatter_recv_bytes() * reduces;
   return c;
+}
+
+void Executor::memory(dmuon_memory_report_t &out) const {
+  auto put = [](dmuon_memory_category_t &c, const MemoryAccount &a) {
+    c.live = a.live;
+    c.peak = a.peak;
+  };
+  put(out.masters, memory_.masters);
+  put(out.momentum, memory_.momentum);
+  put(out.values, memory_.values);
+  put(out.adam_moments, memory_.adamMoments);
+  put(out.grads, memory_.grads);
+  put(out.buffers, memory_.buffers);
 }
 
 } // namespace dmuon::rt

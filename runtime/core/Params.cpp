@@ -1,5 +1,9 @@
 #include "core/Params.h"
 
+#include "common/Routes.h"
+
+#include <algorithm>
+
 namespace dmuon::rt {
 
 namespace fbp = dmuon::plan;
@@ -39,9 +43,11 @@ Status checkExecutable(const LoadedPlan &plan) {
       return unsupported("Muon param '" + p.name()->str() +
                          "' is sharded on a matrix dim but the plan names no gather group; "
                          "recompile it with this dmuonc (not supported yet otherwise)");
-    if (p.role() == fbp::Role::muon && p.dtype() != fbp::DType::f32 &&
-        p.dtype() != fbp::DType::bf16)
-      return unsupported("Muon param '" + p.name()->str() + "' has dtype " +
+    const fbp::Route route = common::effectiveRoute(p);
+    if ((route == fbp::Route::owner || route == fbp::Route::sharded) &&
+        p.dtype() != fbp::DType::f32 && p.dtype() != fbp::DType::bf16)
+      return unsupported("param '" + p.name()->str() + "' travels the " +
+                         fbp::EnumNameRoute(route) + " route with dtype " +
                          fbp::EnumNameDType(p.dtype()) +
                          "; packed buffers support f32 and bf16");
   }
@@ -80,7 +86,20 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
     p.plan = &pp;
     p.name = pp.name()->str();
     p.muon = pp.role() == fbp::Role::muon;
-    p.route = p.muon ? Route::Owner : Route::Replicated;
+    switch (common::effectiveRoute(pp)) {
+    case fbp::Route::owner:
+      p.route = Route::Owner;
+      break;
+    case fbp::Route::sharded:
+      p.route = Route::Sharded;
+      break;
+    case fbp::Route::host:
+      p.route = Route::Host;
+      break;
+    case fbp::Route::replicated:
+      p.route = Route::Replicated;
+      break;
+    }
     // A model-parallel param is held as this rank's local shard.
     const bool local = pp.local_shape() && pp.local_shape()->size();
     const auto *shape = local ? pp.local_shape() : pp.shape();
@@ -122,6 +141,15 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
       p.keepsMaster = p.so == topo.s;
       p.isOwner = p.keepsMaster && p.ro == topo.r;
       p.countsInNorm = p.isOwner && firstModelParallelCopy(pp, topo);
+    } else if (p.route == Route::Sharded) {
+      p.group = pp.hook_group();
+      p.shardElements = pp.shard_elements();
+      p.shardBegin = std::min(p.numel, static_cast<int64_t>(topo.s) * p.shardElements);
+      p.shardReal = std::min(p.shardElements, p.numel - p.shardBegin);
+      // Every replicate row holds the same shards: row 0 counts them.
+      p.countsInNorm = topo.r == 0 && firstModelParallelCopy(pp, topo);
+    } else if (p.route == Route::Host) {
+      p.bound = true; // nothing of it is the runtime's
     } else {
       p.countsInNorm = topo.s == 0 && topo.r == 0 && firstModelParallelCopy(pp, topo);
     }

@@ -14,8 +14,10 @@ namespace dmuon::rt {
 
 // How a param's values and gradients move between ranks.
 enum class Route {
-  Owner,      // owner broadcast / reduce to the owner / the owner steps (Muon params)
+  Owner,      // owner broadcast / reduce to the owner / the owner steps
+  Sharded,    // flat shards over dp_shard: all-gather / reduce-scatter; each rank its shard
   Replicated, // every rank holds it; gradients all-reduced; every rank steps
+  Host,       // the host manages it; the runtime leaves it alone
 };
 
 struct ParamRt {
@@ -24,7 +26,7 @@ struct ParamRt {
   Route route = Route::Owner;
   bool muon = false; // Muon math; otherwise AdamW
   int64_t numel = 0; // of this rank's local shard on model-parallel dims
-  int group = -1;    // hook group (owner route)
+  int group = -1;    // hook group (owner and sharded routes)
   int so = -1, ro = -1; // owner slot (owner route)
   // The local matrix view; for a matrix sharded on a matrix dim over a
   // model-parallel dim, the group that gathers it for NS, who in it computes,
@@ -49,6 +51,11 @@ struct ParamRt {
   DeviceArray master, momentum, reducedGrad; // reducedGrad: owner route, I3
   DeviceArray adamM, adamV;
   size_t gradOffset = 0; // replicated: into the route's gradient buffer
+  // Sharded: this rank's flat shard of the local elements: shardElements
+  // (master, moments and gradShard hold that many, padding included), from
+  // element shardBegin, of which shardReal are the param's own.
+  int64_t shardElements = 0, shardBegin = 0, shardReal = 0;
+  DeviceArray gradShard;
 };
 
 // One record per plan param, in plan order; creates the model-parallel

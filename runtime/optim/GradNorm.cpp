@@ -25,12 +25,17 @@ Status GradNorm::measure(const std::vector<ParamRt> &params, const ReplicatedRou
     if (!p.countsInNorm)
       continue;
     const float *grad = nullptr;
-    if (p.route == Route::Owner)
+    int64_t n = p.numel;
+    if (p.route == Route::Owner) {
       grad = p.reducedGrad.floats();
-    else if (ctx_->config.manageAdamW)
+    } else if (p.route == Route::Sharded) {
+      grad = p.gradShard.floats(); // its padding is zero
+      n = p.shardElements;
+    } else if (p.route == Route::Replicated && ctx_->config.manageAdamW) {
       grad = replicated.gradSlot(p);
+    }
     if (grad)
-      DMUON_RETURN_IF_ERROR(dev.addSumOfSquares(grad, p.numel, sums + (p.muon ? 0 : 1)));
+      DMUON_RETURN_IF_ERROR(dev.addSumOfSquares(grad, n, sums + (p.muon ? 0 : 1)));
   }
   RequestId id;
   DMUON_RETURN_IF_ERROR(ctx_->backend.allReduceSum(CommGroup::World, sums, 2, id));
@@ -42,15 +47,19 @@ Status GradNorm::measure(const std::vector<ParamRt> &params, const ReplicatedRou
   return Status::ok();
 }
 
-Status GradNorm::clip(std::vector<ParamRt> &params, ReplicatedRoute &replicated, double factor) {
+Status GradNorm::clip(std::vector<ParamRt> &params, ShardedRoute &sharded,
+                      ReplicatedRoute &replicated, double factor) {
   if (factor >= 1.0)
     return Status::ok();
   const auto f = static_cast<float>(factor);
-  if (ctx_->config.clipPolicy == DMUON_CLIP_ALL)
-    for (ParamRt &p : params)
-      if (p.muon && p.reducedGrad.live())
-        DMUON_RETURN_IF_ERROR(
-            ctx_->device.scaleCopy(p.reducedGrad.floats(), p.reducedGrad.floats(), f, p.numel));
+  // AdamW gradients are clipped under every policy that clips; Muon's only
+  // under `all`.
+  const bool muonToo = ctx_->config.clipPolicy == DMUON_CLIP_ALL;
+  for (ParamRt &p : params)
+    if ((muonToo || !p.muon) && p.reducedGrad.live())
+      DMUON_RETURN_IF_ERROR(
+          ctx_->device.scaleCopy(p.reducedGrad.floats(), p.reducedGrad.floats(), f, p.numel));
+  DMUON_RETURN_IF_ERROR(sharded.scaleGrads(f));
   return replicated.scaleGrads(f);
 }
 

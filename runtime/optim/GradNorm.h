@@ -11,6 +11,7 @@
 #include "core/Context.h"
 #include "core/Params.h"
 #include "routes/ReplicatedRoute.h"
+#include "routes/ShardedRoute.h"
 
 #include <cmath>
 #include <vector>
@@ -35,7 +36,8 @@ public:
   Status measure(const std::vector<ParamRt> &params, const ReplicatedRoute &replicated,
                  GradNorms &out);
   // Scales the gradients the policy clips by `factor`.
-  Status clip(std::vector<ParamRt> &params, ReplicatedRoute &replicated, double factor);
+  Status clip(std::vector<ParamRt> &params, ShardedRoute &sharded, ReplicatedRoute &replicated,
+              double factor);
 
 private:
   const Context *ctx_ = nullptr;

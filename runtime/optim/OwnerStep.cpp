@@ -7,7 +7,7 @@ Status OwnerStep::init(const Context &ctx, std::vector<ParamRt> &params) {
   params_ = &params;
   int64_t big = 0, bigBatch = 1, bigRows = 0, bigCols = 0;
   for (const ParamRt &p : params) {
-    if (!p.isOwner)
+    if (!p.isOwner || !p.muon)
       continue;
     const int64_t rows = p.comm ? p.plan->rows() : p.localRows;
     const int64_t cols = p.comm ? p.plan->cols() : p.localCols;
@@ -21,11 +21,21 @@ Status OwnerStep::init(const Context &ctx, std::vector<ParamRt> &params) {
   return big > 0 ? ctx.device.reserve(bigBatch, bigRows, bigCols) : Status::ok();
 }
 
-Status OwnerStep::step() {
+Status OwnerStep::step(int64_t adamwStep) {
   const Config &cfg = ctx_->config;
   for (ParamRt &p : *params_) {
     if (!p.isOwner)
       continue;
+    if (!p.muon) {
+      AdamWHyper h = cfg.adamw;
+      h.lr *= p.lrScale;
+      h.weightDecay *= p.weightDecayScale;
+      DMUON_RETURN_IF_ERROR(ctx_->device.adamwStep(p.master.floats(), p.adamM.floats(),
+                                                   p.adamV.floats(), p.reducedGrad.floats(),
+                                                   p.numel, adamwStep, h));
+      p.reducedGrad.release();
+      continue;
+    }
     MuonHyper h = cfg.muon;
     h.lr *= p.lrScale;
     h.weightDecay *= p.weightDecayScale;

@@ -2,6 +2,8 @@
 // segments, and stats (PlanChecker.h).
 #include "plan/PlanChecker.h"
 
+#include "common/Routes.h"
+
 #include <utility>
 
 namespace dmuon::planfile::detail {
@@ -97,10 +99,12 @@ std::string Checker::checkHooks() {
   }
   if (!complete())
     return {};
-  // Every Muon param is moved by exactly one segment (of its own hook group).
+  // Every owner-routed param is moved by exactly one segment (of its own
+  // hook group).
   for (int64_t i = 0; i < numParams_; ++i) {
     const fb::Param *q = p_.params()->Get(static_cast<uint32_t>(i));
-    if (q->role() == fb::Role::muon && segmentsOf_[static_cast<size_t>(i)] == 0) {
+    if (common::effectiveRoute(*q) == fb::Route::owner &&
+        segmentsOf_[static_cast<size_t>(i)] == 0) {
       const fb::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q->hook_group()));
       return "param '" + str(q->name()) + "' is in no segment of its hook group " +
              std::to_string(q->hook_group()) + " '" + str(h->name()) + "'";
@@ -109,8 +113,8 @@ std::string Checker::checkHooks() {
   return {};
 }
 
-// A complete plan's segment: the Muon params of its hook group that its
-// owner slot owns, each inside the segment's bytes.
+// A complete plan's segment: the owner-routed params of its hook group that
+// its owner slot owns, each inside the segment's bytes.
 std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, const fb::Segment &s,
                                         const std::string &sw) {
   if (!s.params())
@@ -122,8 +126,8 @@ std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, cons
   for (int32_t pi : *s.params()) {
     const fb::Param *q = p_.params()->Get(static_cast<uint32_t>(pi));
     const std::string pw = sw + ": param '" + str(q->name()) + "'";
-    if (q->role() != fb::Role::muon)
-      return pw + " is not a Muon param";
+    if (common::effectiveRoute(*q) != fb::Route::owner)
+      return pw + " does not travel the owner route";
     if (q->hook_group() != hi)
       return pw + " belongs to hook group " + std::to_string(q->hook_group());
     const int64_t pslot = p_.units()->Get(static_cast<uint32_t>(q->unit()))->slot();
@@ -192,7 +196,16 @@ std::string Checker::checkStats() {
           {"gather_send_bytes", r->gather_send_bytes()},
           {"gather_recv_bytes", r->gather_recv_bytes()},
           {"scatter_send_bytes", r->scatter_send_bytes()},
-          {"scatter_recv_bytes", r->scatter_recv_bytes()}};
+          {"scatter_recv_bytes", r->scatter_recv_bytes()},
+          {"data_allreduce_bytes", r->data_allreduce_bytes()},
+          {"allgather_send_bytes", r->allgather_send_bytes()},
+          {"allgather_recv_bytes", r->allgather_recv_bytes()},
+          {"reduce_scatter_send_bytes", r->reduce_scatter_send_bytes()},
+          {"reduce_scatter_recv_bytes", r->reduce_scatter_recv_bytes()},
+          {"value_bytes", r->value_bytes()},
+          {"adam_moment_bytes", r->adam_moment_bytes()},
+          {"grad_bytes", r->grad_bytes()},
+          {"memory_bytes", r->memory_bytes()}};
       for (const auto &[name, value] : figures)
         if (value < 0)
           return who + "." + name + " is negative (" + std::to_string(value) + ")";

@@ -4,6 +4,7 @@
 #include "plan/PlanChecker.h"
 
 #include "common/PlanRules.h"
+#include "common/Routes.h"
 
 #include <string_view>
 #include <unordered_map>
@@ -74,6 +75,16 @@ std::string Checker::checkParams() {
     if (!enumOk(q->role_reason(), fb::RoleReason::MIN, fb::RoleReason::MAX))
       return who + ": unknown role_reason " +
              std::to_string(static_cast<int>(q->role_reason()));
+    if (!enumOk(q->route(), fb::Route::MIN, fb::Route::MAX))
+      return who + ": unknown route " + std::to_string(static_cast<int>(q->route()));
+    if (!enumOk(q->route_reason(), fb::RouteReason::MIN, fb::RouteReason::MAX))
+      return who + ": unknown route_reason " +
+             std::to_string(static_cast<int>(q->route_reason()));
+    // 1.3 plans route every Muon param through its owner (older ones carry
+    // no routes).
+    if (p_.format_minor() >= 3 && q->role() == fb::Role::muon && q->route() != fb::Route::owner)
+      return who + " is a Muon param with route " + fb::EnumNameRoute(q->route()) +
+             "; Muon params travel the owner route";
     if (!enumOk(q->group(), fb::ShardingGroupKind::MIN, fb::ShardingGroupKind::MAX))
       return who + ": unknown sharding group kind " +
              std::to_string(static_cast<int>(q->group()));
@@ -99,12 +110,12 @@ std::string Checker::checkParams() {
     if (auto e = range(who + ": hook_group", q->hook_group(), numHooks_, "hook groups", true);
         !e.empty())
       return e;
-    bool muon = q->role() == fb::Role::muon;
+    const bool owned = common::effectiveRoute(*q) == fb::Route::owner;
     bool hasOwner =
         q->owner_shard() != -1 || q->owner_replicate() != -1 || q->owner_rank() != -1;
-    if (muon && reached(fb::Stage::partition)) {
+    if (owned && reached(fb::Stage::partition)) {
       if (q->unit() < 0)
-        return who + " is a Muon param but has no unit";
+        return who + " travels the owner route but has no unit";
       hasOwner = true;
     }
     if (hasOwner) {
@@ -148,17 +159,24 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &w
     return who + ": shape has more than 2^48 elements";
   if (!elementCount(q.local_shape(), local))
     return who + ": local_shape has more than 2^48 elements";
-  if (q.role() != fb::Role::muon) {
-    // Their gradients share one buffer.
-    adamwElements_ += local;
+  const fb::Route route = common::effectiveRoute(q);
+  if (route == fb::Route::replicated || route == fb::Route::host) {
+    if (q.hook_group() >= 0 || q.unit() >= 0)
+      return who + " travels the " + fb::EnumNameRoute(route) +
+             " route but has a hook group or unit";
+    // The replicated params' gradients share one buffer.
+    if (route == fb::Route::replicated)
+      adamwElements_ += local;
     if (adamwElements_ > kMaxElements)
       return who + ": AdamW params up to this one have more than 2^48 local elements";
     return {};
   }
+  if (route == fb::Route::sharded)
+    return checkShardedParam(q, local, who);
 
   // Ownership: the executor takes the owner slot from the unit.
   if (q.unit() < 0)
-    return who + " is a Muon param but has no unit";
+    return who + " travels the owner route but has no unit";
   const fb::Unit *u = p_.units()->Get(static_cast<uint32_t>(q.unit()));
   const int64_t slot = u->slot();
   if (slot < 0 || slot >= G_ * R_)
@@ -171,11 +189,12 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &w
 
   // Placement in its hook group's buffers.
   if (q.hook_group() < 0)
-    return who + " is a Muon param but has no hook_group";
+    return who + " travels the owner route but has no hook_group";
   if (q.offset() < 0)
-    return who + " is a Muon param but has no offset (" + std::to_string(q.offset()) + ")";
+    return who + " travels the owner route but has no offset (" +
+           std::to_string(q.offset()) + ")";
   if (q.reduce_offset() < 0)
-    return who + " is a Muon param but has no reduce_offset (" +
+    return who + " travels the owner route but has no reduce_offset (" +
            std::to_string(q.reduce_offset()) + ")";
   const int64_t elemBytes = common::dtypeBytes(q.dtype());
   if (q.bytes() != local * elemBytes)
@@ -186,6 +205,8 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &w
     return who + ": reduce_bytes is " + std::to_string(q.reduce_bytes()) + ", expected " +
            std::to_string(local * common::kReduceElementBytes) + " (" + std::to_string(local) +
            " local elements of f32)";
+  if (q.role() != fb::Role::muon)
+    return {}; // AdamW on the owner: no matrix view
 
   // The matrix views the executor runs Newton-Schulz on.
   int64_t n;
@@ -214,6 +235,36 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &w
              std::to_string(local) + " elements (gather mesh dim " +
              std::to_string(q.gather_mesh_dim()) + ")";
   }
+  return {};
+}
+
+// A sharded param: G equal flat shards of its local elements, the padded
+// values and gradient and this rank's reduce-scatter result inside its hook
+// group's buffers.
+std::string Checker::checkShardedParam(const fb::Param &q, int64_t local,
+                                       const std::string &who) {
+  if (q.hook_group() < 0 || q.unit() >= 0)
+    return who + " travels the sharded route but has no hook_group, or has a unit";
+  const int64_t shard = common::shardElements(local, G_);
+  if (q.shard_elements() != shard)
+    return who + ": shard_elements is " + std::to_string(q.shard_elements()) + ", expected " +
+           std::to_string(shard) + " (" + std::to_string(local) + " local elements over " +
+           std::to_string(G_) + " shards)";
+  const int64_t padded = shard * G_;
+  const int64_t elemBytes = common::dtypeBytes(q.dtype());
+  if (q.bytes() != padded * elemBytes || q.reduce_bytes() != padded * common::kReduceElementBytes)
+    return who + ": bytes/reduce_bytes are " + std::to_string(q.bytes()) + "/" +
+           std::to_string(q.reduce_bytes()) + ", expected " + std::to_string(padded * elemBytes) +
+           "/" + std::to_string(padded * common::kReduceElementBytes) + " (" +
+           std::to_string(padded) + " padded elements)";
+  const fb::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q.hook_group()));
+  const int64_t shardBytes = shard * common::kReduceElementBytes;
+  if (q.offset() < 0 || q.reduce_offset() < 0 || q.shard_offset() < 0 ||
+      q.shard_offset() > h->reduce_buffer_bytes() ||
+      shardBytes > h->reduce_buffer_bytes() - q.shard_offset())
+    return who + ": shard_offset " + std::to_string(q.shard_offset()) + " (+" +
+           std::to_string(shardBytes) + " bytes) lies outside hook group '" + str(h->name()) +
+           "' reduce buffer of " + std::to_string(h->reduce_buffer_bytes()) + " bytes";
   return {};
 }
 

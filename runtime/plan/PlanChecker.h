@@ -36,6 +36,7 @@ private:
   std::string checkParams();
   std::string checkModelParallel(const fb::Param &q, const std::string &who);
   std::string checkCompleteParam(const fb::Param &q, const std::string &who);
+  std::string checkShardedParam(const fb::Param &q, int64_t local, const std::string &who);
   std::string checkSegmentParams(const fb::HookGroup &h, int64_t hi, const fb::Segment &s,
                                  const std::string &sw);
   std::string checkUnits();

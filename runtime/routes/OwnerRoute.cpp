@@ -4,9 +4,11 @@ namespace dmuon::rt {
 
 namespace fbp = dmuon::plan;
 
-Status OwnerRoute::init(const Context &ctx, std::vector<ParamRt> &params) {
+Status OwnerRoute::init(const Context &ctx, std::vector<ParamRt> &params,
+                        ShardedRoute &sharded) {
   ctx_ = &ctx;
   params_ = &params;
+  sharded_ = &sharded;
   const auto *hgs = ctx.plan.root().hook_groups();
   groups_.resize(hgs ? hgs->size() : 0);
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -40,8 +42,11 @@ uint8_t *OwnerRoute::packedValues(const ParamRt &p) const {
 
 float *OwnerRoute::gradSlot(const ParamRt &p) const {
   const Group &grp = groups_[p.group];
-  return grp.grad.live() ? reinterpret_cast<float *>(grp.grad.bytes() + p.plan->reduce_offset())
-                         : nullptr;
+  // Outside backward the buffer belongs to the reduce (or waits for the
+  // next micro-batch): no pointer into it is handed out.
+  return grp.inBackward
+             ? reinterpret_cast<float *>(grp.grad.bytes() + p.plan->reduce_offset())
+             : nullptr;
 }
 
 // ---------------------------------------------------------------- unshard
@@ -64,7 +69,8 @@ Status OwnerRoute::unshard(int g) {
   // The packed data comes from owned data the last step's replicate
   // broadcast may still be writing.
   DMUON_RETURN_IF_ERROR(waitReplicate(g));
-  DMUON_RETURN_IF_ERROR(grp.packed.allocate(ctx_->device, static_cast<size_t>(grp.bufferBytes)));
+  DMUON_RETURN_IF_ERROR(grp.packed.allocate(ctx_->device, static_cast<size_t>(grp.bufferBytes),
+                                            &ctx_->memory.buffers));
   const Topology &t = ctx_->topo;
   // One broadcast per owner, coalesced.
   CollectiveGroup coalesced(ctx_->backend);
@@ -82,6 +88,7 @@ Status OwnerRoute::unshard(int g) {
     ctx_->counters.countFanOut(DMUON_COLLECTIVE_BROADCAST, seg.so == t.s, t.G - 1,
                                static_cast<uint64_t>(seg.bytes));
   }
+  DMUON_RETURN_IF_ERROR(sharded_->allGather(g, grp.packed.bytes(), grp.broadcasts));
   grp.state = Unshard::InFlight;
   return coalesced.close();
 }
@@ -106,30 +113,42 @@ void OwnerRoute::reshard(int g) {
 
 Status OwnerRoute::beginBackward(int g) {
   Group &grp = groups_[g];
+  grp.inBackward = true;
   if (grp.grad.live())
     return Status::ok();
-  return grp.grad.allocate(ctx_->device, static_cast<size_t>(grp.reduceBufferBytes));
+  return grp.grad.allocate(ctx_->device, static_cast<size_t>(grp.reduceBufferBytes),
+                           &ctx_->memory.buffers);
 }
 
 Status OwnerRoute::endBackward(int g, bool communicate) {
   Group &grp = groups_[g];
+  grp.inBackward = false;
   const Topology &t = ctx_->topo;
   if (!communicate) {
     reshard(g);
     return Status::ok();
   }
-  // Phase 1: average over the shard group onto the row's shard owner.
-  if (t.G > 1) {
+  // Phase 1: sum over the shard group onto the row's shard owner (and each
+  // sharded gradient onto its shards).
+  {
     CollectiveGroup coalesced(ctx_->backend);
     DMUON_RETURN_IF_ERROR(coalesced.opened());
-    for (const Segment &seg : grp.segments)
-      DMUON_RETURN_IF_ERROR(reduceSegment(grp, seg, CommGroup::Shard, seg.so, t.s, t.G,
-                                          grp.phase1));
+    if (t.G > 1)
+      for (const Segment &seg : grp.segments)
+        DMUON_RETURN_IF_ERROR(reduceSegment(grp, seg, CommGroup::Shard, seg.so, t.s, t.G,
+                                            grp.phase1));
+    DMUON_RETURN_IF_ERROR(sharded_->reduceScatter(g, grp.grad.bytes(), grp.phase1));
     DMUON_RETURN_IF_ERROR(coalesced.close());
   }
   reshard(g);
-  // Phase 2 of the groups before this one overlaps this group's phase 1; the
-  // order of issue is the same on every rank, as MPI requires.
+  // The reduce pipeline, in the same order on every rank as MPI requires:
+  // the group two before this one in backward completes and frees its
+  // buffer, the one before it starts phase 2 (overlapping this phase 1).
+  while (!retireQueue_.empty()) {
+    const int q = retireQueue_.front();
+    retireQueue_.pop_front();
+    DMUON_RETURN_IF_ERROR(retire(q));
+  }
   DMUON_RETURN_IF_ERROR(drainPhase2());
   phase2Queue_.push_back(g);
   return Status::ok();
@@ -140,6 +159,7 @@ Status OwnerRoute::drainPhase2() {
     const int q = phase2Queue_.front();
     phase2Queue_.pop_front();
     DMUON_RETURN_IF_ERROR(issuePhase2(q));
+    retireQueue_.push_back(q);
   }
   return Status::ok();
 }
@@ -152,13 +172,15 @@ Status OwnerRoute::issuePhase2(int g) {
   const Topology &t = ctx_->topo;
   if (t.R == 1)
     return Status::ok();
-  // Phase 2: down the owner's shard column onto the global owner.
+  // Phase 2: down the owner's shard column onto the global owner, and each
+  // shard over the replicas.
   CollectiveGroup coalesced(ctx_->backend);
   DMUON_RETURN_IF_ERROR(coalesced.opened());
   for (const Segment &seg : grp.segments)
     if (seg.so == t.s)
       DMUON_RETURN_IF_ERROR(reduceSegment(grp, seg, CommGroup::Replicate, seg.ro, t.r, t.R,
                                           grp.phase2));
+  DMUON_RETURN_IF_ERROR(sharded_->allReduceReplicas(g, grp.grad.bytes(), grp.phase2));
   return coalesced.close();
 }
 
@@ -178,33 +200,43 @@ Status OwnerRoute::reduceSegment(Group &grp, const Segment &seg, CommGroup comm,
 
 Status OwnerRoute::finishReduce() {
   DMUON_RETURN_IF_ERROR(drainPhase2());
+  while (!retireQueue_.empty()) {
+    const int q = retireQueue_.front();
+    retireQueue_.pop_front();
+    DMUON_RETURN_IF_ERROR(retire(q));
+  }
+  return Status::ok();
+}
+
+Status OwnerRoute::retire(int g) {
+  Group &grp = groups_[g];
+  for (RequestId id : grp.phase2)
+    DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
+  grp.phase2.clear();
   const Topology &t = ctx_->topo;
   Device &dev = ctx_->device;
   // AVG over every rank whose data met here: G*R, and the data-carrying dims
   // (summed along them later, or already summed by the host's all-to-all
   // for a param they shard).
   const float scale = 1.0f / static_cast<float>(t.dataParallelSize);
-  for (Group &grp : groups_) {
-    for (RequestId id : grp.phase2)
-      DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
-    grp.phase2.clear();
-    for (const Segment &seg : grp.segments) {
-      if (seg.so != t.s || seg.ro != t.r)
+  for (const Segment &seg : grp.segments) {
+    if (seg.so != t.s || seg.ro != t.r)
+      continue;
+    for (int i : seg.params) {
+      ParamRt &p = (*params_)[i];
+      const float *src =
+          reinterpret_cast<const float *>(grp.grad.bytes() + p.plan->reduce_offset());
+      if (p.reducedGrad.live()) { // an earlier micro-batch's, reduced already
+        DMUON_RETURN_IF_ERROR(dev.scaleAdd(p.reducedGrad.floats(), src, scale, p.numel));
         continue;
-      for (int i : seg.params) {
-        ParamRt &p = (*params_)[i];
-        const float *src =
-            reinterpret_cast<const float *>(grp.grad.bytes() + p.plan->reduce_offset());
-        if (p.reducedGrad.live()) { // an earlier micro-batch's, reduced already
-          DMUON_RETURN_IF_ERROR(dev.scaleAdd(p.reducedGrad.floats(), src, scale, p.numel));
-          continue;
-        }
-        DMUON_RETURN_IF_ERROR(p.reducedGrad.allocate(dev, p.numel * sizeof(float)));
-        DMUON_RETURN_IF_ERROR(dev.scaleCopy(p.reducedGrad.floats(), src, scale, p.numel));
       }
+      DMUON_RETURN_IF_ERROR(
+          p.reducedGrad.allocate(dev, p.numel * sizeof(float), &ctx_->memory.grads));
+      DMUON_RETURN_IF_ERROR(dev.scaleCopy(p.reducedGrad.floats(), src, scale, p.numel));
     }
-    grp.grad.release(); // I3: only the global owner keeps a reduced gradient
   }
+  DMUON_RETURN_IF_ERROR(sharded_->accumulate(g, grp.grad.bytes()));
+  grp.grad.release(); // I3: only the global owner keeps a reduced gradient
   return Status::ok();
 }
 
@@ -240,7 +272,7 @@ Status OwnerRoute::broadcastReplicas() {
       PendingReplicate pr;
       pr.segment = static_cast<int>(si);
       const size_t bytes = static_cast<size_t>(seg.masterElements) * sizeof(float);
-      DMUON_RETURN_IF_ERROR(pr.staging.allocate(dev, bytes));
+      DMUON_RETURN_IF_ERROR(pr.staging.allocate(dev, bytes, &ctx_->memory.buffers));
       if (seg.ro == t.r) {
         size_t off = 0;
         for (int i : seg.params) {

@@ -4,11 +4,17 @@
 // phases under HSDP (shard group, then down the owner's shard column), and
 // after the step the owner's updated masters broadcast down its shard column
 // (the replicate broadcast, sync or consumed by the next unshard).
+//
+// It drives each hook group's lifecycle for every route that moves with the
+// hooks: the group's sharded params (routes/ShardedRoute) share its buffers
+// and are gathered and reduced at the same points. A group's gradient buffer
+// is freed once its reduce has completed, two groups later in backward.
 #ifndef DMUON_RUNTIME_ROUTES_OWNERROUTE_H
 #define DMUON_RUNTIME_ROUTES_OWNERROUTE_H
 
 #include "core/Context.h"
 #include "core/Params.h"
+#include "routes/ShardedRoute.h"
 
 #include <deque>
 #include <string>
@@ -18,7 +24,7 @@ namespace dmuon::rt {
 
 class OwnerRoute {
 public:
-  Status init(const Context &ctx, std::vector<ParamRt> &params);
+  Status init(const Context &ctx, std::vector<ParamRt> &params, ShardedRoute &sharded);
 
   int numGroups() const { return static_cast<int>(groups_.size()); }
   const std::string &groupName(int g) const { return groups_[g].name; }
@@ -68,20 +74,26 @@ private:
     int64_t bufferBytes = 0, reduceBufferBytes = 0;
     DeviceArray packed, grad;
     Unshard state = Unshard::Sharded;
+    bool inBackward = false; // between beginBackward and endBackward
     std::vector<RequestId> broadcasts, phase1, phase2;
     std::vector<PendingReplicate> replicate;
   };
 
   Status pack(const Segment &seg, uint8_t *dst);
   Status issuePhase2(int g);
+  // Waits for the group's phase 2, hands its averaged gradients to their
+  // holders (owners' reduced gradients, shards) and frees its buffer.
+  Status retire(int g);
   Status reduceSegment(Group &grp, const Segment &seg, CommGroup comm, int root, int mine,
                        int size, std::vector<RequestId> &requests);
   Status drainPhase2();
 
   const Context *ctx_ = nullptr;
   std::vector<ParamRt> *params_ = nullptr;
+  ShardedRoute *sharded_ = nullptr;
   std::vector<Group> groups_;
-  std::deque<int> phase2Queue_;
+  std::deque<int> phase2Queue_; // phase 1 issued
+  std::deque<int> retireQueue_; // phase 2 issued
 };
 
 } // namespace dmuon::rt

@@ -27,7 +27,7 @@ Status ReplicatedRoute::init(const Context &ctx, std::vector<ParamRt> &params) {
       alongRuns_.push_back({p.alongData, p.gradOffset, 0});
     alongRuns_.back().elements += static_cast<size_t>(p.numel);
   }
-  return grad_.allocate(ctx.device, elements_ * sizeof(float));
+  return grad_.allocate(ctx.device, elements_ * sizeof(float), &ctx.memory.grads);
 }
 
 Status ReplicatedRoute::reduce() {
@@ -55,20 +55,27 @@ Status ReplicatedRoute::reduce() {
                                 static_cast<int64_t>(elements_));
 }
 
-Status ReplicatedRoute::step() {
+uint64_t ReplicatedRoute::allReduceBytesPerStep() const {
+  const Topology &t = ctx_->topo;
+  uint64_t bytes = t.G * t.R > 1 ? gradBytes() : 0;
+  for (const AlongRun &run : alongRuns_)
+    bytes += run.elements * sizeof(float);
+  return members_.empty() ? 0 : bytes;
+}
+
+Status ReplicatedRoute::step(int64_t adamwStep) {
   Device &dev = ctx_->device;
   // The documented contract when the host opts out: gradients start each
   // step at zero.
   if (!ctx_->config.manageAdamW || members_.empty())
     return zeroGrads();
-  ++adamwStep_;
   for (int i : members_) {
     ParamRt &p = (*params_)[i];
     AdamWHyper h = ctx_->config.adamw;
     h.lr *= p.lrScale;
     h.weightDecay *= p.weightDecayScale;
     DMUON_RETURN_IF_ERROR(dev.adamwStep(p.master.floats(), p.adamM.floats(), p.adamV.floats(),
-                                        grad_.floats() + p.gradOffset, p.numel, adamwStep_, h));
+                                        grad_.floats() + p.gradOffset, p.numel, adamwStep, h));
   }
   return zeroGrads();
 }

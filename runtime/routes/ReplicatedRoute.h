@@ -20,7 +20,7 @@ public:
   Status reduce();
   // Applies AdamW to the averaged gradients (when managed), then zeroes them
   // for the next step.
-  Status step();
+  Status step(int64_t adamwStep);
   // Multiplies every gradient by `factor` (clipping).
   Status scaleGrads(float factor) {
     return ctx_->device.scaleCopy(grad_.floats(), grad_.floats(), factor,
@@ -30,8 +30,8 @@ public:
   Status zeroGrads() { return ctx_->device.zero(grad_.bytes(), gradBytes()); }
   const std::vector<int> &members() const { return members_; }
   uint64_t gradBytes() const { return elements_ * sizeof(float); }
-  int64_t adamwStep() const { return adamwStep_; }
-  void setAdamwStep(int64_t s) { adamwStep_ = s; }
+  // Per step, what reduce() sends (and receives) when it manages these params.
+  uint64_t allReduceBytesPerStep() const;
 
 private:
   const Context *ctx_ = nullptr;
@@ -45,7 +45,6 @@ private:
   std::vector<AlongRun> alongRuns_;
   DeviceArray grad_;
   size_t elements_ = 0;
-  int64_t adamwStep_ = 0;
 };
 
 } // namespace dmuon::rt

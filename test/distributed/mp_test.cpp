@@ -522,7 +522,8 @@ struct RunSpec {
 };
 
 const char *kKinds[DMUON_COLLECTIVE_COUNT] = {"broadcast", "reduce", "replicate",
-                                              "allreduce", "gather", "scatter"};
+                                              "allreduce", "gather", "scatter",
+                                              "allgather", "reduce_scatter"};
 
 class Distributed {
 public:

@@ -183,7 +183,8 @@ struct RunSpec {
 };
 
 const char *kKinds[DMUON_COLLECTIVE_COUNT] = {"broadcast", "reduce",  "replicate",
-                                              "allreduce", "gather", "scatter"};
+                                              "allreduce", "gather", "scatter",
+                                              "allgather", "reduce_scatter"};
 
 class Distributed {
 public:
@@ -344,15 +345,19 @@ private:
   // This rank's bytes per step, worked out here from the param table and the
   // accounting rule of docs/plan-format.md, independently of the plan's stats
   // and the runtime: per Muon param p owned by slot (so, ro), with payload
-  // P = numel * 4 (every Muon param of the tiny model is a multiple of the
-  // 256-byte alignment, so segments carry no padding):
+  // P = numel * 4 rounded up to the 256-byte alignment of segments:
   //   broadcast (per pass: forward, and backward again under Z3) within my
   //     replicate row, root (so, my row): root sends (G-1)P, others receive P;
   //   reduce phase 1 within my row to (so, my row): root receives (G-1)P,
   //     others send P; phase 2 within column so to (so, ro): root receives
   //     (R-1)P, the column's other ranks send P;
   //   replicate within column so from (so, ro): sends (R-1)P, receives P;
-  //   all-reduce of every adamw gradient: sends and receives its payload.
+  //   all-reduce of every replicated gradient: sends and receives its
+  //     payload;
+  //   per sharded param with shard S = shard_elements * 4 bytes: all-gather
+  //     (per pass) and reduce-scatter within my row, each sending and
+  //     receiving (G-1)S; all-reduce of the shard down my column: S.
+  // Owner-routed AdamW params move like Muon params.
   dmuon_comm_counters_t predict(dmuon_mode_t mode) const {
     dmuon_comm_counters_t c{};
     const uint64_t G = static_cast<uint64_t>(mesh_.shards);
@@ -360,14 +365,32 @@ private:
     const uint64_t passes = mode == DMUON_MODE_Z2 ? 1 : 2;
     for (int i = 0; i < plan_.numParams(); ++i) {
       dmuon_param_info_t p = plan_.param(i);
-      const uint64_t P = static_cast<uint64_t>(p.numel) * sizeof(float);
-      if (p.role != DMUON_ROLE_MUON) {
+      const dmuon_param_route_t route = plan_.paramRoute(i);
+      const uint64_t bytes = static_cast<uint64_t>(p.numel) * sizeof(float);
+      if (route.route == DMUON_ROUTE_REPLICATED) {
         if (gWorld > 1) {
-          c.sent[DMUON_COLLECTIVE_ALLREDUCE] += P;
-          c.received[DMUON_COLLECTIVE_ALLREDUCE] += P;
+          c.sent[DMUON_COLLECTIVE_ALLREDUCE] += bytes;
+          c.received[DMUON_COLLECTIVE_ALLREDUCE] += bytes;
         }
         continue;
       }
+      if (route.route == DMUON_ROUTE_SHARDED) {
+        const uint64_t S = static_cast<uint64_t>(route.shard_elements) * sizeof(float);
+        c.sent[DMUON_COLLECTIVE_ALLGATHER] += passes * (G - 1) * S;
+        c.received[DMUON_COLLECTIVE_ALLGATHER] += passes * (G - 1) * S;
+        c.sent[DMUON_COLLECTIVE_REDUCE_SCATTER] += (G - 1) * S;
+        c.received[DMUON_COLLECTIVE_REDUCE_SCATTER] += (G - 1) * S;
+        if (R > 1) {
+          c.sent[DMUON_COLLECTIVE_ALLREDUCE] += S;
+          c.received[DMUON_COLLECTIVE_ALLREDUCE] += S;
+        }
+        continue;
+      }
+      if (route.route != DMUON_ROUTE_OWNER)
+        continue;
+      // Each param of a segment starts at a 256-byte boundary (the default
+      // alignment): a small AdamW param carries its padding.
+      const uint64_t P = (bytes + 255) / 256 * 256;
       const bool column = p.owner_shard == myShard_;
       const bool owner = column && p.owner_replicate == myReplicate_;
       if (column) {
@@ -377,12 +400,13 @@ private:
         c.received[DMUON_COLLECTIVE_BROADCAST] += passes * P;
         c.sent[DMUON_COLLECTIVE_REDUCE] += P;
       }
+      // The replicate broadcast carries the fp32 masters, unpadded.
       if (owner) {
         c.received[DMUON_COLLECTIVE_REDUCE] += (R - 1) * P;
-        c.sent[DMUON_COLLECTIVE_REPLICATE] += (R - 1) * P;
+        c.sent[DMUON_COLLECTIVE_REPLICATE] += (R - 1) * bytes;
       } else if (column) {
         c.sent[DMUON_COLLECTIVE_REDUCE] += P;
-        c.received[DMUON_COLLECTIVE_REPLICATE] += P;
+        c.received[DMUON_COLLECTIVE_REPLICATE] += bytes;
       }
     }
     return c;
@@ -583,10 +607,17 @@ void checkMisuse(const dmuon::Plan &plan, const tiny::Config &cfg, const std::st
   if (st == DMUON_SUCCESS)
     fail("[%s] misuse: grad_view of Muon param '%s' outside backward succeeded", mesh.c_str(),
          muonName.c_str());
+  // An AdamW param the hooks move (owner or sharded route) has values only
+  // inside its group's window too; a replicated one always.
+  const bool hooked = plan.param(plan.findParam("embed.weight")).hook_group >= 0;
   st = dmuon_runtime_param_view(rt, "embed.weight", &view);
-  if (st != DMUON_SUCCESS || view == nullptr)
-    fail("[%s] misuse: param_view of adamw param 'embed.weight' failed (%s)", mesh.c_str(),
+  if (!hooked && (st != DMUON_SUCCESS || view == nullptr))
+    fail("[%s] misuse: param_view of replicated param 'embed.weight' failed (%s)", mesh.c_str(),
          dmuon_runtime_last_error(rt));
+  if (hooked && st == DMUON_SUCCESS)
+    fail("[%s] misuse: param_view of hook-moved param 'embed.weight' outside its window "
+         "succeeded",
+         mesh.c_str());
   expect(dmuon_runtime_post_backward(rt, 0), DMUON_ERROR_INVALID_STATE,
          "post_backward without pre_backward");
   dmuon_runtime_destroy(rt);
@@ -651,6 +682,7 @@ int runTests(int argc, char **argv) {
     return 1;
   }
   tiny::Config cfg;
+  cfg.globalBatch -= cfg.globalBatch % gWorld; // every rank the same share (3 ranks: 63)
   Distributed dist(plan, cfg, mesh);
   dist.checkPlanOwners();
   checkMisuse(plan, cfg, mesh.text);

@@ -222,12 +222,14 @@ public:
       for (int g = groups - 1; g >= 0; --g) {
         rt.preBackward(g);
         for (size_t i = 0; i < params_.size(); ++i)
-          if (params_[i].hook_group == g && params_[i].role == DMUON_ROLE_MUON)
-            writeGrad(rt, static_cast<int>(i), step, poison);
+          if (params_[i].hook_group == g)
+            writeGrad(rt, static_cast<int>(i), step,
+                      poison && params_[i].role == DMUON_ROLE_MUON);
         rt.postBackward(g);
       }
+      // Params no hook moves (replicated) take their gradients any time.
       for (size_t i = 0; i < params_.size(); ++i)
-        if (params_[i].role != DMUON_ROLE_MUON)
+        if (params_[i].hook_group < 0)
           writeGrad(rt, static_cast<int>(i), step, false);
       const bool applied = rt.step();
       out.skipped.push_back(!applied);

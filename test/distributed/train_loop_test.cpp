@@ -233,14 +233,15 @@ public:
           rt.beginMicroBatch(i == sc.microBatches - 1);
         data.batch(indices[static_cast<size_t>(step)], gRank * local + i * micro, micro, x.data(),
                    t.data());
+        // A param the hooks move takes its gradient only inside its window.
         if (poisonHere && i == 0 && poison->second.rfind("layers.", 0) == 0 &&
-            plan_.param(plan_.findParam(poison->second)).role == DMUON_ROLE_MUON) {
+            plan_.param(plan_.findParam(poison->second)).hook_group >= 0) {
           access.target = poison->second;
           access.value = poisonValue(step);
         }
         model.forwardBackward(access, x.data(), t.data(), sc.microBatches);
       }
-      if (poisonHere && plan_.param(plan_.findParam(poison->second)).role != DMUON_ROLE_MUON)
+      if (poisonHere && plan_.param(plan_.findParam(poison->second)).hook_group < 0)
         rt.gradView(poison->second)[0] = poisonValue(step);
       const bool applied = rt.step();
       out.skipped.push_back(!applied);

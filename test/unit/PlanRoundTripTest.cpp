@@ -393,12 +393,12 @@ TEST(PlanRoundTrip, QkClipPairs) {
   EXPECT_EQ(p->options()->qk_clip_tau(), 50.0);
   ASSERT_EQ(p->qk_clip()->size(), 1u);
   std::string t = planfile::printText(*p);
-  EXPECT_TRUE(contains(t, " qk_clip_tau=50\n")) << t;
+  EXPECT_TRUE(contains(t, " qk_clip_tau=50 ")) << t;
   EXPECT_TRUE(contains(t, "qk_clip:\nqk_clip layers.0.up.weight key=layers.0.q.weight heads=8 "
                           "key_heads=4 head_dim=16\nunits:\n"))
       << t;
   std::string j = planfile::printJson(*p);
-  EXPECT_TRUE(contains(j, "\"qk_clip_tau\": 50\n")) << j;
+  EXPECT_TRUE(contains(j, "\"qk_clip_tau\": 50,\n")) << j;
   EXPECT_TRUE(contains(j, "{\"query\": \"layers.0.up.weight\", \"key\": \"layers.0.q.weight\", "
                           "\"heads\": 8, \"key_heads\": 4, \"head_dim\": 16}"))
       << j;
@@ -448,7 +448,7 @@ TEST(PlanRoundTrip, MuonParamNeedsUnitAfterPartition) {
   PlanModel m = makeModel();
   m.params[0].unit = -1;
   std::vector<uint8_t> b = writePlan(m);
-  EXPECT_EQ(verify(b), "param 'layers.0.q.weight' is a Muon param but has no unit");
+  EXPECT_EQ(verify(b), "param 'layers.0.q.weight' travels the owner route but has no unit");
 }
 
 fb::Param *P(fb::Plan &p, int i) { return p.mutable_params()->GetMutableObject(i); }
@@ -472,11 +472,11 @@ TEST(PlanRoundTrip, CompletePlanChecks) {
        [](fb::Plan &p) { return p.mutable_units()->GetMutableObject(1)->mutate_slot(-1); }},
       {"param 'layers.0.up.weight': owner slot (2,0) is not its unit's slot 6 (2,1)",
        [](fb::Plan &p) { return p.mutable_units()->GetMutableObject(1)->mutate_slot(6); }},
-      {"param 'layers.0.q.weight' is a Muon param but has no hook_group",
+      {"param 'layers.0.q.weight' travels the owner route but has no hook_group",
        [](fb::Plan &p) { return P(p, 0)->mutate_hook_group(-1); }},
-      {"param 'layers.0.q.weight' is a Muon param but has no offset (-1)",
+      {"param 'layers.0.q.weight' travels the owner route but has no offset (-1)",
        [](fb::Plan &p) { return P(p, 0)->mutate_offset(-1); }},
-      {"param 'layers.0.q.weight' is a Muon param but has no reduce_offset (-1)",
+      {"param 'layers.0.q.weight' travels the owner route but has no reduce_offset (-1)",
        [](fb::Plan &p) { return P(p, 0)->mutate_reduce_offset(-1); }},
       {"param 'layers.0.q.weight': bytes is 16000, expected 16384 (4096 local elements of f32)",
        [](fb::Plan &p) { return P(p, 0)->mutate_bytes(16000); }},
@@ -511,7 +511,7 @@ TEST(PlanRoundTrip, CompletePlanChecks) {
       {"hook group 0 'layers.0' segment 0: owner_rank 3 is not the rank 2 of its owner slot "
        "(2,0)",
        [](fb::Plan &p) { return S(p, 0)->mutate_owner_rank(3); }},
-      {"hook group 0 'layers.0' segment 0: param 'layers.0.norm.weight' is not a Muon param",
+      {"hook group 0 'layers.0' segment 0: param 'layers.0.norm.weight' does not travel the owner route",
        [](fb::Plan &p) {
          S(p, 0)->mutable_params()->Mutate(0, 1);
          return true;
@@ -685,14 +685,14 @@ TEST(PlanPrinter, TextForm) {
   char fp[32];
   std::snprintf(fp, sizeof fp, "0x%016llx", static_cast<unsigned long long>(p->fingerprint()));
   std::string expectHead =
-      "; dmuon plan 1.2 stage=complete producer=dmuonc " DMUON_VERSION_STRING "\n"
+      "; dmuon plan 1.3 stage=complete producer=dmuonc " DMUON_VERSION_STRING "\n"
       "; fingerprint " + std::string(fp) + "\n"
       "source: tiny.toml\n"
       "model: tiny\n"
       "mesh: dp_replicate=2,dp_shard=4,tp=1 world_size=8 shards=4 replicas=2 slots=8\n"
       "options: mode=z3 replicate_async=true small_param_threshold=5000000 "
       "hook_boundary=default muon_include=none muon_exclude=none alignment=256 "
-      "cost_model=flops qk_clip_tau=100\n"
+      "cost_model=flops qk_clip_tau=100 adamw_route=replicated sharded_threshold=500000\n"
       "optimizer: lr=0.02 momentum=0.95 nesterov=true weight_decay=0 ns_steps=5 "
       "ns_coefficients=original lr_scale=original adamw_lr=0.001 adamw_betas=0.9,0.999 "
       "adamw_eps=0.00000001 adamw_weight_decay=0\n"
@@ -702,7 +702,7 @@ TEST(PlanPrinter, TextForm) {
       "owner=5 slot=(1,1) cost=5242880 hook=layers.0 offset=0 bytes=16384 reduce_offset=0 "
       "reduce_bytes=16384\n"
       "param layers.0.norm.weight shape=[64] dtype=bf16 placements=[Replicate,Replicate,Replicate] "
-      "role=adamw reason=default_vector bytes=256\n"
+      "role=adamw reason=default_vector route=replicated route_reason=policy bytes=256\n"
       "param layers.0.up.weight shape=[128,64] dtype=f32 "
       "placements=[Replicate,Replicate,Shard(0)] "
       "source=onnx::MatMul_7 note=\"from node /layers.0/up/MatMul\" role=muon "
@@ -734,7 +734,9 @@ TEST(PlanPrinter, TextForm) {
                           "momentum_bytes=0 peak_buffer_bytes=0 ns_flops=5242880 "
                           "broadcast_send=0 broadcast_recv=0 reduce_send=0 reduce_recv=0 "
                           "replicate_send=0 replicate_recv=0 allreduce=256 gather_send=0 "
-                          "gather_recv=0 scatter_send=0 scatter_recv=0\n"))
+                          "gather_recv=0 scatter_send=0 scatter_recv=0 allgather_send=0 allgather_recv=0 "
+                     "reduce_scatter_send=0 reduce_scatter_recv=0 value_bytes=0 adam_moment_bytes=0 "
+                     "grad_bytes=0 memory_bytes=0\n"))
       << t;
 }
 
@@ -743,7 +745,7 @@ TEST(PlanPrinter, StopAfterSelectOmitsLaterFields) {
   m.stage = Stage::select;
   std::vector<uint8_t> b = writePlan(m);
   std::string t = planfile::printText(*fb::GetPlan(b.data()));
-  EXPECT_TRUE(contains(t, "; dmuon plan 1.2 stage=select ")) << t;
+  EXPECT_TRUE(contains(t, "; dmuon plan 1.3 stage=select ")) << t;
   EXPECT_TRUE(contains(t, "param layers.0.q.weight shape=[64,64] dtype=f32 "
                           "placements=[Replicate,Replicate,Replicate] role=muon "
                           "reason=default_matrix "
@@ -788,7 +790,7 @@ TEST(PlanPrinter, JsonForm) {
   std::vector<uint8_t> b = writePlan(m);
   std::string j = planfile::printJson(*fb::GetPlan(b.data()));
   EXPECT_TRUE(balanced(j)) << j;
-  EXPECT_EQ(j.substr(0, 28), "{\n  \"format_version\": \"1.2\",") << j;
+  EXPECT_EQ(j.substr(0, 28), "{\n  \"format_version\": \"1.3\",") << j;
   EXPECT_TRUE(contains(j, "\"model\": \"ti\\\"ny\\\\\\n\\u0001\",")) << j;
   // Top-level key order.
   const char *keys[] = {"\"format_version\"", "\"producer\"", "\"fingerprint\"", "\"stage\"",

@@ -60,6 +60,26 @@ cl::opt<unsigned long long> smallParamThreshold(
     "small-param-threshold",
     cl::desc("Params with fewer elements merge per layer into one unit"),
     cl::init(5'000'000), cl::cat(category));
+cl::opt<dmuon::RoutePolicy> adamwRoute(
+    "adamw-route", cl::desc("How the non-Muon params travel (DESIGN.md §6)"),
+    cl::init(dmuon::RoutePolicy::replicated),
+    cl::values(clEnumValN(dmuon::RoutePolicy::by_size, "auto",
+                          "sharded at or above --sharded-threshold elements, else owner"),
+               clEnumValN(dmuon::RoutePolicy::owner, "owner",
+                          "with the layer's Muon params: owner broadcast / reduce, AdamW "
+                          "on the owner"),
+               clEnumValN(dmuon::RoutePolicy::sharded, "sharded",
+                          "flat shards over dp_shard: all-gather / reduce-scatter"),
+               clEnumValN(dmuon::RoutePolicy::replicated, "replicated",
+                          "on every rank, gradients all-reduced (default for now)"),
+               clEnumValN(dmuon::RoutePolicy::host, "host",
+                          "the host manages them; the runtime leaves them alone")),
+    cl::cat(category));
+cl::opt<unsigned long long> shardedThreshold(
+    "sharded-threshold",
+    cl::desc("With --adamw-route=auto, non-Muon params with at least this many elements "
+             "are sharded"),
+    cl::init(500'000), cl::cat(category));
 cl::opt<std::string> muonInclude("muon-include",
                                  cl::desc("Regex of param names forced onto Muon"),
                                  cl::value_desc("regex"), cl::cat(category));
@@ -163,6 +183,14 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
                 " is too large");
     return false;
   }
+  if (shardedThreshold > (1ULL << 48)) {
+    diags.error("--sharded-threshold=" + std::to_string(shardedThreshold) + " is too large");
+    return false;
+  }
+  if (shardedThreshold.getNumOccurrences() && adamwRoute != dmuon::RoutePolicy::by_size) {
+    diags.error("--sharded-threshold applies only with --adamw-route=auto");
+    return false;
+  }
   if (!costTable.empty() && costModel.getNumOccurrences() &&
       costModel == dmuon::CostModel::flops) {
     diags.error("--cost-table needs --cost-model=table");
@@ -183,6 +211,8 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
   o.mode = mode;
   o.replicateAsync = replicateAsync;
   o.smallParamThreshold = static_cast<int64_t>(smallParamThreshold);
+  o.routePolicy = adamwRoute;
+  o.shardedThreshold = static_cast<int64_t>(shardedThreshold);
   o.hookBoundary = hookBoundary;
   o.muonInclude = muonInclude;
   o.muonExclude = muonExclude;

@@ -11,6 +11,7 @@
 
 #include "common/Hex.h"
 #include "common/PlanAccess.h"
+#include "common/Routes.h"
 #include "dmuon/plan_generated.h"
 
 #include <cstdint>
@@ -59,6 +60,14 @@ inline bool recovered(const fb::Param &q) {
   return q.name_origin() == fb::NameOrigin::recovered_from_node;
 }
 inline bool isMuon(const fb::Param &q) { return q.role() == fb::Role::muon; }
+// The route the plan means (1.2 plans: AdamW params replicated).
+inline fb::Route routeOf(const fb::Param &q) { return common::effectiveRoute(q); }
+// Owned by one slot: Muon params and owner-routed AdamW params.
+inline bool ownerRouted(const fb::Param &q) { return routeOf(q) == fb::Route::owner; }
+// --adamw-route's spelling of a policy.
+inline std::string routePolicyName(fb::RoutePolicy p) {
+  return p == fb::RoutePolicy::by_size ? "auto" : enumName(p, fb::EnumNameRoutePolicy);
+}
 // A comm param that gathers over a model-parallel mesh dim for NS.
 inline bool gathers(const fb::Param &q) {
   return q.group() == fb::ShardingGroupKind::comm && q.gather_mesh_dim() >= 0;

@@ -66,8 +66,12 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
     jsonInlineList(j, "local_shape", q.local_shape());
   if (v.reached(fb::Stage::select)) {
     bool muon = isMuon(q);
+    const bool owned = ownerRouted(q);
+    const bool sharded = routeOf(q) == fb::Route::sharded;
     j.field("role", enumName(q.role(), fb::EnumNameRole));
     j.field("role_reason", enumName(q.role_reason(), fb::EnumNameRoleReason));
+    j.field("route", enumName(routeOf(q), fb::EnumNameRoute)); // 1.3
+    j.field("route_reason", enumName(q.route_reason(), fb::EnumNameRouteReason));
     if (muon) {
       j.key("matrix");
       j.beginObject(true);
@@ -90,7 +94,7 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
         j.endObject();
       }
     }
-    if (muon && v.reached(fb::Stage::partition)) {
+    if (owned && v.reached(fb::Stage::partition) && (muon || q.unit() >= 0)) {
       j.field("layer", q.layer());
       j.field("unit", q.unit());
       j.field("owner_rank", q.owner_rank());
@@ -98,7 +102,7 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
       jsonSlot(j, q.owner_shard(), q.owner_replicate());
       j.field("cost", q.cost());
     }
-    if (v.reached(fb::Stage::hooks) && (muon || q.hook_group() >= 0)) {
+    if (v.reached(fb::Stage::hooks) && (owned || sharded || q.hook_group() >= 0)) {
       j.key("hook");
       if (q.hook_group() >= 0)
         j.value(v.hookName(q.hook_group()));
@@ -106,12 +110,16 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
         j.null();
     }
     if (v.reached(fb::Stage::layout)) {
-      if (muon)
+      if (owned || sharded)
         j.field("offset", q.offset());
       j.field("bytes", q.bytes());
-      if (muon) {
+      if (owned || sharded) {
         j.field("reduce_offset", q.reduce_offset());
         j.field("reduce_bytes", q.reduce_bytes());
+      }
+      if (sharded) {
+        j.field("shard_elements", q.shard_elements());
+        j.field("shard_offset", q.shard_offset());
       }
     }
   }
@@ -188,6 +196,8 @@ std::string printJson(const fb::Plan &plan) {
     j.field("cost_model", enumName(op->cost_model(), fb::EnumNameCostModel)); // 1.1
     jsonOptString(j, "cost_table", op->cost_table());
     j.field("qk_clip_tau", op->qk_clip_tau()); // 1.2
+    j.field("adamw_route", routePolicyName(op->route_policy())); // 1.3
+    j.field("sharded_threshold", op->sharded_threshold());
     j.endObject();
   }
 
@@ -330,6 +340,14 @@ std::string printJson(const fb::Plan &plan) {
         j.field("scatter_send_bytes", r->scatter_send_bytes());
         j.field("scatter_recv_bytes", r->scatter_recv_bytes());
         j.field("data_allreduce_bytes", r->data_allreduce_bytes());
+        j.field("allgather_send_bytes", r->allgather_send_bytes()); // 1.3
+        j.field("allgather_recv_bytes", r->allgather_recv_bytes());
+        j.field("reduce_scatter_send_bytes", r->reduce_scatter_send_bytes());
+        j.field("reduce_scatter_recv_bytes", r->reduce_scatter_recv_bytes());
+        j.field("value_bytes", r->value_bytes());
+        j.field("adam_moment_bytes", r->adam_moment_bytes());
+        j.field("grad_bytes", r->grad_bytes());
+        j.field("memory_bytes", r->memory_bytes());
         j.endObject();
       }
       j.endArray();

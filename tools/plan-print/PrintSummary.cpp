@@ -48,6 +48,18 @@ std::string printSummary(const fb::Plan &plan) {
   } else {
     o += "params: " + num(int64_t(size(plan.params()))) + "\n";
   }
+  if (v.reached(fb::Stage::select)) {
+    int64_t routes[4] = {0, 0, 0, 0};
+    for (uint32_t i = 0; i < size(plan.params()); ++i) {
+      const auto r = static_cast<size_t>(routeOf(*plan.params()->Get(i)));
+      if (r < 4)
+        ++routes[r];
+    }
+    o += "routes: owner=" + num(routes[size_t(fb::Route::owner)]) +
+         " sharded=" + num(routes[size_t(fb::Route::sharded)]) +
+         " replicated=" + num(routes[size_t(fb::Route::replicated)]) +
+         " host=" + num(routes[size_t(fb::Route::host)]) + "\n";
+  }
   if (v.reached(fb::Stage::hooks))
     o += "hook groups: " + num(int64_t(size(plan.hook_groups()))) + "\n";
   if (v.reached(fb::Stage::partition) && s) {
@@ -65,6 +77,7 @@ std::string printSummary(const fb::Plan &plan) {
     double total = 0, minNs = 0, maxNs = 0;
     int64_t maxMaster = -1, maxMasterRank = 0, maxMoved = -1, maxMovedRank = 0;
     int64_t sentAt = 0, recvAt = 0;
+    const fb::RankFigures *most = nullptr, *least = nullptr;
     for (uint32_t i = 0; i < size(s->ranks()); ++i) {
       const fb::RankFigures *r = s->ranks()->Get(i);
       total += r->ns_flops();
@@ -72,6 +85,10 @@ std::string printSummary(const fb::Plan &plan) {
         minNs = r->ns_flops();
       if (i == 0 || r->ns_flops() > maxNs)
         maxNs = r->ns_flops();
+      if (!most || r->memory_bytes() > most->memory_bytes())
+        most = r;
+      if (!least || r->memory_bytes() < least->memory_bytes())
+        least = r;
       if (r->master_bytes() > maxMaster) {
         maxMaster = r->master_bytes();
         maxMasterRank = r->rank();
@@ -84,10 +101,12 @@ std::string printSummary(const fb::Plan &plan) {
       };
       int64_t sent = add({r->broadcast_send_bytes(), r->reduce_send_bytes(),
                           r->replicate_send_bytes(), r->allreduce_bytes(),
-                          r->gather_send_bytes(), r->scatter_send_bytes()});
+                          r->gather_send_bytes(), r->scatter_send_bytes(),
+                          r->allgather_send_bytes(), r->reduce_scatter_send_bytes()});
       int64_t recv = add({r->broadcast_recv_bytes(), r->reduce_recv_bytes(),
                           r->replicate_recv_bytes(), r->allreduce_bytes(),
-                          r->gather_recv_bytes(), r->scatter_recv_bytes()});
+                          r->gather_recv_bytes(), r->scatter_recv_bytes(),
+                          r->allgather_recv_bytes(), r->reduce_scatter_recv_bytes()});
       if (add({sent, recv}) > maxMoved) {
         maxMoved = add({sent, recv});
         maxMovedRank = r->rank();
@@ -100,6 +119,18 @@ std::string printSummary(const fb::Plan &plan) {
            " max=" + percent(maxNs / total) + "\n";
     o += "largest master bytes: " + num(maxMaster) + " (" + human(double(maxMaster)) +
          ") on rank " + num(maxMasterRank) + "\n";
+    for (const fb::RankFigures *r : {most, least}) {
+      if (!r || (r == least && least->memory_bytes() == most->memory_bytes()))
+        continue;
+      o += std::string(r == most ? "memory, largest" : "memory, smallest") + " (rank " +
+           num(int64_t(r->rank())) + "): " + human(double(r->memory_bytes())) +
+           " = masters " + human(double(r->master_bytes())) + " + momentum " +
+           human(double(r->momentum_bytes())) + " + values " +
+           human(double(r->value_bytes())) + " + adam moments " +
+           human(double(r->adam_moment_bytes())) + " + grads " +
+           human(double(r->grad_bytes())) + " + buffers " +
+           human(double(r->peak_buffer_bytes())) + "\n";
+    }
     o += "bytes moved per step (busiest rank " + num(maxMovedRank) + "): " + num(maxMoved) +
          " (" + human(double(maxMoved)) + "; sent " + num(sentAt) + ", received " +
          num(recvAt) + ")\n";

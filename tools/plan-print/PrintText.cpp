@@ -50,8 +50,13 @@ void textParam(const View &v, const fb::Param &q, std::string &o) {
   if (!v.reached(fb::Stage::select))
     return;
   bool muon = isMuon(q);
+  const bool owned = ownerRouted(q);
+  const bool sharded = routeOf(q) == fb::Route::sharded;
   o += " role=" + enumName(q.role(), fb::EnumNameRole) +
        " reason=" + enumName(q.role_reason(), fb::EnumNameRoleReason);
+  if (!muon)
+    o += " route=" + enumName(routeOf(q), fb::EnumNameRoute) +
+         " route_reason=" + enumName(q.route_reason(), fb::EnumNameRouteReason);
   if (muon)
     o += " matrix=" + num(q.batch()) + "x" + num(q.rows()) + "x" + num(q.cols());
   if (muon && v.reached(fb::Stage::group)) {
@@ -63,20 +68,23 @@ void textParam(const View &v, const fb::Param &q, std::string &o) {
         o += " compute=" + num(int64_t(q.compute_index()));
     }
   }
-  if (muon && v.reached(fb::Stage::partition))
+  if (owned && v.reached(fb::Stage::partition) && (muon || q.unit() >= 0))
     o += " layer=" + orDash(str(q.layer())) + " unit=" + num(int64_t(q.unit())) +
          " owner=" + num(int64_t(q.owner_rank())) + " slot=(" +
          num(int64_t(q.owner_shard())) + "," + num(int64_t(q.owner_replicate())) +
          ") cost=" + num(q.cost());
-  if (v.reached(fb::Stage::hooks) && (muon || q.hook_group() >= 0))
+  if (v.reached(fb::Stage::hooks) && (owned || sharded || q.hook_group() >= 0))
     o += " hook=" + (q.hook_group() >= 0 ? v.hookName(q.hook_group()) : std::string("none"));
   if (v.reached(fb::Stage::layout)) {
-    if (muon)
+    if (owned || sharded)
       o += " offset=" + num(q.offset()) + " bytes=" + num(q.bytes()) +
            " reduce_offset=" + num(q.reduce_offset()) +
            " reduce_bytes=" + num(q.reduce_bytes());
     else
       o += " bytes=" + num(q.bytes());
+    if (sharded)
+      o += " shard_elements=" + num(q.shard_elements()) +
+           " shard_offset=" + num(q.shard_offset());
   }
 }
 
@@ -118,7 +126,9 @@ std::string printText(const fb::Plan &plan) {
          " cost_model=" + enumName(op->cost_model(), fb::EnumNameCostModel);
     if (op->cost_table() && op->cost_table()->size())
       o += " cost_table=" + quotedOr(op->cost_table(), "none");
-    o += " qk_clip_tau=" + num(op->qk_clip_tau()) + "\n";
+    o += " qk_clip_tau=" + num(op->qk_clip_tau()) +
+         " adamw_route=" + routePolicyName(op->route_policy()) +
+         " sharded_threshold=" + num(op->sharded_threshold()) + "\n";
     if (const fb::OptimizerDefaults *od = op->optimizer())
       o += "optimizer: lr=" + num(od->lr()) + " momentum=" + num(od->momentum()) +
            " nesterov=" + boolName(od->nesterov()) +
@@ -246,7 +256,14 @@ std::string printText(const fb::Plan &plan) {
              (r->data_allreduce_bytes()
                   ? " data_allreduce=" + num(r->data_allreduce_bytes())
                   : std::string()) +
-             "\n";
+             " allgather_send=" + num(r->allgather_send_bytes()) +
+             " allgather_recv=" + num(r->allgather_recv_bytes()) +
+             " reduce_scatter_send=" + num(r->reduce_scatter_send_bytes()) +
+             " reduce_scatter_recv=" + num(r->reduce_scatter_recv_bytes()) +
+             " value_bytes=" + num(r->value_bytes()) +
+             " adam_moment_bytes=" + num(r->adam_moment_bytes()) +
+             " grad_bytes=" + num(r->grad_bytes()) +
+             " memory_bytes=" + num(r->memory_bytes()) + "\n";
       }
   }
   return o;

@@ -127,6 +127,35 @@ public:
     return Status::ok();
   }
 
+  Status allGatherInPlace(CommGroup g, void *data, size_t bytesPerRank,
+                          RequestId &out) override {
+    DMUON_RETURN_IF_ERROR(failure_);
+    if (bytesPerRank > static_cast<size_t>(INT_MAX))
+      return unsupported("all-gather of " + std::to_string(bytesPerRank) +
+                         " bytes per rank exceeds MPI's int count");
+    MPI_Request r;
+    DMUON_RETURN_IF_ERROR(check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_BYTE, data,
+                                               static_cast<int>(bytesPerRank), MPI_BYTE, comm(g),
+                                               &r),
+                                "MPI_Iallgather"));
+    out = track({r});
+    return Status::ok();
+  }
+
+  Status reduceScatterSum(CommGroup g, const float *send, float *recv, size_t count,
+                          RequestId &out) override {
+    DMUON_RETURN_IF_ERROR(failure_);
+    if (count > static_cast<size_t>(INT_MAX))
+      return unsupported("reduce-scatter of " + std::to_string(count) +
+                         " floats per rank exceeds MPI's int count");
+    MPI_Request r;
+    DMUON_RETURN_IF_ERROR(check(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(count),
+                                                          MPI_FLOAT, MPI_SUM, comm(g), &r),
+                                "MPI_Ireduce_scatter_block"));
+    out = track({r});
+    return Status::ok();
+  }
+
   int groupRank(CommGroup g) const override {
     int r = 0;
     MPI_Comm_rank(comm(g), &r);

@@ -203,6 +203,27 @@ public:
     });
   }
 
+  // NCCL's in-place forms: the send buffer is this rank's part of the
+  // receive buffer (all-gather); the sharded route's collectives run on the
+  // high-priority streams, like the owner route's.
+  Status allGatherInPlace(CommGroup g, void *data, size_t bytesPerRank,
+                          RequestId &out) override {
+    return issue(broadcastStream_, out, [&] {
+      auto *base = static_cast<uint8_t *>(data);
+      return check(ncclAllGather(base + static_cast<size_t>(groupRank(g)) * bytesPerRank, base,
+                                 bytesPerRank, ncclUint8, comm(g), broadcastStream_),
+                   "ncclAllGather", comm(g));
+    });
+  }
+
+  Status reduceScatterSum(CommGroup g, const float *send, float *recv, size_t count,
+                          RequestId &out) override {
+    return issue(reduceStream_, out, [&] {
+      return check(ncclReduceScatter(send, recv, count, ncclFloat, ncclSum, comm(g), reduceStream_),
+                   "ncclReduceScatter", comm(g));
+    });
+  }
+
   // The compute stream waits on the device; the host never blocks here.
   Status wait(RequestId id) override {
     DMUON_RETURN_IF_ERROR(failure_);

@@ -1,0 +1,273 @@
+// Part of layout: every rank's memory and per-step communication figures,
+// the ones the runtime's counters and its allocation report are checked
+// against (accounting rules: docs/plan-format.md). Ranks that differ only in
+// model-parallel dims see the same data-parallel traffic of their local
+// shards; comm params' gather/scatter and NS are added per rank.
+#include "Passes.h"
+#include "common/PlanRules.h"
+
+#include <algorithm>
+
+namespace dmuon {
+
+namespace {
+
+using common::kReduceElementBytes;
+constexpr int64_t kValueBytes = 4;       // fp32 master / shard values
+constexpr int64_t kMomentBytes = 2 * 4;  // AdamW's two fp32 moments
+
+// The owner route, per owner slot: masters on the owner's shard column (I2),
+// optimizer state and reduced gradients on the owner, the two-phase reduce
+// and the replicate broadcast.
+std::vector<RankFigures> ownerRouteBySlot(const PlanModel &model,
+                                          std::vector<int64_t> &columnStaging) {
+  const Mesh &mesh = model.mesh;
+  const int64_t G = mesh.numShards(), R = mesh.numReplicas(), S = G * R;
+  const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
+  std::vector<RankFigures> bySlot(S);
+  std::vector<int64_t> columnBytes(G, 0), columnReduceBytes(G, 0);
+  int64_t totalBytes = 0, totalReduceBytes = 0;
+  for (const HookGroup &g : model.hookGroups) {
+    for (const Segment &seg : g.segments) {
+      const int64_t so = seg.slot % G, ro = seg.slot / G;
+      columnBytes[so] += seg.bytes;
+      columnReduceBytes[so] += seg.reduceBytes;
+      totalBytes += seg.bytes;
+      totalReduceBytes += seg.reduceBytes;
+      int64_t master = 0, elements = 0, muonElements = 0, adamwElements = 0;
+      double flops = 0;
+      for (int i : seg.params) {
+        const Param &p = model.params[i];
+        master += p.localNumElements() * kValueBytes;
+        elements += p.localNumElements();
+        (p.role == Role::muon ? muonElements : adamwElements) += p.localNumElements();
+        // A comm param's NS runs on one rank of its gather group (below).
+        if (p.role == Role::muon && p.group != ShardingGroupKind::comm)
+          flops += p.cost;
+      }
+      if (R > 1)
+        columnStaging[so] += master; // the replicate broadcast's staging
+      for (int64_t r = 0; r < R; ++r) {
+        RankFigures &f = bySlot[r * G + so];
+        f.masterBytes += master;
+        if (R > 1) {
+          // Phase 2 reduce down the shard column, then the replicate
+          // broadcast of the updated fp32 master.
+          if (r == ro) {
+            f.reduceRecv += (R - 1) * seg.reduceBytes;
+            f.replicateSend += (R - 1) * master;
+          } else {
+            f.reduceSend += seg.reduceBytes;
+            f.replicateRecv += master;
+          }
+        }
+        if (r == ro) {
+          f.ownedParams += static_cast<int>(seg.params.size());
+          f.ownedElements += elements;
+          f.momentumBytes += muonElements * kValueBytes;
+          f.adamMomentBytes += adamwElements * kMomentBytes;
+          f.gradBytes += elements * kReduceElementBytes; // I3, from reduce to step
+          f.nsFlops += flops;
+        }
+      }
+    }
+  }
+  if (G > 1) {
+    for (int64_t slot = 0; slot < S; ++slot) {
+      RankFigures &f = bySlot[slot];
+      const int64_t s = slot % G;
+      // Broadcast per unshard inside each replicate row; phase 1 reduce to
+      // the row's shard owner.
+      f.broadcastSend += unshardsPerStep * (G - 1) * columnBytes[s];
+      f.broadcastRecv += unshardsPerStep * (totalBytes - columnBytes[s]);
+      f.reduceRecv += (G - 1) * columnReduceBytes[s];
+      f.reduceSend += totalReduceBytes - columnReduceBytes[s];
+    }
+  }
+  return bySlot;
+}
+
+// The sharded and replicated routes: the same on every rank.
+RankFigures otherRoutes(const PlanModel &model) {
+  const Mesh &mesh = model.mesh;
+  const int64_t G = mesh.numShards(), R = mesh.numReplicas();
+  const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
+  RankFigures f;
+  for (const Param &p : model.params) {
+    int64_t along = 1;
+    for (int d : p.dataDims)
+      along *= mesh.dims[d].size;
+    if (p.route == Route::sharded) {
+      const int64_t shard = p.shardElements;
+      f.valueBytes += shard * kValueBytes;
+      f.adamMomentBytes += shard * kMomentBytes;
+      f.gradBytes += shard * kReduceElementBytes;
+      if (G > 1) {
+        const int64_t values = unshardsPerStep * (G - 1) * shard * common::dtypeBytes(p.dtype);
+        f.allgatherSend += values;
+        f.allgatherRecv += values;
+        f.reduceScatterSend += (G - 1) * shard * kReduceElementBytes;
+        f.reduceScatterRecv += (G - 1) * shard * kReduceElementBytes;
+      }
+      // The shard's sum over dp_replicate, then along the data-carrying dims.
+      f.allreduceBytes += (R > 1 ? shard * kReduceElementBytes : 0) +
+                          (along > 1 ? shard * kReduceElementBytes : 0);
+    } else if (p.route == Route::replicated) {
+      const int64_t local = p.localNumElements();
+      f.valueBytes += local * kValueBytes;
+      f.adamMomentBytes += local * kMomentBytes;
+      f.gradBytes += local * kReduceElementBytes;
+      f.allreduceBytes += (G * R > 1 ? local * kReduceElementBytes : 0) +
+                          (along > 1 ? local * kReduceElementBytes : 0);
+    }
+  }
+  return f;
+}
+
+// The most bytes of hook-group buffers (packed values, gradients) and
+// replicate staging live at once, following the executor through one step
+// whose host calls the hooks in order: forward with prefetch of the next
+// group; backward in reverse, where a group's gradient buffer lives from its
+// pre_backward until post_backward of the group two after it in backward
+// order (its reduce has completed by then: OwnerRoute's pipeline); the
+// replicate broadcast's staging kept (async) until the next unshard of its
+// group consumes it.
+int64_t peakBuffers(const PlanModel &model, const std::vector<int64_t> &groupStaging) {
+  const auto &hg = model.hookGroups;
+  const size_t n = hg.size();
+  const bool z3 = model.options.mode == Mode::z3;
+  const bool async = model.options.replicateAsync;
+  std::vector<int64_t> staging = async ? groupStaging : std::vector<int64_t>(n, 0);
+  std::vector<bool> unsharded(n, false);
+  int64_t live = 0, peak = 0;
+  for (int64_t b : staging)
+    live += b;
+  auto unshard = [&](size_t g) {
+    if (unsharded[g])
+      return;
+    live += hg[g].bufferBytes - staging[g];
+    staging[g] = 0;
+    unsharded[g] = true;
+  };
+  for (size_t g = 0; g < n; ++g) {
+    unshard(g);
+    if (g + 1 < n)
+      unshard(g + 1);
+    peak = std::max(peak, live);
+    if (z3) {
+      live -= hg[g].bufferBytes;
+      unsharded[g] = false;
+    }
+  }
+  std::vector<bool> gradLive(n, false);
+  for (size_t g = n; g-- > 0;) {
+    unshard(g);
+    live += hg[g].reduceBufferBytes;
+    gradLive[g] = true;
+    peak = std::max(peak, live);
+    live -= hg[g].bufferBytes;
+    unsharded[g] = false;
+    if (g + 2 < n) {
+      live -= hg[g + 2].reduceBufferBytes;
+      gradLive[g + 2] = false;
+    }
+  }
+  for (size_t g = 0; g < n; ++g)
+    if (gradLive[g])
+      live -= hg[g].reduceBufferBytes;
+  for (size_t g = 0; g < n; ++g) {
+    live += groupStaging[g];
+    peak = std::max(peak, live);
+    if (!async)
+      live -= groupStaging[g];
+  }
+  return peak;
+}
+
+} // namespace
+
+void computeRankFigures(PlanModel &model) {
+  const Mesh &mesh = model.mesh;
+  const int64_t G = mesh.numShards();
+
+  // Comm params' gather/scatter: per owner slot, the comm params it owns.
+  std::vector<std::vector<int>> commBySlot(static_cast<size_t>(mesh.numSlots()));
+  for (size_t i = 0; i < model.params.size(); ++i) {
+    const Param &p = model.params[i];
+    if (p.role == Role::muon && p.group == ShardingGroupKind::comm && p.unit >= 0 &&
+        p.gatherMeshDim >= 0)
+      commBySlot[model.units[p.unit].slot].push_back(static_cast<int>(i));
+  }
+
+  std::vector<int64_t> columnStaging(G, 0);
+  const std::vector<RankFigures> bySlot = ownerRouteBySlot(model, columnStaging);
+  const RankFigures others = otherRoutes(model);
+
+  // Per shard column: the peak of buffers (the staging differs by column).
+  std::vector<int64_t> peakOfColumn(G, 0);
+  for (int64_t s = 0; s < G; ++s) {
+    std::vector<int64_t> groupStaging;
+    for (const HookGroup &g : model.hookGroups) {
+      int64_t bytes = 0;
+      if (mesh.numReplicas() > 1)
+        for (const Segment &seg : g.segments)
+          if (seg.slot % G == s)
+            for (int i : seg.params)
+              bytes += model.params[i].localNumElements() * kValueBytes;
+      groupStaging.push_back(bytes);
+    }
+    peakOfColumn[s] = peakBuffers(model, groupStaging);
+  }
+
+  // Owned Muon and owner-routed params' averaged gradients along the
+  // data-carrying dims they are Replicate on, by their owners.
+  std::vector<int64_t> slotAlongData(mesh.numSlots(), 0);
+  for (const Param &p : model.params) {
+    if (p.route != Route::owner || p.unit < 0)
+      continue;
+    int64_t along = 1;
+    for (int d : p.dataDims)
+      along *= mesh.dims[d].size;
+    if (along > 1)
+      slotAlongData[model.units[p.unit].slot] += p.localNumElements() * kValueBytes;
+  }
+
+  model.stats.ranks.clear();
+  for (int64_t rank = 0; rank < mesh.worldSize(); ++rank) {
+    std::vector<int64_t> c = mesh.coordOf(rank);
+    const int64_t s = mesh.shardDim >= 0 ? c[mesh.shardDim] : 0;
+    const int64_t r = mesh.replicateDim >= 0 ? c[mesh.replicateDim] : 0;
+    RankFigures f = bySlot[r * G + s];
+    for (int i : commBySlot[r * G + s]) {
+      // Gathered over the gather mesh dim to the computing member,
+      // orthogonalized there, scattered back (fp32 local slices).
+      const Param &p = model.params[i];
+      const int64_t K = mesh.dims[p.gatherMeshDim].size;
+      const int64_t L = p.localNumElements() * kValueBytes;
+      if (c[p.gatherMeshDim] == p.computeIndex) {
+        f.nsFlops += p.cost;
+        f.gatherRecv += (K - 1) * L;
+        f.scatterSend += (K - 1) * L;
+      } else {
+        f.gatherSend += L;
+        f.scatterRecv += L;
+      }
+    }
+    f.rank = rank;
+    f.peakBufferBytes = peakOfColumn[s];
+    f.allreduceBytes = others.allreduceBytes;
+    f.dataAllreduceBytes = slotAlongData[r * G + s];
+    f.allgatherSend = others.allgatherSend;
+    f.allgatherRecv = others.allgatherRecv;
+    f.reduceScatterSend = others.reduceScatterSend;
+    f.reduceScatterRecv = others.reduceScatterRecv;
+    f.valueBytes = others.valueBytes;
+    f.adamMomentBytes += others.adamMomentBytes;
+    f.gradBytes += others.gradBytes;
+    f.memoryBytes = f.masterBytes + f.momentumBytes + f.valueBytes + f.adamMomentBytes +
+                    f.gradBytes + f.peakBufferBytes;
+    model.stats.ranks.push_back(f);
+  }
+}
+
+} // namespace dmuon
