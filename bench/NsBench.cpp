@@ -169,8 +169,11 @@ public:
 
   void ReportRuns(const std::vector<Run> &runs) override {
     ConsoleReporter::ReportRuns(runs);
+    // With --benchmark_repetitions the median aggregate, reported after the
+    // repetitions, replaces them.
     for (const Run &run : runs) {
-      if (run.run_type != Run::RT_Iteration || run.error_occurred)
+      const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
+      if ((run.run_type != Run::RT_Iteration && !median) || run.error_occurred)
         continue;
       const double ms =
           run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit) * 1e3;
