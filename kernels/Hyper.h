@@ -9,6 +9,18 @@ namespace dmuon::kernels {
 
 enum class NsCoefficients { Original, PolarExpress };
 
+// How a Newton-Schulz iteration is computed; every form runs the same
+// polynomial iteration and differs only in rounding (kernels/NsForms.h has
+// their flop counts and the per-shape rule behind Auto).
+//  - ThreeGemm: A = X X^T, B = bA + cA^2, X <- aX + BX as three general
+//    GEMMs; the reference path.
+//  - Symmetric: the same products with SYRK for the two symmetric ones
+//    (X X^T and A A), half their flops.
+//  - Gram: iterates on the s x s Gram matrix and touches the s x l matrix
+//    only at the ends (rectangular matrices).
+//  - Auto: the rule in NsForms.h picks one per shape.
+enum class NsForm { Auto, ThreeGemm, Symmetric, Gram };
+
 // The element type of a packed (broadcast) buffer.
 enum class PackedType { F32 = 0, BF16 = 1 };
 
@@ -23,6 +35,7 @@ struct MuonHyper {
   bool matchRmsAdamW = false; // lr scale 0.2*sqrt(max(m,n)) instead of sqrt(max(1,m/n))
   int nsSteps = 5;
   NsCoefficients coefficients = NsCoefficients::Original;
+  NsForm nsForm = NsForm::Auto;
 };
 
 struct AdamWHyper {

@@ -28,15 +28,34 @@ int nsCoefficientCount(NsCoefficients set);
 // 1 for Original, 1.01 for PolarExpress (Amsel et al. 2025, Algorithm 1).
 float nsNormScale(NsCoefficients set);
 
-// Floats of NsWorkspace::buffer that newtonSchulz uses for a rows x cols matrix.
-int64_t nsWorkspaceFloats(int64_t rows, int64_t cols);
+// Floats of NsWorkspace::buffer that newtonSchulz uses for a rows x cols
+// matrix in `form` (Auto: the form kernels/NsForms.h picks for the shape).
+int64_t nsWorkspaceFloats(int64_t rows, int64_t cols, NsForm form = NsForm::Auto);
 
 // Orthogonalizes one row-major rows x cols matrix: X = G / (||G||_F + 1e-7)
 // (PolarExpress: G / (1.01 * ||G||_F + 1e-7), see nsNormScale),
 // transposed when rows > cols, then `steps` iterations of
-// X <- aX + (bA + cA^2)X with A = X X^T. `out` may equal `in`.
+// X <- aX + (bA + cA^2)X with A = X X^T. `out` may equal `in`. `form` says
+// how the products are computed (kernels/Hyper.h); all forms agree to fp32
+// rounding. Auto picks per shape with ns::chooseForm (kernels/NsForms.h).
 void newtonSchulz(const float *in, float *out, int64_t rows, int64_t cols, int steps,
-                  NsCoefficients set, NsWorkspace &ws);
+                  NsCoefficients set, NsWorkspace &ws, NsForm form = NsForm::Auto);
+
+// newtonSchulz on each of `batch` contiguous rows x cols matrices (a 3-D
+// expert tensor, say), spread over threads: with T = nsBatchThreads(batch)
+// > 1, T matrices at a time run in parallel, each on single-threaded BLAS,
+// and a remainder of fewer than T runs one by one on BLAS's own threads.
+// Results equal newtonSchulz's on each matrix. While the parallel part runs,
+// OpenBLAS's thread count is set to 1 process-wide (restored after; calls
+// from several threads share one save/restore).
+void newtonSchulzBatched(const float *in, float *out, int64_t batch, int64_t rows, int64_t cols,
+                         int steps, NsCoefficients set, NsWorkspace &ws,
+                         NsForm form = NsForm::Auto);
+
+// Threads the batched calls spread `batch` matrices over: min(batch, BLAS's
+// thread count, OpenMP's max threads); 1 without OpenMP. With
+// OPENBLAS_NUM_THREADS=1 (one MPI rank per core) batches stay sequential.
+int nsBatchThreads(int64_t batch);
 
 // sqrt(max(1, rows/cols)) or 0.2*sqrt(max(rows, cols)).
 float muonLrScale(int64_t rows, int64_t cols, bool matchRmsAdamW);
@@ -44,7 +63,8 @@ float muonLrScale(int64_t rows, int64_t cols, bool matchRmsAdamW);
 // One Muon step on a batch of row-major rows x cols matrices (batch 1 for a
 // plain matrix): buf <- mu*buf + g (EMA form: mu*buf + (1-mu)*g);
 // u = nesterov ? g + mu*buf (EMA: (1-mu)*g + mu*buf) : buf;
-// p <- p*(1 - lr*wd); p <- p - lr*scale*NS(u).
+// p <- p*(1 - lr*wd); p <- p - lr*scale*NS(u). NS runs in h.nsForm; the
+// batch is spread over threads as in newtonSchulzBatched.
 void muonStep(float *param, float *momentumBuf, const float *grad, int64_t batch,
               int64_t rows, int64_t cols, const MuonHyper &h, NsWorkspace &ws);
 

@@ -17,7 +17,8 @@ float muonLrScale(int64_t rows, int64_t cols, bool matchRmsAdamW) {
 
 // Per matrix of the batch: one pass over (buf, g) updates the momentum and
 // writes the NS input u into the workspace, NS runs in place on u, and one
-// pass over p applies weight decay and the update. Weight decay uses the
+// pass over p applies weight decay and the update. The batch's matrices are
+// spread over threads (forEachInBatch). Weight decay uses the
 // unscaled lr (as torch.optim.Muon); the update uses lr * muonLrScale.
 //
 // Momentum is the SGD form buf <- mu*buf + g by default. torch.optim.Muon
@@ -50,16 +51,15 @@ void muonStep(float *param, float *momentumBuf, const float *grad, int64_t batch
   if (batch <= 0 || rows <= 0 || cols <= 0)
     return;
   const int64_t n = rows * cols;
-  const auto need = static_cast<size_t>(n + nsWorkspaceFloats(rows, cols));
-  if (ws.buffer.size() < need)
-    ws.buffer.resize(need);
-  float *u = ws.buffer.data();
-  float *scratch = u + n;
-  for (int64_t bi = 0; bi < batch; ++bi) {
-    muonMomentum(momentumBuf + bi * n, grad + bi * n, u, n, h);
-    newtonSchulzScratch(u, u, rows, cols, h.nsSteps, h.coefficients, scratch);
-    muonApply(param + bi * n, u, n, rows, cols, h);
-  }
+  // Each matrix's u and NS scratch are private to the thread running it.
+  forEachInBatch(batch, n + nsWorkspaceFloats(rows, cols, h.nsForm), ws,
+                 [&](int64_t bi, float *scratch) {
+                   float *u = scratch;
+                   muonMomentum(momentumBuf + bi * n, grad + bi * n, u, n, h);
+                   newtonSchulzScratch(u, u, rows, cols, h.nsSteps, h.coefficients, h.nsForm,
+                                       u + n);
+                   muonApply(param + bi * n, u, n, rows, cols, h);
+                 });
 }
 
 // torch.optim.AdamW (amsgrad off, maximize off): p *= 1 - lr*wd;

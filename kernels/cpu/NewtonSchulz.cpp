@@ -1,4 +1,6 @@
-// Newton-Schulz orthogonalization on OpenBLAS (fp32, row-major).
+// Newton-Schulz orthogonalization on OpenBLAS (fp32, row-major): the
+// three-GEMM reference form and the dispatch over forms (NsSymmetric.cpp,
+// NsGram.cpp; the rule behind NsForm::Auto is in kernels/NsForms.h).
 //
 // X = G / (s * ||G||_F + 1e-7)   (s = nsNormScale(set); the norm is accumulated
 //                                 in double)
@@ -14,6 +16,7 @@
 #include "kernels/cpu/MuonKernels.h"
 #include "kernels/cpu/NsScratch.h"
 #include "kernels/NsCoefficients.h"
+#include "kernels/NsForms.h"
 
 #include <cblas.h>
 
@@ -23,25 +26,6 @@
 #include <utility>
 
 namespace dmuon::kernels {
-namespace {
-
-// out (cols x rows) = in (rows x cols)^T * scale, both row-major; tiled so
-// that both sides stay in cache.
-void transposeScaled(const float *in, float *out, int64_t rows, int64_t cols, float scale) {
-  constexpr int64_t kTile = 32;
-  for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
-    const int64_t i1 = std::min(rows, i0 + kTile);
-    for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
-      const int64_t j1 = std::min(cols, j0 + kTile);
-      for (int64_t i = i0; i < i1; ++i)
-        for (int64_t j = j0; j < j1; ++j)
-          out[j * rows + i] = in[i * cols + j] * scale;
-    }
-  }
-}
-
-} // namespace
-
 // The coefficient tables and the Polar Express safety factor live in
 // kernels/NsCoefficients.h, shared with the CUDA kernels.
 int nsCoefficientCount(NsCoefficients set) {
@@ -56,18 +40,51 @@ void nsCoefficients(NsCoefficients set, int iteration, float &a, float &b, float
   ns::coefficients(set == NsCoefficients::PolarExpress, iteration, a, b, c);
 }
 
-int64_t nsWorkspaceFloats(int64_t rows, int64_t cols) {
+int64_t nsWorkspaceFloats(int64_t rows, int64_t cols, NsForm form) {
   if (rows <= 0 || cols <= 0)
     return 0;
   const int64_t s = std::min(rows, cols);
   const int64_t l = std::max(rows, cols);
+  switch (ns::resolveForm(form, rows, cols)) {
+  case NsForm::Gram:
+    return 2 * s * l + 4 * s * s; // X0, restart iterate (s x l); A, Q, P, T (s x s)
+  case NsForm::Symmetric:
+  case NsForm::ThreeGemm:
+  case NsForm::Auto:
+    break;
+  }
   return 2 * s * l + 2 * s * s; // X, Y (s x l); A, B (s x s)
 }
 
 void newtonSchulzScratch(const float *in, float *out, int64_t rows, int64_t cols, int steps,
-                         NsCoefficients set, float *scratch) {
+                         NsCoefficients set, NsForm form, float *scratch) {
   if (rows <= 0 || cols <= 0)
     return;
+  if (steps <= 0) { // every form is the normalization alone
+    const int64_t n = rows * cols;
+    const float inv = nsdetail::normalizationFactor(in, n, set);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = in[i] * inv;
+    return;
+  }
+  switch (ns::resolveForm(form, rows, cols)) {
+  case NsForm::Symmetric:
+    nsSymmetric(in, out, rows, cols, steps, set, scratch);
+    return;
+  case NsForm::Gram:
+    nsGram(in, out, rows, cols, steps, set, scratch);
+    return;
+  case NsForm::ThreeGemm:
+  case NsForm::Auto:
+    break;
+  }
+  nsThreeGemm(in, out, rows, cols, steps, set, scratch);
+}
+
+// The reference form: each iteration is three sgemm calls (see the top of
+// the file). Tall matrices are transposed in and out.
+void nsThreeGemm(const float *in, float *out, int64_t rows, int64_t cols, int steps,
+                 NsCoefficients set, float *scratch) {
   const bool transposed = rows > cols;
   const int64_t s = transposed ? cols : rows; // Gram side
   const int64_t l = transposed ? rows : cols;
@@ -77,13 +94,9 @@ void newtonSchulzScratch(const float *in, float *out, int64_t rows, int64_t cols
   float *gram = y + s * l;
   float *poly = gram + s * s;
 
-  double sumSq = 0.0;
-  for (int64_t i = 0; i < n; ++i)
-    sumSq += static_cast<double>(in[i]) * static_cast<double>(in[i]);
-  const float inv = static_cast<float>(
-      1.0 / (static_cast<double>(nsNormScale(set)) * std::sqrt(sumSq) + 1e-7));
+  const float inv = nsdetail::normalizationFactor(in, n, set);
   if (transposed) {
-    transposeScaled(in, x, rows, cols, inv);
+    nsdetail::transposeScaled(in, x, rows, cols, inv);
   } else {
     for (int64_t i = 0; i < n; ++i)
       x[i] = in[i] * inv;
@@ -117,18 +130,18 @@ void newtonSchulzScratch(const float *in, float *out, int64_t rows, int64_t cols
   if (inOut)
     return;
   if (transposed) {
-    transposeScaled(x, out, cols, rows, 1.0f); // x is cols x rows
+    nsdetail::transposeScaled(x, out, cols, rows, 1.0f); // x is cols x rows
   } else {
     std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
   }
 }
 
 void newtonSchulz(const float *in, float *out, int64_t rows, int64_t cols, int steps,
-                  NsCoefficients set, NsWorkspace &ws) {
-  const auto need = static_cast<size_t>(nsWorkspaceFloats(rows, cols));
+                  NsCoefficients set, NsWorkspace &ws, NsForm form) {
+  const auto need = static_cast<size_t>(nsWorkspaceFloats(rows, cols, form));
   if (ws.buffer.size() < need)
     ws.buffer.resize(need);
-  newtonSchulzScratch(in, out, rows, cols, steps, set, ws.buffer.data());
+  newtonSchulzScratch(in, out, rows, cols, steps, set, form, ws.buffer.data());
 }
 
 } // namespace dmuon::kernels

@@ -78,9 +78,10 @@ public:
   }
   Status newtonSchulz(float *x, int64_t batch, int64_t rows, int64_t cols,
                       const MuonHyper &h) override {
-    for (int64_t b = 0; b < batch; ++b)
-      kernels::newtonSchulz(x + b * rows * cols, x + b * rows * cols, rows, cols, h.nsSteps,
-                            h.coefficients, workspace_);
+    // One call for the whole batch: it spreads the matrices over the cores
+    // (kernels::newtonSchulzBatched) instead of running each in turn.
+    kernels::newtonSchulzBatched(x, x, batch, rows, cols, h.nsSteps, h.coefficients, workspace_,
+                                 h.nsForm);
     return Status::ok();
   }
   Status muonApply(float *param, const float *ortho, int64_t n, int64_t rows, int64_t cols,

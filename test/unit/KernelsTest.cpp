@@ -317,17 +317,20 @@ std::vector<double> singularValues(std::vector<double> a, int64_t rows, int64_t 
   return s;
 }
 
-class NsVsPolar : public testing::TestWithParam<std::tuple<Shape, NsCoefficients>> {};
+// Every form (kernels/Hyper.h NsForm) is checked, not only the one Auto picks
+// at these small shapes.
+class NsVsPolar
+    : public testing::TestWithParam<std::tuple<Shape, NsCoefficients, dmuon::kernels::NsForm>> {};
 
 TEST_P(NsVsPolar, SingularValuesFollowComposedPolynomial) {
-  const auto [shape, set] = GetParam();
+  const auto [shape, set, form] = GetParam();
   const int64_t rows = shape.rows, cols = shape.cols, r = std::min(rows, cols);
   constexpr int kSteps = 5;
   constexpr double kTol = 1e-3;
   const auto g = randomMatrix(rows, cols, static_cast<uint32_t>(rows * 17 + cols));
   NsWorkspace ws;
   std::vector<float> out(g.size());
-  k::newtonSchulz(g.data(), out.data(), rows, cols, kSteps, set, ws);
+  k::newtonSchulz(g.data(), out.data(), rows, cols, kSteps, set, ws, form);
 
   const auto gd = toDouble(g);
   double fro = 0.0;
@@ -408,10 +411,17 @@ const Shape kPolarShapes[] = {{32, 32}, {24, 64}, {64, 24}, {1, 40}, {40, 1}, {4
 INSTANTIATE_TEST_SUITE_P(Shapes, NsVsPolar,
                          testing::Combine(testing::ValuesIn(kPolarShapes),
                                           testing::Values(NsCoefficients::Original,
-                                                          NsCoefficients::PolarExpress)),
+                                                          NsCoefficients::PolarExpress),
+                                          testing::Values(dmuon::kernels::NsForm::ThreeGemm,
+                                                          dmuon::kernels::NsForm::Symmetric,
+                                                          dmuon::kernels::NsForm::Gram)),
                          [](const auto &info) {
+                           const auto form = std::get<2>(info.param);
                            return shapeName(std::get<0>(info.param)) + "_" +
-                                  setName(std::get<1>(info.param));
+                                  setName(std::get<1>(info.param)) + "_" +
+                                  (form == dmuon::kernels::NsForm::ThreeGemm   ? "ThreeGemm"
+                                   : form == dmuon::kernels::NsForm::Symmetric ? "Symmetric"
+                                                                               : "Gram");
                          });
 
 TEST(NsPolarTest, PolarExpressConvergesOriginalPlateaus) {
