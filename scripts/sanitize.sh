@@ -30,7 +30,7 @@ ulimit -c 0
 
 # Everything but the tests that start MPI, the trainer, the install consumer
 # and the GPU tests.
-mpi='^(mpi_|train_loop_|qk_clip_|runtime_api_|trainer_|install_|nccl_|cuda\.)'
+mpi='^(mpi_|train_loop_|qk_clip_|runtime_api_|trainer_|install_|nccl_|step_bench_|cuda\.)'
 ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" --no-tests=error -E "$mpi" "$@"
 # The runtime's tests on one rank and the MPI tests on 4 ranks (HSDP 2x2) of
 # the hooks, the training loop and QK-Clip. Open

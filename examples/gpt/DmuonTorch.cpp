@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -48,6 +49,21 @@ void *viewOrNull(dmuon::Runtime &rt, const std::string &name) {
   void *p = nullptr;
   return dmuon_runtime_param_view(rt.get(), name.c_str(), &p) == DMUON_SUCCESS ? p : nullptr;
 }
+
+// Adds the wall time of its scope to `total` (the bridge's hook time).
+class HookTimer {
+public:
+  explicit HookTimer(double &total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~HookTimer() {
+    total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  HookTimer(const HookTimer &) = delete;
+  HookTimer &operator=(const HookTimer &) = delete;
+
+private:
+  double &total_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 torch::Tensor gradTensor(dmuon::Runtime &rt, const std::string &name, at::IntArrayRef shape) {
   return torch::from_blob(rt.gradView(name), shape, torch::kFloat);
@@ -200,7 +216,10 @@ void ParamBridge::preForward(const std::string &path) {
   const int g = hookGroup(path);
   if (g < 0)
     return;
-  rt_.preForward(g);
+  {
+    HookTimer timer(hookSeconds_);
+    rt_.preForward(g);
+  }
   refreshGroup(g);
   phase_[size_t(g)] = Phase::InForward;
 }
@@ -209,7 +228,10 @@ torch::Tensor ParamBridge::postForward(const std::string &path, torch::Tensor ou
   const int g = hookGroup(path);
   if (g < 0)
     return out;
-  rt_.postForward(g);
+  {
+    HookTimer timer(hookSeconds_);
+    rt_.postForward(g);
+  }
   refreshGroup(g); // Z3: null until pre_backward; Z2: unchanged
   phase_[size_t(g)] = Phase::Forwarded;
   // Runs when the gradient of the module's output is complete, before any
@@ -220,7 +242,10 @@ torch::Tensor ParamBridge::postForward(const std::string &path, torch::Tensor ou
 }
 
 void ParamBridge::onPreBackward(int g) {
-  rt_.preBackward(g);
+  {
+    HookTimer timer(hookSeconds_);
+    rt_.preBackward(g);
+  }
   refreshGroup(g); // Z3: the new allocation; saved views follow the storage
   for (size_t i : groupParams_[size_t(g)])
     params_[i].tensor.mutable_grad() = gradTensor(rt_, params_[i].name, params_[i].tensor.sizes());
@@ -231,7 +256,10 @@ void ParamBridge::onPreBackward(int g) {
 void ParamBridge::onGradAccumulated(int g) {
   if (phase_[size_t(g)] != Phase::InBackward || --pendingGrads_[size_t(g)] > 0)
     return;
-  rt_.postBackward(g);
+  {
+    HookTimer timer(hookSeconds_);
+    rt_.postBackward(g);
+  }
   // The gradient buffer now belongs to the reduce and the packed buffer is
   // gone (both modes): no tensor may keep pointing at either.
   for (size_t i : groupParams_[size_t(g)])

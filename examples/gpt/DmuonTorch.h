@@ -92,6 +92,12 @@ public:
   // collective: every rank calls it, between steps.
   void gatherInto(torch::nn::Module &copy);
 
+  // Wall time spent inside the runtime's hook calls (pre/post forward and
+  // backward) since the bridge was made: the communication the hooks did not
+  // hide behind the host's compute, as the host sees it (a step benchmark
+  // subtracts it from its forward+backward time).
+  double hookSeconds() const { return hookSeconds_; }
+
 private:
   struct Param;
   enum class Phase { Idle, InForward, Forwarded, InBackward, Done };
@@ -105,6 +111,7 @@ private:
   std::vector<std::vector<size_t>> groupParams_;
   std::vector<Phase> phase_;
   std::vector<size_t> pendingGrads_;
+  double hookSeconds_ = 0;
 };
 
 } // namespace dmuon_torch
