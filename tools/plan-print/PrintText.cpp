@@ -80,11 +80,13 @@ void textParam(const View &v, const fb::Param &q, std::string &o) {
       o += " offset=" + num(q.offset()) + " bytes=" + num(q.bytes()) +
            " reduce_offset=" + num(q.reduce_offset()) +
            " reduce_bytes=" + num(q.reduce_bytes());
-    else
-      o += " bytes=" + num(q.bytes());
+    else // append, not "literal" + string: GCC 12 -O3 warns falsely (-Wrestrict)
+      o.append(" bytes=").append(num(q.bytes()));
     if (sharded)
-      o += " shard_elements=" + num(q.shard_elements()) +
-           " shard_offset=" + num(q.shard_offset());
+      o.append(" shard_elements=")
+          .append(num(q.shard_elements()))
+          .append(" shard_offset=")
+          .append(num(q.shard_offset()));
   }
 }
 
