@@ -180,7 +180,7 @@ struct Options {
   // Measured NS seconds per (rows, cols), loaded from costTablePath.
   std::map<std::pair<int64_t, int64_t>, double> costTable;
   double qkClipTau = 100.0; // --qk-clip-tau
-  RoutePolicy routePolicy = RoutePolicy::replicated; // --adamw-route
+  RoutePolicy routePolicy = RoutePolicy::by_size; // --adamw-route
   int64_t shardedThreshold = 500'000;              // --sharded-threshold
 };
 

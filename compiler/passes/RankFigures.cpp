@@ -142,18 +142,20 @@ int64_t peakBuffers(const PlanModel &model, const std::vector<int64_t> &groupSta
   int64_t live = 0, peak = 0;
   for (int64_t b : staging)
     live += b;
+  // As the runtime: a group's staging is consumed before its buffer is
+  // allocated.
   auto unshard = [&](size_t g) {
     if (unsharded[g])
       return;
     live += hg[g].bufferBytes - staging[g];
     staging[g] = 0;
     unsharded[g] = true;
+    peak = std::max(peak, live);
   };
   for (size_t g = 0; g < n; ++g) {
     unshard(g);
     if (g + 1 < n)
       unshard(g + 1);
-    peak = std::max(peak, live);
     if (z3) {
       live -= hg[g].bufferBytes;
       unsharded[g] = false;

@@ -495,6 +495,11 @@ typedef struct dmuon_memory_report {
 
 DMUON_API dmuon_status_t dmuon_runtime_memory(dmuon_runtime_t runtime,
                                              dmuon_memory_report_t *out_report);
+/* The plan's figures for this rank in the same categories (live = peak =
+ * the figure), for a step in the plan's own mode and replicate setting whose
+ * host calls the hooks in forward order and backward in reverse. */
+DMUON_API dmuon_status_t dmuon_runtime_planned_memory(dmuon_runtime_t runtime,
+                                                     dmuon_memory_report_t *out_report);
 
 /* NS flops this rank ran in steps so far. */
 DMUON_API double dmuon_runtime_ns_flops(dmuon_runtime_t runtime);

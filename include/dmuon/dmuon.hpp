@@ -149,6 +149,13 @@ public:
     call(dmuon_runtime_memory(rt_, &m));
     return m;
   }
+  dmuon_memory_report_t plannedMemory() {
+    dmuon_memory_report_t m{};
+    m.struct_size = sizeof m;
+    m.version = DMUON_MEMORY_REPORT_VERSION;
+    call(dmuon_runtime_planned_memory(rt_, &m));
+    return m;
+  }
   // {applied, skipped}
   std::pair<int64_t, int64_t> stepCounts() {
     int64_t a = 0, k = 0;

@@ -492,6 +492,16 @@ dmuon_status_t dmuon_runtime_memory(dmuon_runtime_t rt, dmuon_memory_report_t *o
   });
 }
 
+dmuon_status_t dmuon_runtime_planned_memory(dmuon_runtime_t rt, dmuon_memory_report_t *out) {
+  return guarded(rt, [&]() -> Status {
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));
+    DMUON_RETURN_IF_ERROR(
+        checkStruct(out, DMUON_MEMORY_REPORT_VERSION, "planned_memory: out_report"));
+    rt->executor->plannedMemory(*out);
+    return Status::ok();
+  });
+}
+
 dmuon_status_t dmuon_runtime_step_counts(dmuon_runtime_t rt, int64_t *applied, int64_t *skipped) {
   return twoCounts(rt, applied, skipped,
                    [](const Executor &e, int64_t &a, int64_t &s) { e.stepCounts(a, s); });

@@ -76,6 +76,7 @@ public:
   void resetCounters() { counters_.reset(); }
   dmuon_comm_counters_t plannedCounters() const;
   void memory(dmuon_memory_report_t &out) const;
+  void plannedMemory(dmuon_memory_report_t &out) const;
   double nsFlops() const { return ownerStep_.nsFlops(); }
 
 private:

@@ -109,6 +109,20 @@ dmuon_comm_counters_t Executor::plannedCounters() const {
   return c;
 }
 
+void Executor::plannedMemory(dmuon_memory_report_t &out) const {
+  const fbp::RankFigures *f =
+      plan_->root().stats()->ranks()->Get(static_cast<flatbuffers::uoffset_t>(topo_.rank));
+  auto put = [](dmuon_memory_category_t &c, int64_t bytes) {
+    c.live = c.peak = static_cast<uint64_t>(bytes);
+  };
+  put(out.masters, f->master_bytes());
+  put(out.momentum, f->momentum_bytes());
+  put(out.values, f->value_bytes());
+  put(out.adam_moments, f->adam_moment_bytes());
+  put(out.grads, f->grad_bytes());
+  put(out.buffers, f->peak_buffer_bytes());
+}
+
 void Executor::memory(dmuon_memory_report_t &out) const {
   auto put = [](dmuon_memory_category_t &c, const MemoryAccount &a) {
     c.live = a.live;

@@ -1,4 +1,5 @@
 #include "routes/OwnerRoute.h"
+#include "routes/AlongData.h"
 
 namespace dmuon::rt {
 
@@ -241,16 +242,10 @@ Status OwnerRoute::retire(int g) {
 }
 
 Status OwnerRoute::sumAlongData() {
-  for (ParamRt &p : *params_) {
-    if (!p.isOwner || p.alongSize <= 1)
-      continue;
-    RequestId id;
-    DMUON_RETURN_IF_ERROR(ctx_->backend.allReduceSum(p.alongData, p.reducedGrad.floats(),
-                                                     static_cast<size_t>(p.numel), id));
-    DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
-    const uint64_t bytes = static_cast<uint64_t>(p.numel) * sizeof(float);
-    ctx_->counters.count(DMUON_COLLECTIVE_ALLREDUCE, bytes, bytes);
-  }
+  for (ParamRt &p : *params_)
+    if (p.isOwner)
+      DMUON_RETURN_IF_ERROR(
+          rt::sumAlongData(*ctx_, p, p.reducedGrad.floats(), static_cast<size_t>(p.numel)));
   return Status::ok();
 }
 

@@ -1,4 +1,5 @@
 #include "routes/ShardedRoute.h"
+#include "routes/AlongData.h"
 
 namespace dmuon::rt {
 
@@ -98,14 +99,8 @@ Status ShardedRoute::accumulate(int g, const uint8_t *grad) {
 Status ShardedRoute::sumAlongData() {
   for (int i : all_) {
     ParamRt &p = (*params_)[i];
-    if (p.alongSize <= 1)
-      continue;
-    RequestId id;
-    DMUON_RETURN_IF_ERROR(ctx_->backend.allReduceSum(p.alongData, p.gradShard.floats(),
-                                                     static_cast<size_t>(p.shardElements), id));
-    DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
-    const uint64_t bytes = static_cast<uint64_t>(p.shardElements) * sizeof(float);
-    ctx_->counters.count(DMUON_COLLECTIVE_ALLREDUCE, bytes, bytes);
+    DMUON_RETURN_IF_ERROR(rt::sumAlongData(*ctx_, p, p.gradShard.floats(),
+                                           static_cast<size_t>(p.shardElements)));
   }
   return Status::ok();
 }

@@ -262,8 +262,35 @@ public:
       tr.losses.push_back(static_cast<float>(sum / gWorld));
     }
     rt.synchronize();
+    // The plan prices a step in its own mode (the tiny plans: Z3, async
+    // replicate) whose host synchronizes only when it must.
+    if (!spec.checks && spec.mode == DMUON_MODE_Z3 && spec.replicateAsync)
+      checkMemory(rt, spec);
     tr.final = gatherAll(rt);
     return tr;
+  }
+
+  // What the runtime allocated, by category, at its peak over the run,
+  // equals the plan's per-rank memory figures.
+  void checkMemory(dmuon::Runtime &rt, const RunSpec &spec) {
+    const dmuon_memory_report_t got = rt.memory(), want = rt.plannedMemory();
+    const std::pair<const char *, const dmuon_memory_category_t *> pairs[][2] = {
+        {{"masters", &got.masters}, {"", &want.masters}},
+        {{"momentum", &got.momentum}, {"", &want.momentum}},
+        {{"values", &got.values}, {"", &want.values}},
+        {{"adam moments", &got.adam_moments}, {"", &want.adam_moments}},
+        {{"grads", &got.grads}, {"", &want.grads}},
+        {{"buffers", &got.buffers}, {"", &want.buffers}}};
+    for (const auto &p : pairs)
+      if (p[0].second->peak != p[1].second->peak)
+        fail("[%s %s] memory: %s peaked at %" PRIu64 " bytes, the plan says %" PRIu64,
+             mesh_.text.c_str(), spec.label, p[0].first, p[0].second->peak, p[1].second->peak);
+    if (gRank == 0)
+      std::printf("[%s %s] rank 0 memory peaks equal the plan's: masters %" PRIu64
+                  " momentum %" PRIu64 " values %" PRIu64 " adam %" PRIu64 " grads %" PRIu64
+                  " buffers %" PRIu64 "\n",
+                  mesh_.text.c_str(), spec.label, got.masters.peak, got.momentum.peak,
+                  got.values.peak, got.adam_moments.peak, got.grads.peak, got.buffers.peak);
   }
 
 private:

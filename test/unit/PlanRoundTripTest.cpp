@@ -692,7 +692,7 @@ TEST(PlanPrinter, TextForm) {
       "mesh: dp_replicate=2,dp_shard=4,tp=1 world_size=8 shards=4 replicas=2 slots=8\n"
       "options: mode=z3 replicate_async=true small_param_threshold=5000000 "
       "hook_boundary=default muon_include=none muon_exclude=none alignment=256 "
-      "cost_model=flops qk_clip_tau=100 adamw_route=replicated sharded_threshold=500000\n"
+      "cost_model=flops qk_clip_tau=100 adamw_route=auto sharded_threshold=500000\n"
       "optimizer: lr=0.02 momentum=0.95 nesterov=true weight_decay=0 ns_steps=5 "
       "ns_coefficients=original lr_scale=original adamw_lr=0.001 adamw_betas=0.9,0.999 "
       "adamw_eps=0.00000001 adamw_weight_decay=0\n"

@@ -62,16 +62,17 @@ cl::opt<unsigned long long> smallParamThreshold(
     cl::init(5'000'000), cl::cat(category));
 cl::opt<dmuon::RoutePolicy> adamwRoute(
     "adamw-route", cl::desc("How the non-Muon params travel (DESIGN.md §6)"),
-    cl::init(dmuon::RoutePolicy::replicated),
+    cl::init(dmuon::RoutePolicy::by_size),
     cl::values(clEnumValN(dmuon::RoutePolicy::by_size, "auto",
-                          "sharded at or above --sharded-threshold elements, else owner"),
+                          "sharded at or above --sharded-threshold elements, else owner "
+                          "(default)"),
                clEnumValN(dmuon::RoutePolicy::owner, "owner",
                           "with the layer's Muon params: owner broadcast / reduce, AdamW "
                           "on the owner"),
                clEnumValN(dmuon::RoutePolicy::sharded, "sharded",
                           "flat shards over dp_shard: all-gather / reduce-scatter"),
                clEnumValN(dmuon::RoutePolicy::replicated, "replicated",
-                          "on every rank, gradients all-reduced (default for now)"),
+                          "on every rank, gradients all-reduced"),
                clEnumValN(dmuon::RoutePolicy::host, "host",
                           "the host manages them; the runtime leaves them alone")),
     cl::cat(category));

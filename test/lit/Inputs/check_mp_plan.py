@@ -6,9 +6,10 @@ Checks, for every param: local_shape (the shape divided by the non-ownership
 mesh dims that shard it), bytes / reduce_bytes (local numel), group and gather
 (mesh dim, tensor dim) of comm params, the NS cost (local batch x NS flops of
 the local matrix for no_comm, of the full matrix for comm params), and the
-compute_index (LPT per owner slot and gather mesh dim). For every rank:
-owned_elements, master_bytes, momentum_bytes, ns_flops, allreduce_bytes and
-the gather/scatter figures. Prints a summary, then `ok`, or the first
+compute_index (LPT per owner slot and gather mesh dim); for a sharded param
+its flat shard (ceil(local / G) elements). For every rank: owned_elements,
+master_bytes, momentum_bytes, ns_flops, allreduce_bytes, the gather/scatter
+and all-gather/reduce-scatter figures (routes: docs/dmuonc.md). Prints a summary, then `ok`, or the first
 mismatches and exits 1.
 
   check_mp_plan.py < plan.json
@@ -90,11 +91,23 @@ def main():
             if pls[m][0] == "replicate":
                 along *= dims[m]
         p["_along"] = along
-        expect(who + " bytes", p["bytes"], numel(local) * DTYPE_BYTES[p["dtype"]])
         p["_local"] = local
+        route = p.get("route", "owner" if p["role"] == "muon" else "replicated")
+        p["_route"] = route
+        if route == "sharded":
+            shard = -(-numel(local) // G)
+            p["_shard"] = shard
+            expect(who + " shard_elements", p["shard_elements"], shard)
+            expect(who + " bytes", p["bytes"], shard * G * DTYPE_BYTES[p["dtype"]])
+            expect(who + " reduce_bytes", p["reduce_bytes"], shard * G * 4)
+            continue
+        expect(who + " bytes", p["bytes"], numel(local) * DTYPE_BYTES[p["dtype"]])
+        if route == "owner":
+            expect(who + " reduce_bytes", p["reduce_bytes"], numel(local) * 4)
+            slot = p["owner_slot"]
+            p["_slot"] = slot["replicate"] * G + slot["shard"]
         if p["role"] != "muon":
             continue
-        expect(who + " reduce_bytes", p["reduce_bytes"], numel(local) * 4)
         nd = len(shape)
         matrix = [m for m, (kind, d) in enumerate(pls)
                   if kind in ("shard", "strided") and (conv or d >= nd - 2)]
@@ -125,9 +138,15 @@ def main():
         expect("param '%s' compute_index" % p["name"], p["gather"]["compute_index"], best)
 
     expect("mesh data_parallel_size", mesh.get("data_parallel_size", G * R), expect_dp)
-    adamw = sum(numel(p["_local"]) * 4 for p in params if p["role"] == "adamw")
-    adamw_along = sum(numel(p["_local"]) * 4 for p in params
-                      if p["role"] == "adamw" and p["_along"] > 1)
+    replicated = [p for p in params if p["_route"] == "replicated"]
+    sharded = [p for p in params if p["_route"] == "sharded"]
+    unshards = 2 if plan["options"]["mode"] == "z3" else 1
+    allreduce = sum((numel(p["_local"]) * 4 if G * R > 1 else 0) +
+                    (numel(p["_local"]) * 4 if p["_along"] > 1 else 0) for p in replicated)
+    allreduce += sum((p["_shard"] * 4 if R > 1 else 0) + (p["_shard"] * 4 if p["_along"] > 1 else 0)
+                     for p in sharded)
+    allgather = sum(unshards * (G - 1) * p["_shard"] * DTYPE_BYTES[p["dtype"]] for p in sharded)
+    reduce_scatter = sum((G - 1) * p["_shard"] * 4 for p in sharded)
     for f in plan["stats"]["ranks"]:
         rank = f["rank"]
         coord, x = [], rank
@@ -141,7 +160,7 @@ def main():
                     gather_send_bytes=0, gather_recv_bytes=0, scatter_send_bytes=0,
                     scatter_recv_bytes=0, data_allreduce_bytes=0)
         for p in params:
-            if p["role"] != "muon":
+            if p["_route"] != "owner":
                 continue
             ps, pr = p["_slot"] % G, p["_slot"] // G
             n = numel(p["_local"])
@@ -150,9 +169,11 @@ def main():
             if (ps, pr) != (s, r):
                 continue
             want["owned_elements"] += n
-            want["momentum_bytes"] += 4 * n
             if p["_along"] > 1:
                 want["data_allreduce_bytes"] += 4 * n
+            if p["role"] != "muon":
+                continue
+            want["momentum_bytes"] += 4 * n
             if "gather" not in p:
                 want["ns_flops"] += p["cost"]
                 continue
@@ -173,8 +194,10 @@ def main():
                 ok = got == value
             if not ok:
                 errors.append("rank %d %s: got %r, expected %r" % (rank, key, got, value))
-        expect("rank %d allreduce_bytes" % rank, f["allreduce_bytes"],
-               (adamw if G * R > 1 else 0) + adamw_along)
+        expect("rank %d allreduce_bytes" % rank, f["allreduce_bytes"], allreduce)
+        expect("rank %d allgather_send_bytes" % rank, f.get("allgather_send_bytes", 0), allgather)
+        expect("rank %d reduce_scatter_send_bytes" % rank, f.get("reduce_scatter_send_bytes", 0),
+               reduce_scatter)
 
     ranks = plan["stats"]["ranks"]
     total = {k: sum(f[k + "_bytes"] for f in ranks)
