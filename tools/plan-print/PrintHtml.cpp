@@ -12,6 +12,7 @@
 // communication figures. Big meshes stay readable: grid cells shrink to a few
 // pixels, bars merge into one path, and the tables are truncated with a note.
 #include "HtmlFormat.h"
+#include "HtmlMemory.h"
 #include "PlanPrinter.h"
 #include "PrintCommon.h"
 
@@ -550,6 +551,16 @@ private:
       o_ += "<p class=\"note\">Highlighted: the busiest rank (NS load), the one with the most "
             "master bytes and the one moving the most bytes.</p>\n";
     o_ += "</section>\n";
+    // The same rows, plus the rank holding the most memory.
+    uint32_t fullest = 0;
+    for (uint32_t i = 1; i < n; ++i)
+      if (s->ranks()->Get(i)->memory_bytes() > s->ranks()->Get(fullest)->memory_bytes())
+        fullest = i;
+    if (std::find(rows.begin(), rows.end(), fullest) == rows.end()) {
+      rows.push_back(fullest);
+      std::sort(rows.begin() + head, rows.end());
+    }
+    o_ += htmlMemoryChart(*s, rows);
   }
 
   const fb::Plan &p_;

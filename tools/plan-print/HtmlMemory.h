@@ -1,0 +1,20 @@
+// The HTML report's per-rank memory chart: one stacked bar per rank, by the
+// categories of the plan's memory figures (docs/plan-format.md).
+#ifndef DMUON_TOOLS_PLAN_PRINT_HTMLMEMORY_H
+#define DMUON_TOOLS_PLAN_PRINT_HTMLMEMORY_H
+
+#include "dmuon/plan_generated.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dmuon::planfile::print {
+
+// A <section> with an inline SVG: a bar for each of `rows` (rank indices
+// into stats.ranks), all on the scale of the largest rank's memory.
+std::string htmlMemoryChart(const dmuon::plan::Stats &stats, const std::vector<uint32_t> &rows);
+
+} // namespace dmuon::planfile::print
+
+#endif
