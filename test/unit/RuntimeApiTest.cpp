@@ -365,6 +365,60 @@ TEST_F(OneRank, OneStepEqualsTheKernelOnTheGivenGradient) {
 // Every param on AdamW: the plan has no hook groups, so there is no
 // pre_forward to start training with; the first step does, once every param
 // is bound, and computes the AdamW kernel on the given gradient.
+// Host-routed params are the host's: binding them is accepted and ignored,
+// the runtime has no views of them, and the Muon params still train.
+TEST(HostRoute, TheRuntimeLeavesHostParamsAlone) {
+  dmuon_plan_t plan = nullptr;
+  ASSERT_EQ(dmuon_plan_load_file(DMUON_HOST_PLAN, &plan), DMUON_SUCCESS) << lastError();
+  dmuon_runtime_options_t o = mpiOptions();
+  dmuon_runtime_t rt = nullptr;
+  ASSERT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_SUCCESS) << lastError();
+  auto err = [&] { return std::string(dmuon_runtime_last_error(rt)); };
+  int hostParams = 0;
+  for (int i = 0; i < dmuon_plan_num_params(plan); ++i) {
+    dmuon_param_info_t info;
+    ASSERT_EQ(dmuon_plan_param_info(plan, i, &info), DMUON_SUCCESS);
+    dmuon_param_route_t route{};
+    route.struct_size = sizeof route;
+    route.version = DMUON_PARAM_ROUTE_VERSION;
+    ASSERT_EQ(dmuon_plan_param_route(plan, i, &route), DMUON_SUCCESS);
+    EXPECT_EQ(route.route, info.role == DMUON_ROLE_MUON ? DMUON_ROUTE_OWNER : DMUON_ROUTE_HOST);
+    if (route.route != DMUON_ROUTE_HOST) {
+      std::vector<float> v(info.numel, 0.01f);
+      ASSERT_EQ(dmuon_runtime_bind_param(rt, info.name, v.data(), info.numel), DMUON_SUCCESS);
+      continue;
+    }
+    ++hostParams;
+    EXPECT_EQ(info.hook_group, -1) << info.name;
+    void *view = nullptr;
+    EXPECT_EQ(dmuon_runtime_param_view(rt, info.name, &view), DMUON_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(err().find("travels the host route"), std::string::npos) << err();
+    float *grad = nullptr;
+    EXPECT_EQ(dmuon_runtime_grad_view(rt, info.name, &grad), DMUON_ERROR_INVALID_ARGUMENT);
+  }
+  EXPECT_GT(hostParams, 0);
+  // Every param the runtime holds is bound: the hooks and a step run.
+  const int n = dmuon_plan_num_hook_groups(plan);
+  for (int g = 0; g < n; ++g) {
+    ASSERT_EQ(dmuon_runtime_pre_forward(rt, g), DMUON_SUCCESS) << err();
+    ASSERT_EQ(dmuon_runtime_post_forward(rt, g), DMUON_SUCCESS) << err();
+  }
+  for (int g = n - 1; g >= 0; --g) {
+    ASSERT_EQ(dmuon_runtime_pre_backward(rt, g), DMUON_SUCCESS) << err();
+    ASSERT_EQ(dmuon_runtime_post_backward(rt, g), DMUON_SUCCESS) << err();
+  }
+  EXPECT_EQ(dmuon_runtime_step(rt), DMUON_SUCCESS) << err();
+  dmuon_memory_report_t mem{};
+  mem.struct_size = sizeof mem;
+  mem.version = DMUON_MEMORY_REPORT_VERSION;
+  ASSERT_EQ(dmuon_runtime_memory(rt, &mem), DMUON_SUCCESS) << err();
+  EXPECT_EQ(mem.values.peak, 0u);       // nothing of the host params
+  EXPECT_EQ(mem.adam_moments.peak, 0u);
+  EXPECT_GT(mem.masters.peak, 0u);
+  dmuon_runtime_destroy(rt);
+  dmuon_plan_destroy(plan);
+}
+
 TEST(AllAdamW, StepsWithoutHookGroups) {
   dmuon_plan_t plan = nullptr;
   ASSERT_EQ(dmuon_plan_load_file(DMUON_ADAMW_PLAN, &plan), DMUON_SUCCESS) << lastError();
