@@ -84,7 +84,8 @@ struct Param {
   // partition
   std::string layer;
   int unit = -1;
-  double cost = 0;
+  double cost = 0; // NS flops of the form that runs on it
+  plan::NsForm nsForm = plan::NsForm::three_gemm;
   // hooks
   int hookGroup = -1;
   // layout

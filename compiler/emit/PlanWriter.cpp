@@ -166,6 +166,7 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
     pb.add_owner_replicate(ownerReplicate);
     pb.add_owner_rank(ownerRank);
     pb.add_cost(p.cost);
+    pb.add_ns_form(p.nsForm);
   }
   if (reached(Stage::hooks))
     pb.add_hook_group(p.hookGroup);

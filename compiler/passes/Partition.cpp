@@ -5,6 +5,7 @@
 #include "Passes.h"
 #include "passes/LowerBound.h"
 #include "passes/Partitioner.h"
+#include "kernels/NsForms.h"
 
 #include <algorithm>
 #include <map>
@@ -18,6 +19,17 @@ double nsFlops(int64_t rows, int64_t cols, int steps) {
   const double s = static_cast<double>(std::min(rows, cols));
   const double l = static_cast<double>(std::max(rows, cols));
   return steps * (4.0 * s * s * l + 2.0 * s * s * s);
+}
+
+plan::NsForm nsFormOf(int64_t rows, int64_t cols) {
+  switch (kernels::ns::chooseForm(rows, cols)) {
+  case kernels::NsForm::Symmetric:
+    return plan::NsForm::symmetric;
+  case kernels::NsForm::Gram:
+    return plan::NsForm::gram;
+  default:
+    return plan::NsForm::three_gemm;
+  }
 }
 
 namespace {
@@ -156,7 +168,11 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
     const bool comm = p.group == ShardingGroupKind::comm;
     const int64_t nsRows = comm ? p.rows : p.localRows;
     const int64_t nsCols = comm ? p.cols : p.localCols;
-    p.cost = static_cast<double>(p.localBatch) * nsFlops(nsRows, nsCols, steps);
+    // Priced as the kernel will run it: the form the runtime's rule picks
+    // for this shape, and that form's flops (kernels/NsForms.h).
+    const kernels::NsForm form = kernels::ns::chooseForm(nsRows, nsCols);
+    p.nsForm = nsFormOf(nsRows, nsCols);
+    p.cost = static_cast<double>(p.localBatch) * kernels::ns::flops(form, nsRows, nsCols, steps);
     pcost[i] = p.cost;
     if (measured) {
       std::optional<double> sec = lookupCost(model.options.costTable, nsRows, nsCols);

@@ -109,6 +109,10 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
     p.localBatch = local ? pp.local_batch() : pp.batch();
     p.localRows = local ? pp.local_rows() : pp.rows();
     p.localCols = local ? pp.local_cols() : pp.cols();
+    // The form the plan priced (three_gemm in plans before 1.3).
+    p.nsForm = pp.ns_form() == fbp::NsForm::gram        ? kernels::NsForm::Gram
+               : pp.ns_form() == fbp::NsForm::symmetric ? kernels::NsForm::Symmetric
+                                                        : kernels::NsForm::ThreeGemm;
     if (p.muon && pp.group() == fbp::ShardingGroupKind::comm) {
       const int d = pp.gather_mesh_dim(), td = pp.gather_tensor_dim();
       p.comm = true;

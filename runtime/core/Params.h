@@ -46,6 +46,7 @@ struct ParamRt {
   // copies (dmuon_runtime_grad_norm).
   bool countsInNorm = false;
   float lrScale = 1, weightDecayScale = 1; // dmuon_runtime_set_param_group_scale
+  kernels::NsForm nsForm = kernels::NsForm::ThreeGemm; // the plan's, for Muon params
   // fp32 values this rank keeps (owner route: the owner's shard column, I2;
   // replicated: every rank) and optimizer state (on the rank that steps it).
   DeviceArray master, momentum, reducedGrad; // reducedGrad: owner route, I3

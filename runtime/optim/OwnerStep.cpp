@@ -1,5 +1,7 @@
 #include "optim/OwnerStep.h"
 
+#include "kernels/NsForms.h"
+
 namespace dmuon::rt {
 
 Status OwnerStep::init(const Context &ctx, std::vector<ParamRt> &params) {
@@ -39,14 +41,17 @@ Status OwnerStep::step(int64_t adamwStep) {
     MuonHyper h = cfg.muon;
     h.lr *= p.lrScale;
     h.weightDecay *= p.weightDecayScale;
+    h.nsForm = p.nsForm;
     if (p.comm)
       DMUON_RETURN_IF_ERROR(gatheredMuonStep(*ctx_, p, h, scratch_));
     else
       DMUON_RETURN_IF_ERROR(ctx_->device.muonStep(p.master.floats(), p.momentum.floats(),
                                                   p.reducedGrad.floats(), p.localBatch,
                                                   p.localRows, p.localCols, h));
-    if (!p.comm || p.gatherCoord == p.computeIndex) // the plan prices its own ns_steps
-      nsFlops_ += p.plan->cost() / cfg.planNsSteps * cfg.muon.nsSteps;
+    if (!p.comm || p.gatherCoord == p.computeIndex) // at the runtime's ns_steps
+      nsFlops_ += static_cast<double>(p.localBatch) *
+                  kernels::ns::flops(p.nsForm, p.comm ? p.plan->rows() : p.localRows,
+                                     p.comm ? p.plan->cols() : p.localCols, cfg.muon.nsSteps);
     p.reducedGrad.release();
   }
   return Status::ok();

@@ -77,6 +77,8 @@ std::string Checker::checkParams() {
              std::to_string(static_cast<int>(q->role_reason()));
     if (!enumOk(q->route(), fb::Route::MIN, fb::Route::MAX))
       return who + ": unknown route " + std::to_string(static_cast<int>(q->route()));
+    if (!enumOk(q->ns_form(), fb::NsForm::MIN, fb::NsForm::MAX))
+      return who + ": unknown ns_form " + std::to_string(static_cast<int>(q->ns_form()));
     if (!enumOk(q->route_reason(), fb::RouteReason::MIN, fb::RouteReason::MAX))
       return who + ": unknown route_reason " +
              std::to_string(static_cast<int>(q->route_reason()));

@@ -101,6 +101,8 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
       j.key("owner_slot");
       jsonSlot(j, q.owner_shard(), q.owner_replicate());
       j.field("cost", q.cost());
+      if (muon)
+        j.field("ns_form", enumName(q.ns_form(), fb::EnumNameNsForm)); // 1.3
     }
     if (v.reached(fb::Stage::hooks) && (owned || sharded || q.hook_group() >= 0)) {
       j.key("hook");

@@ -72,7 +72,8 @@ void textParam(const View &v, const fb::Param &q, std::string &o) {
     o += " layer=" + orDash(str(q.layer())) + " unit=" + num(int64_t(q.unit())) +
          " owner=" + num(int64_t(q.owner_rank())) + " slot=(" +
          num(int64_t(q.owner_shard())) + "," + num(int64_t(q.owner_replicate())) +
-         ") cost=" + num(q.cost());
+         ") cost=" + num(q.cost()) +
+         (muon ? " form=" + enumName(q.ns_form(), fb::EnumNameNsForm) : std::string());
   if (v.reached(fb::Stage::hooks) && (owned || sharded || q.hook_group() >= 0))
     o += " hook=" + (q.hook_group() >= 0 ? v.hookName(q.hook_group()) : std::string("none"));
   if (v.reached(fb::Stage::layout)) {

@@ -20,8 +20,27 @@ import sys
 DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "f64": 8}
 
 
-def ns_flops(m, n, steps):
+def ns_form(m, n):
+    """The rule of kernels/NsForms.h, as docs/partition.md states it."""
     s, l = min(m, n), max(m, n)
+    if s < 32:
+        return "three_gemm"
+    return "gram" if l >= 2 * s else "symmetric"
+
+
+def ns_flops(m, n, steps):
+    """Flops of the form the rule picks (docs/partition.md)."""
+    s, l = float(min(m, n)), float(max(m, n))
+    form = ns_form(m, n)
+    if form == "symmetric":
+        return steps * (3 * s * s * l + s ** 3)
+    if form == "gram":  # re-formed every 3 iterations
+        total, left = 0.0, steps
+        while left > 0:
+            k = min(3, left)
+            left -= k
+            total += 3 * s * s * l + (1 if k == 1 else 6 * k - 5) * s ** 3
+        return total
     return steps * (4.0 * s * s * l + 2.0 * s * s * s)
 
 
@@ -119,10 +138,12 @@ def main():
             expect(who + " gather", (p["gather"]["mesh_dim"], p["gather"]["tensor_dim"]),
                    (matrix[0], pls[matrix[0]][1]))
             expect(who + " cost", p["cost"], lb * ns_flops(r, c, steps))
+            expect(who + " ns_form", p["ns_form"], ns_form(r, c))
             comm.append(i)
         else:
             expect(who + " gather", "gather" in p, False)
             expect(who + " cost", p["cost"], lb * ns_flops(lr, lc, steps))
+            expect(who + " ns_form", p["ns_form"], ns_form(lr, lc))
         slot = p["owner_slot"]
         p["_slot"] = slot["replicate"] * G + slot["shard"]
 
