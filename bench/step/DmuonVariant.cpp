@@ -3,22 +3,13 @@
 // from autograd, and the bridge measures the time spent inside them.
 #include "StepVariant.h"
 
+#include "BridgeHooks.h"
 #include "DmuonTorch.h"
 
 namespace step_bench {
 namespace {
 
-class BridgeHooks : public gpt::BlockHooks {
-public:
-  explicit BridgeHooks(dmuon_torch::ParamBridge &bridge) : bridge_(bridge) {}
-  void before(const std::string &module) override { bridge_.preForward(module); }
-  torch::Tensor after(const std::string &module, torch::Tensor out) override {
-    return bridge_.postForward(module, std::move(out));
-  }
-
-private:
-  dmuon_torch::ParamBridge &bridge_;
-};
+using gpt::BridgeHooks;
 
 dmuon_runtime_options_t runtimeOptions(MPI_Comm *comm, dmuon_mode_t mode,
                                        const OptimizerSettings &s) {

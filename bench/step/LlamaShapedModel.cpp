@@ -78,16 +78,17 @@ torch::Tensor LlamaShapedImpl::loss(const torch::Tensor &window, gpt::BlockHooks
   const int64_t T = window.size(1) - 1;
   if (T > cfg_.context)
     throw std::invalid_argument("sequence longer than the context");
-  torch::Tensor x = tokEmbed_(window.slice(1, 0, T));
-  for (size_t l = 0; l < layers_->size(); ++l) {
-    const std::string module = "layers." + std::to_string(l);
-    if (hooks)
-      hooks->before(module);
-    x = layers_->ptr<LlamaBlockImpl>(l)->forward(x);
-    if (hooks)
-      x = hooks->after(module, x);
-  }
-  torch::Tensor logits = head_(norm_(x));
+  // Every module holding params runs between its hooks (the root-level
+  // ones have hook groups of their own under the default routes).
+  auto hooked = [&](const std::string &module, auto &&run) {
+    return gpt::hookedForward(hooks, module, run);
+  };
+  torch::Tensor x = hooked("tok_embed", [&] { return tokEmbed_(window.slice(1, 0, T)); });
+  for (size_t l = 0; l < layers_->size(); ++l)
+    x = hooked("layers." + std::to_string(l),
+               [&] { return layers_->ptr<LlamaBlockImpl>(l)->forward(x); });
+  x = hooked("norm", [&] { return norm_(x); });
+  torch::Tensor logits = hooked("head", [&] { return head_(x); });
   return torch::nn::functional::cross_entropy(logits.reshape({-1, cfg_.vocab}),
                                               window.slice(1, 1, T + 1).reshape({-1}));
 }
@@ -95,18 +96,7 @@ torch::Tensor LlamaShapedImpl::loss(const torch::Tensor &window, gpt::BlockHooks
 LlamaShaped makeLlamaShaped(const LlamaShapedConfig &cfg, uint64_t seed) {
   LlamaShaped model(cfg);
   torch::manual_seed(seed);
-  torch::NoGradGuard noGrad;
-  const double residualStd = 0.02 / std::sqrt(2.0 * double(cfg.layers));
-  for (auto &np : model->named_parameters()) {
-    const std::string &name = np.key();
-    torch::Tensor &p = np.value();
-    if (p.dim() == 1)
-      p.fill_(1.0);
-    else if (name.ends_with("attn.o.weight") || name.ends_with("mlp.down.weight"))
-      p.normal_(0.0, residualStd);
-    else
-      p.normal_(0.0, 0.02);
-  }
+  gpt::initParams(*model, cfg.layers);
   return model;
 }
 

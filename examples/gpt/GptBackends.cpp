@@ -1,4 +1,5 @@
 #include "GptBackends.h"
+#include "BridgeHooks.h"
 
 #include "DmuonTorch.h"
 #include "ReferenceMuon.h"
@@ -9,19 +10,6 @@ namespace gpt {
 namespace {
 
 // --------------------------------------------------------------- dmuon
-
-// The model's block hooks, forwarded to the bridge.
-class BridgeHooks : public BlockHooks {
-public:
-  explicit BridgeHooks(dmuon_torch::ParamBridge &bridge) : bridge_(bridge) {}
-  void before(const std::string &module) override { bridge_.preForward(module); }
-  torch::Tensor after(const std::string &module, torch::Tensor out) override {
-    return bridge_.postForward(module, std::move(out));
-  }
-
-private:
-  dmuon_torch::ParamBridge &bridge_;
-};
 
 dmuon_runtime_options_t runtimeOptions(const GptFlags &f, MPI_Comm *comm) {
   dmuon_runtime_options_t o;

@@ -79,10 +79,7 @@ torch::Tensor GptImpl::forward(const torch::Tensor &tokens, BlockHooks *hooks) {
   // the root-level embeddings, final norm and head (their own hook groups
   // when the runtime moves them).
   auto hooked = [&](const std::string &module, auto &&run) {
-    if (hooks)
-      hooks->before(module);
-    torch::Tensor out = run();
-    return hooks ? hooks->after(module, out) : out;
+    return hookedForward(hooks, module, run);
   };
   torch::Tensor x = hooked("tok_embed", [&] { return tokEmbed_(tokens); }) +
                     hooked("pos_embed", [&] { return posEmbed_(torch::arange(T, torch::kLong)); });
@@ -103,9 +100,14 @@ torch::Tensor GptImpl::loss(const torch::Tensor &window, BlockHooks *hooks) {
 Gpt makeGpt(const GptConfig &cfg, uint64_t seed) {
   Gpt model(cfg);
   torch::manual_seed(seed);
+  initParams(*model, cfg.layers);
+  return model;
+}
+
+void initParams(torch::nn::Module &model, int64_t layers) {
   torch::NoGradGuard noGrad;
-  const double residualStd = 0.02 / std::sqrt(2.0 * double(cfg.layers));
-  for (auto &np : model->named_parameters()) {
+  const double residualStd = 0.02 / std::sqrt(2.0 * double(layers));
+  for (auto &np : model.named_parameters()) {
     const std::string &name = np.key();
     torch::Tensor &p = np.value();
     if (p.dim() == 1)
@@ -115,7 +117,6 @@ Gpt makeGpt(const GptConfig &cfg, uint64_t seed) {
     else
       p.normal_(0.0, 0.02);
   }
-  return model;
 }
 
 } // namespace gpt

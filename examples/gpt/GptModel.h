@@ -44,6 +44,20 @@ public:
   virtual torch::Tensor after(const std::string &module, torch::Tensor out) = 0;
 };
 
+// Runs `run` (a module's forward) between hooks->before(module) and
+// hooks->after(module, out); with no hooks, just runs it.
+template <typename Run>
+torch::Tensor hookedForward(BlockHooks *hooks, const std::string &module, Run &&run) {
+  if (hooks)
+    hooks->before(module);
+  torch::Tensor out = run();
+  return hooks ? hooks->after(module, out) : out;
+}
+
+// GPT-2's initialization: norms at 1, residual output projections
+// (attn.o, mlp.down) scaled down by sqrt(2 layers), the rest N(0, 0.02).
+void initParams(torch::nn::Module &model, int64_t layers);
+
 class RMSNormImpl : public torch::nn::Module {
 public:
   explicit RMSNormImpl(int64_t dim, double eps = 1e-6);
