@@ -521,11 +521,20 @@ private:
           return v;
         };
 #define DM_PICK(field) pick([](const fb::RankFigures *r) { return double(r->field()); })
+        // In int64 itself: near 2^63 a double rounds past the int64 range.
+        auto pickElements = [&](bool most) {
+          int64_t v = s->ranks()->Get(0)->owned_elements();
+          for (uint32_t i = 1; i < n; ++i) {
+            const int64_t x = s->ranks()->Get(i)->owned_elements();
+            v = most ? std::max(v, x) : std::min(v, x);
+          }
+          return v;
+        };
         auto b = [&](double v) { return "<td>" + bytes(v) + "</td>"; };
         o_ += std::string("<tr class=\"agg\"><td>") + (isMax ? "max" : "min") +
               "</td><td class=\"l\">all " + i64(n) + " ranks</td><td>" +
               fmt("%.0f", DM_PICK(owned_params)) + "</td><td>" +
-              grouped(static_cast<int64_t>(DM_PICK(owned_elements))) + "</td>" +
+              grouped(pickElements(isMax)) + "</td>" +
               b(DM_PICK(master_bytes)) + b(DM_PICK(momentum_bytes)) +
               b(DM_PICK(peak_buffer_bytes)) + "<td>" + CostUnit{}(DM_PICK(ns_flops)) + "</td>" +
               b(DM_PICK(broadcast_send_bytes)) + b(DM_PICK(broadcast_recv_bytes)) +
