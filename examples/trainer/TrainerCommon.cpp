@@ -206,8 +206,10 @@ bool parseFlags(int argc, char **argv, const TrainerInfo &info, TrainerFlags &f,
   return true;
 }
 
-const char *kCollectiveNames[DMUON_COLLECTIVE_COUNT] = {"broadcast", "reduce", "replicate",
-                                                        "allreduce", "gather",  "scatter"};
+const char *kCollectiveNames[] = {"broadcast", "reduce",    "replicate",     "allreduce",
+                                  "gather",    "scatter",   "allgather",     "reduce_scatter"};
+static_assert(sizeof kCollectiveNames / sizeof kCollectiveNames[0] == DMUON_COLLECTIVE_COUNT,
+              "a name for every collective kind");
 
 std::string human(double bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

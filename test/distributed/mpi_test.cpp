@@ -182,9 +182,11 @@ struct RunSpec {
   bool checks; // I1-I4 and byte counts after every step (synchronizes every step)
 };
 
-const char *kKinds[DMUON_COLLECTIVE_COUNT] = {"broadcast", "reduce",  "replicate",
+const char *kKinds[] = {"broadcast", "reduce",  "replicate",
                                               "allreduce", "gather", "scatter",
                                               "allgather", "reduce_scatter"};
+static_assert(sizeof kKinds / sizeof kKinds[0] == DMUON_COLLECTIVE_COUNT,
+              "a name for every collective kind");
 
 class Distributed {
 public:
