@@ -22,11 +22,6 @@ void computeRankFigures(PlanModel &model);
 // each pair's key param.
 bool validateQkClip(PlanModel &model, Diagnostics &diags);
 
-// NS flops of one m x n matrix over `steps` iterations in the three-GEMM
-// form: steps * (4 s^2 l + 2 s^3) with s = min(m, n), l = max(m, n).
-double nsFlops(int64_t rows, int64_t cols, int steps);
-// The NS form the runtime runs on a rows x cols matrix (kernels/NsForms.h).
-plan::NsForm nsFormOf(int64_t rows, int64_t cols);
 
 // The default layer key of a param: its lowest ancestor module ending in
 // layers.N, blocks.N or h.N, else its parent module ("" for a root param).

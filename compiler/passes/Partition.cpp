@@ -15,14 +15,11 @@
 
 namespace dmuon {
 
-double nsFlops(int64_t rows, int64_t cols, int steps) {
-  const double s = static_cast<double>(std::min(rows, cols));
-  const double l = static_cast<double>(std::max(rows, cols));
-  return steps * (4.0 * s * s * l + 2.0 * s * s * s);
-}
+namespace {
 
-plan::NsForm nsFormOf(int64_t rows, int64_t cols) {
-  switch (kernels::ns::chooseForm(rows, cols)) {
+// The plan's name for a form the kernels run.
+plan::NsForm planForm(kernels::NsForm form) {
+  switch (form) {
   case kernels::NsForm::Symmetric:
     return plan::NsForm::symmetric;
   case kernels::NsForm::Gram:
@@ -31,8 +28,6 @@ plan::NsForm nsFormOf(int64_t rows, int64_t cols) {
     return plan::NsForm::three_gemm;
   }
 }
-
-namespace {
 
 bool isDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -171,7 +166,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
     // Priced as the kernel will run it: the form the runtime's rule picks
     // for this shape, and that form's flops (kernels/NsForms.h).
     const kernels::NsForm form = kernels::ns::chooseForm(nsRows, nsCols);
-    p.nsForm = nsFormOf(nsRows, nsCols);
+    p.nsForm = planForm(form);
     p.cost = static_cast<double>(p.localBatch) * kernels::ns::flops(form, nsRows, nsCols, steps);
     pcost[i] = p.cost;
     if (measured) {

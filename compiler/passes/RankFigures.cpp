@@ -16,19 +16,30 @@ using common::kReduceElementBytes;
 constexpr int64_t kValueBytes = 4;       // fp32 master / shard values
 constexpr int64_t kMomentBytes = 2 * 4;  // AdamW's two fp32 moments
 
+// How many ranks a param's gradient is summed over along the data-carrying
+// dims it is Replicate on (1: none).
+int64_t alongDataSize(const Mesh &mesh, const Param &p) {
+  int64_t n = 1;
+  for (int d : p.dataDims)
+    n *= mesh.dims[d].size;
+  return n;
+}
+
 // The owner route, per owner slot: masters on the owner's shard column (I2),
 // optimizer state and reduced gradients on the owner, the two-phase reduce
-// and the replicate broadcast.
+// and the replicate broadcast. `staging[s][g]`: the bytes shard column s
+// stages for hook group g's replicate broadcast (HSDP only).
 std::vector<RankFigures> ownerRouteBySlot(const PlanModel &model,
-                                          std::vector<int64_t> &columnStaging) {
+                                          std::vector<std::vector<int64_t>> &staging) {
   const Mesh &mesh = model.mesh;
   const int64_t G = mesh.numShards(), R = mesh.numReplicas(), S = G * R;
   const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
   std::vector<RankFigures> bySlot(S);
   std::vector<int64_t> columnBytes(G, 0), columnReduceBytes(G, 0);
   int64_t totalBytes = 0, totalReduceBytes = 0;
-  for (const HookGroup &g : model.hookGroups) {
-    for (const Segment &seg : g.segments) {
+  staging.assign(static_cast<size_t>(G), std::vector<int64_t>(model.hookGroups.size(), 0));
+  for (size_t gi = 0; gi < model.hookGroups.size(); ++gi) {
+    for (const Segment &seg : model.hookGroups[gi].segments) {
       const int64_t so = seg.slot % G, ro = seg.slot / G;
       columnBytes[so] += seg.bytes;
       columnReduceBytes[so] += seg.reduceBytes;
@@ -46,7 +57,7 @@ std::vector<RankFigures> ownerRouteBySlot(const PlanModel &model,
           flops += p.cost;
       }
       if (R > 1)
-        columnStaging[so] += master; // the replicate broadcast's staging
+        staging[so][gi] += master;
       for (int64_t r = 0; r < R; ++r) {
         RankFigures &f = bySlot[r * G + so];
         f.masterBytes += master;
@@ -94,9 +105,7 @@ RankFigures otherRoutes(const PlanModel &model) {
   const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
   RankFigures f;
   for (const Param &p : model.params) {
-    int64_t along = 1;
-    for (int d : p.dataDims)
-      along *= mesh.dims[d].size;
+    const int64_t along = alongDataSize(mesh, p);
     if (p.route == Route::sharded) {
       const int64_t shard = p.shardElements;
       f.valueBytes += shard * kValueBytes;
@@ -201,25 +210,14 @@ void computeRankFigures(PlanModel &model) {
       commBySlot[model.units[p.unit].slot].push_back(static_cast<int>(i));
   }
 
-  std::vector<int64_t> columnStaging(G, 0);
-  const std::vector<RankFigures> bySlot = ownerRouteBySlot(model, columnStaging);
+  std::vector<std::vector<int64_t>> staging;
+  const std::vector<RankFigures> bySlot = ownerRouteBySlot(model, staging);
   const RankFigures others = otherRoutes(model);
 
   // Per shard column: the peak of buffers (the staging differs by column).
   std::vector<int64_t> peakOfColumn(G, 0);
-  for (int64_t s = 0; s < G; ++s) {
-    std::vector<int64_t> groupStaging;
-    for (const HookGroup &g : model.hookGroups) {
-      int64_t bytes = 0;
-      if (mesh.numReplicas() > 1)
-        for (const Segment &seg : g.segments)
-          if (seg.slot % G == s)
-            for (int i : seg.params)
-              bytes += model.params[i].localNumElements() * kValueBytes;
-      groupStaging.push_back(bytes);
-    }
-    peakOfColumn[s] = peakBuffers(model, groupStaging);
-  }
+  for (int64_t s = 0; s < G; ++s)
+    peakOfColumn[s] = peakBuffers(model, staging[s]);
 
   // Owned Muon and owner-routed params' averaged gradients along the
   // data-carrying dims they are Replicate on, by their owners.
@@ -227,10 +225,7 @@ void computeRankFigures(PlanModel &model) {
   for (const Param &p : model.params) {
     if (p.route != Route::owner || p.unit < 0)
       continue;
-    int64_t along = 1;
-    for (int d : p.dataDims)
-      along *= mesh.dims[d].size;
-    if (along > 1)
+    if (alongDataSize(mesh, p) > 1)
       slotAlongData[model.units[p.unit].slot] += p.localNumElements() * kValueBytes;
   }
 

@@ -142,20 +142,9 @@ public:
     call(dmuon_runtime_grad_norm(rt_, &n));
     return n;
   }
-  dmuon_memory_report_t memory() {
-    dmuon_memory_report_t m{};
-    m.struct_size = sizeof m;
-    m.version = DMUON_MEMORY_REPORT_VERSION;
-    call(dmuon_runtime_memory(rt_, &m));
-    return m;
-  }
-  dmuon_memory_report_t plannedMemory() {
-    dmuon_memory_report_t m{};
-    m.struct_size = sizeof m;
-    m.version = DMUON_MEMORY_REPORT_VERSION;
-    call(dmuon_runtime_planned_memory(rt_, &m));
-    return m;
-  }
+  // What this rank holds, and the plan's figures for it.
+  dmuon_memory_report_t memory() { return memoryReport(dmuon_runtime_memory); }
+  dmuon_memory_report_t plannedMemory() { return memoryReport(dmuon_runtime_planned_memory); }
   // {applied, skipped}
   std::pair<int64_t, int64_t> stepCounts() {
     int64_t a = 0, k = 0;
@@ -207,6 +196,14 @@ private:
   void call(dmuon_status_t s) {
     if (s != DMUON_SUCCESS)
       throw Error(s, dmuon_runtime_last_error(rt_));
+  }
+  dmuon_memory_report_t memoryReport(dmuon_status_t (*get)(dmuon_runtime_t,
+                                                           dmuon_memory_report_t *)) {
+    dmuon_memory_report_t m{};
+    m.struct_size = sizeof m;
+    m.version = DMUON_MEMORY_REPORT_VERSION;
+    call(get(rt_, &m));
+    return m;
   }
   dmuon_runtime_t rt_ = nullptr;
 };

@@ -77,6 +77,14 @@ template <typename T> Status checkStruct(const T *s, uint32_t newest, const char
   return Status::ok();
 }
 
+Status checkParamIndex(const dmuon_plan &plan, int index) {
+  if (index < 0 || index >= plan.plan->numParams())
+    return dmuon::rt::invalidArgument("param index " + std::to_string(index) +
+                                      " is out of range (the plan has " +
+                                      std::to_string(plan.plan->numParams()) + ")");
+  return Status::ok();
+}
+
 // Two of the executor's counters, `get(executor, a, b)`; either output may be null.
 template <typename Get>
 dmuon_status_t twoCounts(dmuon_runtime *rt, int64_t *outA, int64_t *outB, Get get) {
@@ -194,10 +202,7 @@ dmuon_status_t dmuon_plan_param_info(dmuon_plan_t plan, int index, dmuon_param_i
   return guarded(nullptr, [&]() -> Status {
     if (!plan || !out)
       return dmuon::rt::invalidArgument("dmuon_plan_param_info: plan or out_info is null");
-    if (index < 0 || index >= plan->plan->numParams())
-      return dmuon::rt::invalidArgument("param index " + std::to_string(index) +
-                                        " is out of range (the plan has " +
-                                        std::to_string(plan->plan->numParams()) + ")");
+    DMUON_RETURN_IF_ERROR(checkParamIndex(*plan, index));
     const dmuon::plan::Param &p = plan->plan->param(index);
     if (p.shape()->size() > DMUON_MAX_DIMS)
       return dmuon::rt::unsupported("param '" + p.name()->str() + "' has more than " +
@@ -225,14 +230,11 @@ dmuon_status_t dmuon_plan_param_route(dmuon_plan_t plan, int index, dmuon_param_
     if (!plan)
       return dmuon::rt::invalidArgument("dmuon_plan_param_route: plan is null");
     DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_PARAM_ROUTE_VERSION, "param_route: out_route"));
-    if (index < 0 || index >= plan->plan->numParams())
-      return dmuon::rt::invalidArgument("param index " + std::to_string(index) +
-                                        " is out of range (the plan has " +
-                                        std::to_string(plan->plan->numParams()) + ")");
+    DMUON_RETURN_IF_ERROR(checkParamIndex(*plan, index));
     const dmuon::plan::Param &p = plan->plan->param(index);
-    out->route = static_cast<dmuon_route_t>(dmuon::common::effectiveRoute(p));
-    out->shard_elements =
-        dmuon::common::effectiveRoute(p) == dmuon::plan::Route::sharded ? p.shard_elements() : 0;
+    const dmuon::plan::Route route = dmuon::common::effectiveRoute(p);
+    out->route = static_cast<dmuon_route_t>(route);
+    out->shard_elements = route == dmuon::plan::Route::sharded ? p.shard_elements() : 0;
     return Status::ok();
   });
 }
@@ -243,10 +245,7 @@ dmuon_status_t dmuon_plan_param_slice(dmuon_plan_t plan, int index, int rank,
     if (!plan)
       return dmuon::rt::invalidArgument("dmuon_plan_param_slice: plan is null");
     DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_PARAM_SLICE_VERSION, "param_slice: out_slice"));
-    if (index < 0 || index >= plan->plan->numParams())
-      return dmuon::rt::invalidArgument("param index " + std::to_string(index) +
-                                        " is out of range (the plan has " +
-                                        std::to_string(plan->plan->numParams()) + ")");
+    DMUON_RETURN_IF_ERROR(checkParamIndex(*plan, index));
     if (rank < 0 || rank >= plan->plan->worldSize())
       return dmuon::rt::invalidArgument("rank " + std::to_string(rank) +
                                         " is out of range (the plan has " +

@@ -59,6 +59,22 @@ struct ParamRt {
   DeviceArray gradShard;
 };
 
+// `base` with the param's group scales applied
+// (dmuon_runtime_set_param_group_scale).
+template <typename Hyper> Hyper withGroupScale(Hyper base, const ParamRt &p) {
+  base.lr *= p.lrScale;
+  base.weightDecay *= p.weightDecayScale;
+  return base;
+}
+
+// AdamW on the `n` values this rank keeps of the param (master and moments)
+// with `grad`; every route's AdamW step.
+inline Status adamwUpdate(Device &dev, ParamRt &p, const AdamWHyper &base, const float *grad,
+                          int64_t n, int64_t step) {
+  return dev.adamwStep(p.master.floats(), p.adamM.floats(), p.adamV.floats(), grad, n, step,
+                       withGroupScale(base, p));
+}
+
 // One record per plan param, in plan order; creates the model-parallel
 // gather communicators on the way (the same order on every rank).
 Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,

@@ -29,18 +29,12 @@ Status OwnerStep::step(int64_t adamwStep) {
     if (!p.isOwner)
       continue;
     if (!p.muon) {
-      AdamWHyper h = cfg.adamw;
-      h.lr *= p.lrScale;
-      h.weightDecay *= p.weightDecayScale;
-      DMUON_RETURN_IF_ERROR(ctx_->device.adamwStep(p.master.floats(), p.adamM.floats(),
-                                                   p.adamV.floats(), p.reducedGrad.floats(),
-                                                   p.numel, adamwStep, h));
+      DMUON_RETURN_IF_ERROR(adamwUpdate(ctx_->device, p, cfg.adamw, p.reducedGrad.floats(),
+                                        p.numel, adamwStep));
       p.reducedGrad.release();
       continue;
     }
-    MuonHyper h = cfg.muon;
-    h.lr *= p.lrScale;
-    h.weightDecay *= p.weightDecayScale;
+    MuonHyper h = withGroupScale(cfg.muon, p);
     h.nsForm = p.nsForm;
     if (p.comm)
       DMUON_RETURN_IF_ERROR(gatheredMuonStep(*ctx_, p, h, scratch_));

@@ -145,11 +145,7 @@ Status OwnerRoute::endBackward(int g, bool communicate) {
   // The reduce pipeline, in the same order on every rank as MPI requires:
   // the group two before this one in backward completes and frees its
   // buffer, the one before it starts phase 2 (overlapping this phase 1).
-  while (!retireQueue_.empty()) {
-    const int q = retireQueue_.front();
-    retireQueue_.pop_front();
-    DMUON_RETURN_IF_ERROR(retire(q));
-  }
+  DMUON_RETURN_IF_ERROR(retireIssued());
   DMUON_RETURN_IF_ERROR(drainPhase2());
   phase2Queue_.push_back(g);
   return Status::ok();
@@ -201,6 +197,11 @@ Status OwnerRoute::reduceSegment(Group &grp, const Segment &seg, CommGroup comm,
 
 Status OwnerRoute::finishReduce() {
   DMUON_RETURN_IF_ERROR(drainPhase2());
+  DMUON_RETURN_IF_ERROR(retireIssued());
+  return Status::ok();
+}
+
+Status OwnerRoute::retireIssued() {
   while (!retireQueue_.empty()) {
     const int q = retireQueue_.front();
     retireQueue_.pop_front();

@@ -84,6 +84,8 @@ private:
   // Waits for the group's phase 2, hands its averaged gradients to their
   // holders (owners' reduced gradients, shards) and frees its buffer.
   Status retire(int g);
+  // Retires every group whose phase 2 has been issued, in issue order.
+  Status retireIssued();
   Status reduceSegment(Group &grp, const Segment &seg, CommGroup comm, int root, int mine,
                        int size, std::vector<RequestId> &requests);
   Status drainPhase2();

@@ -71,11 +71,8 @@ Status ReplicatedRoute::step(int64_t adamwStep) {
     return zeroGrads();
   for (int i : members_) {
     ParamRt &p = (*params_)[i];
-    AdamWHyper h = ctx_->config.adamw;
-    h.lr *= p.lrScale;
-    h.weightDecay *= p.weightDecayScale;
-    DMUON_RETURN_IF_ERROR(dev.adamwStep(p.master.floats(), p.adamM.floats(), p.adamV.floats(),
-                                        grad_.floats() + p.gradOffset, p.numel, adamwStep, h));
+    DMUON_RETURN_IF_ERROR(
+        adamwUpdate(dev, p, ctx_->config.adamw, grad_.floats() + p.gradOffset, p.numel, adamwStep));
   }
   return zeroGrads();
 }

@@ -109,12 +109,9 @@ Status ShardedRoute::step(int64_t adamwStep) {
   Device &dev = ctx_->device;
   for (int i : all_) {
     ParamRt &p = (*params_)[i];
-    AdamWHyper h = ctx_->config.adamw;
-    h.lr *= p.lrScale;
-    h.weightDecay *= p.weightDecayScale;
     // The padding past shardReal has zero values and gradients: it stays 0.
-    DMUON_RETURN_IF_ERROR(dev.adamwStep(p.master.floats(), p.adamM.floats(), p.adamV.floats(),
-                                        p.gradShard.floats(), p.shardElements, adamwStep, h));
+    DMUON_RETURN_IF_ERROR(adamwUpdate(dev, p, ctx_->config.adamw, p.gradShard.floats(),
+                                      p.shardElements, adamwStep));
   }
   return zeroGrads();
 }

@@ -276,17 +276,19 @@ public:
   // equals the plan's per-rank memory figures.
   void checkMemory(dmuon::Runtime &rt, const RunSpec &spec) {
     const dmuon_memory_report_t got = rt.memory(), want = rt.plannedMemory();
-    const std::pair<const char *, const dmuon_memory_category_t *> pairs[][2] = {
-        {{"masters", &got.masters}, {"", &want.masters}},
-        {{"momentum", &got.momentum}, {"", &want.momentum}},
-        {{"values", &got.values}, {"", &want.values}},
-        {{"adam moments", &got.adam_moments}, {"", &want.adam_moments}},
-        {{"grads", &got.grads}, {"", &want.grads}},
-        {{"buffers", &got.buffers}, {"", &want.buffers}}};
-    for (const auto &p : pairs)
-      if (p[0].second->peak != p[1].second->peak)
+    const struct {
+      const char *name;
+      uint64_t got, want;
+    } categories[] = {{"masters", got.masters.peak, want.masters.peak},
+                      {"momentum", got.momentum.peak, want.momentum.peak},
+                      {"values", got.values.peak, want.values.peak},
+                      {"adam moments", got.adam_moments.peak, want.adam_moments.peak},
+                      {"grads", got.grads.peak, want.grads.peak},
+                      {"buffers", got.buffers.peak, want.buffers.peak}};
+    for (const auto &c : categories)
+      if (c.got != c.want)
         fail("[%s %s] memory: %s peaked at %" PRIu64 " bytes, the plan says %" PRIu64,
-             mesh_.text.c_str(), spec.label, p[0].first, p[0].second->peak, p[1].second->peak);
+             mesh_.text.c_str(), spec.label, c.name, c.got, c.want);
     if (gRank == 0)
       std::printf("[%s %s] rank 0 memory peaks equal the plan's: masters %" PRIu64
                   " momentum %" PRIu64 " values %" PRIu64 " adam %" PRIu64 " grads %" PRIu64

@@ -23,6 +23,15 @@ using k::NsCoefficients;
 using k::NsForm;
 using k::NsWorkspace;
 
+// A test-name spelling of each form (ns::formName's "three-gemm" is not a
+// valid test name).
+std::string formTestName(NsForm form) {
+  return form == NsForm::ThreeGemm   ? "ThreeGemm"
+         : form == NsForm::Symmetric ? "Symmetric"
+         : form == NsForm::Gram      ? "Gram"
+                                     : "Auto";
+}
+
 std::vector<float> gaussian(int64_t rows, int64_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -230,12 +239,7 @@ TEST_P(NsFormEdges, WorkspaceIsWhatTheFormAsksFor) {
 INSTANTIATE_TEST_SUITE_P(Forms, NsFormEdges,
                          testing::Values(NsForm::ThreeGemm, NsForm::Symmetric, NsForm::Gram,
                                          NsForm::Auto),
-                         [](const auto &info) {
-                           return std::string(info.param == NsForm::ThreeGemm ? "ThreeGemm"
-                                              : info.param == NsForm::Symmetric ? "Symmetric"
-                                              : info.param == NsForm::Gram      ? "Gram"
-                                                                                : "Auto");
-                         });
+                         [](const auto &info) { return formTestName(info.param); });
 
 // ---------------------------------------------------------------------------
 // The rule behind Auto and the flop counts it rests on.
@@ -318,12 +322,7 @@ TEST_P(NsBatchedTest, EqualsOneByOne) {
 INSTANTIATE_TEST_SUITE_P(Forms, NsBatchedTest,
                          testing::Values(NsForm::ThreeGemm, NsForm::Symmetric, NsForm::Gram,
                                          NsForm::Auto),
-                         [](const auto &info) {
-                           return std::string(info.param == NsForm::ThreeGemm ? "ThreeGemm"
-                                              : info.param == NsForm::Symmetric ? "Symmetric"
-                                              : info.param == NsForm::Gram      ? "Gram"
-                                                                                : "Auto");
-                         });
+                         [](const auto &info) { return formTestName(info.param); });
 
 // The batch spreads over BLAS's thread budget, restores it after, and stays
 // sequential under OPENBLAS_NUM_THREADS=1 (one MPI rank per core).
