@@ -1,12 +1,15 @@
 // Distributed tests of libdmuon on the MPI backend, run under mpirun by ctest
-// (1-D 4 and HSDP 2x2 on 4 ranks, HSDP 2x4 on 8 ranks).
+// (1, 3 and 4 ranks 1-D, HSDP 2x2 and 2x4), for plans that route the AdamW
+// params every way the compiler can (owner, sharded, replicated, host, and
+// all four in one model).
 //
 // Over 10-step runs of the tiny model (examples/trainer/TinyModel.h):
 //   * I1-I4 (spec 000 §8) on every rank after every step, from
 //     dmuon_runtime_param_state and the plan's owner info;
 //   * equivalence with a single-process Muon+AdamW reference on the full
 //     global batch (the kernels of kernels/cpu): identical params and loss at
-//     step 0, every param within 1e-4 relative error after 10 steps;
+//     step 0, every param within 1e-4 relative error after 10 steps; params
+//     on the host route are kept and stepped here, as a DDP host would;
 //   * sync vs async replicate broadcast and Z2 vs Z3: bit-identical losses and
 //     params;
 //   * per step, the bytes each rank sent and received per collective kind
@@ -111,6 +114,16 @@ struct Trajectory {
   Params final;              // gathered after the last step
 };
 
+dmuon::kernels::AdamWHyper adamwHyper() {
+  dmuon::kernels::AdamWHyper ah;
+  ah.lr = static_cast<float>(kHyper.adamwLr);
+  ah.beta1 = static_cast<float>(kHyper.beta1);
+  ah.beta2 = static_cast<float>(kHyper.beta2);
+  ah.eps = static_cast<float>(kHyper.eps);
+  ah.weightDecay = static_cast<float>(kHyper.adamwWeightDecay);
+  return ah;
+}
+
 // ------------------------------------------------------------ reference
 // Single-process Muon + AdamW on the full global batch.
 Trajectory runReference(const dmuon::Plan &plan, const tiny::Config &cfg) {
@@ -129,12 +142,7 @@ Trajectory runReference(const dmuon::Plan &plan, const tiny::Config &cfg) {
   mh.nsSteps = kHyper.nsSteps;
   mh.matchRmsAdamW = false; // the plans' default lr scale
   mh.coefficients = k::NsCoefficients::Original;
-  k::AdamWHyper ah;
-  ah.lr = static_cast<float>(kHyper.adamwLr);
-  ah.beta1 = static_cast<float>(kHyper.beta1);
-  ah.beta2 = static_cast<float>(kHyper.beta2);
-  ah.eps = static_cast<float>(kHyper.eps);
-  ah.weightDecay = static_cast<float>(kHyper.adamwWeightDecay);
+  const k::AdamWHyper ah = adamwHyper();
 
   struct State {
     dmuon_param_info_t info;
@@ -173,6 +181,71 @@ Trajectory runReference(const dmuon::Plan &plan, const tiny::Config &cfg) {
     tr.final[s.name] = store.values(s.name);
   return tr;
 }
+
+// ---------------------------------------------------------- host route
+// The params the plan leaves to the host: kept here as a DDP host keeps
+// them, with fp32 values on every rank, the gradient averaged over all ranks
+// by one all-reduce after backward, and AdamW with the run's settings.
+class HostParams {
+public:
+  HostParams(const dmuon::Plan &plan, const tiny::Config &cfg) {
+    for (const tiny::ParamSpec &spec : tiny::paramSpecs(cfg)) {
+      const int i = plan.findParam(spec.name);
+      if (plan.paramRoute(i).route != DMUON_ROUTE_HOST)
+        continue;
+      Held &h = held_[spec.name];
+      h.values = tiny::initParam(cfg, spec, kSeed);
+      h.grad.assign(h.values.size(), 0.0f);
+      h.m.assign(h.values.size(), 0.0f);
+      h.v.assign(h.values.size(), 0.0f);
+    }
+  }
+  bool holds(const std::string &name) const { return held_.count(name) != 0; }
+  const std::vector<float> &values(const std::string &name) const { return held_.at(name).values; }
+  float *grad(const std::string &name) { return held_.at(name).grad.data(); }
+  void zeroGrads() {
+    for (auto &[name, h] : held_)
+      std::fill(h.grad.begin(), h.grad.end(), 0.0f);
+  }
+  void step(int step) {
+    const dmuon::kernels::AdamWHyper ah = adamwHyper();
+    for (auto &[name, h] : held_) {
+      MPI_Allreduce(MPI_IN_PLACE, h.grad.data(), static_cast<int>(h.grad.size()), MPI_FLOAT,
+                    MPI_SUM, MPI_COMM_WORLD);
+      for (float &g : h.grad)
+        g /= static_cast<float>(gWorld);
+      dmuon::kernels::adamwStep(h.values.data(), h.m.data(), h.v.data(), h.grad.data(),
+                                static_cast<int64_t>(h.values.size()), step + 1, ah);
+    }
+  }
+
+private:
+  struct Held {
+    std::vector<float> values, grad, m, v;
+  };
+  std::map<std::string, Held> held_;
+};
+
+// The runtime's views and hooks, except for the host's own params.
+class HostRoutedAccess : public tiny::ParamAccess {
+public:
+  HostRoutedAccess(tiny::RuntimeAccess &runtime, HostParams &host)
+      : runtime_(runtime), host_(host) {}
+  const float *param(const std::string &name) override {
+    return host_.holds(name) ? host_.values(name).data() : runtime_.param(name);
+  }
+  float *grad(const std::string &name) override {
+    return host_.holds(name) ? host_.grad(name) : runtime_.grad(name);
+  }
+  void beforeLayerForward(int l) override { runtime_.beforeLayerForward(l); }
+  void afterLayerForward(int l) override { runtime_.afterLayerForward(l); }
+  void beforeLayerBackward(int l) override { runtime_.beforeLayerBackward(l); }
+  void afterLayerBackward(int l) override { runtime_.afterLayerBackward(l); }
+
+private:
+  tiny::RuntimeAccess &runtime_;
+  HostParams &host_;
+};
 
 // ---------------------------------------------------------- distributed
 struct RunSpec {
@@ -234,13 +307,16 @@ public:
     dmuon::Runtime rt(plan_, opt);
     tiny::bindInitialParams(rt, cfg_, kSeed);
 
+    HostParams host(plan_, cfg_);
+
     Trajectory tr;
-    tr.initial = gatherAll(rt);
+    tr.initial = gatherAll(rt, host);
 
     const int64_t local = cfg_.globalBatch / gWorld;
     tiny::Data data(cfg_, kSeed);
     tiny::Model model(cfg_, local);
-    tiny::RuntimeAccess access(rt, binding_);
+    tiny::RuntimeAccess runtimeAccess(rt, binding_);
+    HostRoutedAccess access(runtimeAccess, host);
     std::vector<float> x(static_cast<size_t>(local * cfg_.inDim));
     std::vector<float> t(static_cast<size_t>(local * cfg_.outDim));
 
@@ -248,12 +324,14 @@ public:
       data.batch(step, gRank * local, local, x.data(), t.data());
       if (spec.checks)
         rt.resetCommCounters();
+      host.zeroGrads();
       const float mine = model.forwardBackward(access, x.data(), t.data());
       if (spec.checks) {
         rt.finishBackward();
         checkI3(rt, spec, step);
       }
       rt.step();
+      host.step(step);
       if (spec.checks) {
         rt.synchronize();
         checkCounters(rt, spec, step);
@@ -268,7 +346,7 @@ public:
     // replicate) whose host synchronizes only when it must.
     if (!spec.checks && spec.mode == DMUON_MODE_Z3 && spec.replicateAsync)
       checkMemory(rt, spec);
-    tr.final = gatherAll(rt);
+    tr.final = gatherAll(rt, host);
     return tr;
   }
 
@@ -298,9 +376,13 @@ public:
   }
 
 private:
-  Params gatherAll(dmuon::Runtime &rt) {
+  Params gatherAll(dmuon::Runtime &rt, const HostParams &host) {
     Params out;
     for (const tiny::ParamSpec &s : binding_.specs()) {
+      if (host.holds(s.name)) {
+        out[s.name] = host.values(s.name);
+        continue;
+      }
       std::vector<float> v(static_cast<size_t>(s.numel));
       rt.gatherParam(s.name, v.data(), s.numel);
       out[s.name] = std::move(v);
@@ -639,10 +721,15 @@ void checkMisuse(const dmuon::Plan &plan, const tiny::Config &cfg, const std::st
     fail("[%s] misuse: grad_view of Muon param '%s' outside backward succeeded", mesh.c_str(),
          muonName.c_str());
   // An AdamW param the hooks move (owner or sharded route) has values only
-  // inside its group's window too; a replicated one always.
-  const bool hooked = plan.param(plan.findParam("embed.weight")).hook_group >= 0;
+  // inside its group's window too; a replicated one always; a host-routed
+  // one never (the runtime holds nothing of it).
+  const int embed = plan.findParam("embed.weight");
+  const bool hostRouted = plan.paramRoute(embed).route == DMUON_ROUTE_HOST;
+  const bool hooked = plan.param(embed).hook_group >= 0;
   st = dmuon_runtime_param_view(rt, "embed.weight", &view);
-  if (!hooked && (st != DMUON_SUCCESS || view == nullptr))
+  if (hostRouted)
+    expect(st, DMUON_ERROR_INVALID_ARGUMENT, "param_view of host-routed param 'embed.weight'");
+  else if (!hooked && (st != DMUON_SUCCESS || view == nullptr))
     fail("[%s] misuse: param_view of replicated param 'embed.weight' failed (%s)", mesh.c_str(),
          dmuon_runtime_last_error(rt));
   if (hooked && st == DMUON_SUCCESS)
