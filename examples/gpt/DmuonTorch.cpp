@@ -45,9 +45,9 @@ std::string tomlString(const std::string &s) {
 // The runtime's pointer for a param, or null where it has none right now (a
 // Muon param outside its group's window). The C call, not the wrapper: "no
 // view now" is an expected answer here, not an error.
-void *viewOrNull(dmuon::Runtime &rt, const std::string &name) {
+void *viewOrNull(dmuon::Runtime &rt, int param) {
   void *p = nullptr;
-  return dmuon_runtime_param_view(rt.get(), name.c_str(), &p) == DMUON_SUCCESS ? p : nullptr;
+  return dmuon_runtime_param_view(rt.get(), param, &p) == DMUON_SUCCESS ? p : nullptr;
 }
 
 // Adds the wall time of its scope to `total` (the bridge's hook time).
@@ -65,8 +65,8 @@ private:
   std::chrono::steady_clock::time_point start_;
 };
 
-torch::Tensor gradTensor(dmuon::Runtime &rt, const std::string &name, at::IntArrayRef shape) {
-  return torch::from_blob(rt.gradView(name), shape, torch::kFloat);
+torch::Tensor gradTensor(dmuon::Runtime &rt, int param, at::IntArrayRef shape) {
+  return torch::from_blob(rt.gradView(param), shape, torch::kFloat);
 }
 
 } // namespace
@@ -112,6 +112,7 @@ void runDmuonc(const std::string &dmuonc, const std::vector<std::string> &args) 
 
 struct ParamBridge::Param {
   std::string name;
+  int index = -1;       // in the plan: the views' key
   torch::Tensor tensor; // the module's own param (a leaf)
   int group = -1;       // -1: an AdamW param, replicated by the runtime
   // Muon params: the gradient accumulator is kept alive so that the post
@@ -143,7 +144,8 @@ ParamBridge::ParamBridge(dmuon::Runtime &rt, const dmuon::Plan &plan, torch::nn:
                              " params, the model " + std::to_string(named.size()));
   for (const auto &np : named) {
     const torch::Tensor &t = np.value();
-    const dmuon_param_info_t info = plan.param(plan.findParam(np.key()));
+    const int index = plan.findParam(np.key());
+    const dmuon_param_info_t info = plan.param(index);
     if (t.sizes() != at::IntArrayRef(info.shape, size_t(info.ndim)))
       throw std::runtime_error("param '" + np.key() + "' has another shape in the plan");
     if (t.scalar_type() != torch::kFloat || info.dtype != DMUON_DTYPE_F32)
@@ -153,7 +155,7 @@ ParamBridge::ParamBridge(dmuon::Runtime &rt, const dmuon::Plan &plan, torch::nn:
         t.storage().nbytes() != size_t(t.numel()) * sizeof(float))
       throw std::runtime_error("param '" + np.key() + "' does not own its whole storage");
     rt_.bindParam(np.key(), t.data_ptr<float>(), t.numel());
-    params_.push_back(Param{np.key(), t, info.hook_group, nullptr, nullptr});
+    params_.push_back(Param{np.key(), index, t, info.hook_group, nullptr, nullptr});
   }
 
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -201,15 +203,15 @@ void ParamBridge::beginStep() {
   for (Param &p : params_) {
     if (p.group >= 0)
       continue;
-    p.pointAt(rt_.paramView(p.name));
-    p.tensor.mutable_grad() = gradTensor(rt_, p.name, p.tensor.sizes());
+    p.pointAt(rt_.paramView(p.index));
+    p.tensor.mutable_grad() = gradTensor(rt_, p.index, p.tensor.sizes());
   }
   std::fill(phase_.begin(), phase_.end(), Phase::Idle);
 }
 
 void ParamBridge::refreshGroup(int g) {
   for (size_t i : groupParams_[size_t(g)])
-    params_[i].pointAt(viewOrNull(rt_, params_[i].name));
+    params_[i].pointAt(viewOrNull(rt_, params_[i].index));
 }
 
 void ParamBridge::preForward(const std::string &path) {
@@ -248,7 +250,7 @@ void ParamBridge::onPreBackward(int g) {
   }
   refreshGroup(g); // Z3: the new allocation; saved views follow the storage
   for (size_t i : groupParams_[size_t(g)])
-    params_[i].tensor.mutable_grad() = gradTensor(rt_, params_[i].name, params_[i].tensor.sizes());
+    params_[i].tensor.mutable_grad() = gradTensor(rt_, params_[i].index, params_[i].tensor.sizes());
   pendingGrads_[size_t(g)] = groupParams_[size_t(g)].size();
   phase_[size_t(g)] = Phase::InBackward;
 }

@@ -20,6 +20,7 @@ PlanBinding::PlanBinding(const dmuon::Plan &plan, const Config &cfg)
       throw std::runtime_error(std::string("plan param '") + info.name +
                                "' is not a param of the tiny model");
     const ParamSpec &s = *it->second;
+    index_[s.name] = i;
     std::vector<int64_t> shape(info.shape, info.shape + info.ndim);
     if (shape != s.shape)
       throw std::runtime_error(std::string("plan param '") + info.name +

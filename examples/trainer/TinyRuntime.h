@@ -9,6 +9,7 @@
 
 #include "dmuon/dmuon.hpp"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,10 +25,13 @@ public:
   // Hook group of module l (TinyModel.h), or -1 if it has none.
   int hookGroupOfLayer(int l) const { return moduleGroup_[static_cast<size_t>(l + 1)]; }
   const std::vector<ParamSpec> &specs() const { return specs_; }
+  // The plan index of a model param (the runtime's views take it).
+  int paramIndex(const std::string &name) const { return index_.at(name); }
 
 private:
   std::vector<ParamSpec> specs_;
   std::vector<int> moduleGroup_; // by module index + 1
+  std::map<std::string, int> index_;
 };
 
 // Gives every param its deterministic initial values (the same on all ranks).
@@ -39,9 +43,11 @@ class RuntimeAccess : public ParamAccess {
 public:
   RuntimeAccess(dmuon::Runtime &rt, const PlanBinding &binding) : rt_(rt), binding_(binding) {}
   const float *param(const std::string &name) override {
-    return static_cast<const float *>(rt_.paramView(name));
+    return static_cast<const float *>(rt_.paramView(binding_.paramIndex(name)));
   }
-  float *grad(const std::string &name) override { return rt_.gradView(name); }
+  float *grad(const std::string &name) override {
+    return rt_.gradView(binding_.paramIndex(name));
+  }
   void beforeLayerForward(int l) override {
     if (int g = binding_.hookGroupOfLayer(l); g >= 0)
       rt_.preForward(g);

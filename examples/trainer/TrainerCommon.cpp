@@ -329,9 +329,9 @@ int finishRun(const TrainerInfo &info, const TrainerFlags &flags, dmuon::Runtime
   std::vector<double> mineFig;
   mineFig.push_back(rt.nsFlops());
   for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k)
-    mineFig.push_back(static_cast<double>(c.sent[k]));
+    mineFig.push_back(static_cast<double>(c.kinds[k].sent));
   for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k)
-    mineFig.push_back(static_cast<double>(c.received[k]));
+    mineFig.push_back(static_cast<double>(c.kinds[k].received));
   const int n = static_cast<int>(mineFig.size());
   std::vector<double> all(rank == 0 ? static_cast<size_t>(n * world) : 0);
   MPI_Gather(mineFig.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD);

@@ -5,10 +5,26 @@
  * codes with readable messages, options structs that begin with their size
  * and version, create/destroy pairs, and the host's own communicator passed
  * in. Every function that can fail returns a status (the others are plain
- * getters); on failure the message is available from dmuon_last_error() (per
+ * getters that return 0, -1 or null for a null handle or an index out of
+ * range); on failure the message is available from dmuon_last_error() (per
  * thread) and, for calls on a runtime, from dmuon_runtime_last_error(). No
  * function aborts the process. DMUON_STEP_SKIPPED is the one status that is
  * not an error.
+ *
+ * Structs the library fills (param info, mesh, counters, ...) begin with
+ * struct_size and version like the options: the caller sets them, e.g.
+ * `dmuon_param_info_t info = {.struct_size = sizeof info,
+ *                             .version = DMUON_PARAM_INFO_VERSION};`.
+ *
+ * Threads: a plan is immutable once loaded and may be read from any thread.
+ * A runtime is used by one host thread at a time (its calls are not
+ * synchronized; the host's training loop is one thread), and different
+ * runtimes are independent. Loading plans, creating runtimes and the NCCL
+ * plugin's first load are safe from several threads at once.
+ *
+ * Lifetimes: a runtime keeps its plan alive (dmuon_plan_destroy may come
+ * before dmuon_runtime_destroy); strings and views the library hands out live
+ * as long as the plan or, for views, as documented at each call.
  *
  * Per training step, for hook groups g = 0..n-1 in forward order:
  *   forward:  pre_forward(g) ... read params through views ... post_forward(g)
@@ -39,7 +55,7 @@ extern "C" {
 #endif
 
 #define DMUON_VERSION_MAJOR 0
-#define DMUON_VERSION_MINOR 1
+#define DMUON_VERSION_MINOR 2
 #define DMUON_VERSION_PATCH 0
 
 typedef enum dmuon_status {
@@ -86,7 +102,10 @@ DMUON_API const char *dmuon_plan_hook_group_name(dmuon_plan_t plan, int index);
 
 #define DMUON_MAX_MESH_DIMS 8
 
+#define DMUON_MESH_INFO_VERSION 1
 typedef struct dmuon_mesh_info {
+  size_t struct_size; /* set by the caller: sizeof(dmuon_mesh_info_t) */
+  uint32_t version;   /* set by the caller: DMUON_MESH_INFO_VERSION */
   int ndim;
   const char *dim_names[DMUON_MAX_MESH_DIMS]; /* valid while the plan lives */
   int dim_sizes[DMUON_MAX_MESH_DIMS];
@@ -116,8 +135,11 @@ typedef enum dmuon_dtype {
 
 #define DMUON_MAX_DIMS 8
 
+#define DMUON_PARAM_INFO_VERSION 1
 typedef struct dmuon_param_info {
-  const char *name; /* valid while the plan lives */
+  size_t struct_size; /* set by the caller: sizeof(dmuon_param_info_t) */
+  uint32_t version;   /* set by the caller: DMUON_PARAM_INFO_VERSION */
+  const char *name;   /* valid while the plan lives */
   int ndim;
   int64_t shape[DMUON_MAX_DIMS]; /* the full shape; a rank's slice: dmuon_plan_param_slice */
   int64_t numel;
@@ -258,7 +280,8 @@ DMUON_API void dmuon_runtime_options_init(dmuon_runtime_options_t *options);
 
 /* Collective over the communicator: checks the plan against it (world size,
  * this rank, every rank holding the same plan fingerprint) and builds the
- * shard / replicate sub-communicators. The plan must outlive the runtime. */
+ * shard / replicate sub-communicators. The runtime holds a reference to the
+ * plan: the host may destroy its own handle at any time after. */
 DMUON_API dmuon_status_t dmuon_runtime_create(dmuon_plan_t plan,
                                              const dmuon_runtime_options_t *options,
                                              dmuon_runtime_t *out_runtime);
@@ -273,16 +296,22 @@ DMUON_API const char *dmuon_runtime_last_error(dmuon_runtime_t runtime);
 DMUON_API dmuon_status_t dmuon_runtime_bind_param(dmuon_runtime_t runtime, const char *name,
                                                  const float *values, int64_t numel);
 
-/* The param's values in the plan's dtype (this rank's local shard for a
- * param sharded on model-parallel dims, as bound): for a Muon param valid between
+/* The views are the per-layer calls of the training loop, so they take the
+ * param's index in the plan (dmuon_plan_find_param, once, at set-up).
+ *
+ * The param's values in the plan's dtype (this rank's local shard for a
+ * param sharded on model-parallel dims, as bound): for a param the hooks
+ * move (owner and sharded routes: every Muon param) valid between
  * pre_forward and post_forward of its hook group (and pre_backward and
- * post_backward under Z3), for an adamw param always. */
-DMUON_API dmuon_status_t dmuon_runtime_param_view(dmuon_runtime_t runtime, const char *name,
+ * post_backward under Z3); for a replicated param always; a host-routed
+ * param has none (DMUON_ERROR_INVALID_ARGUMENT). */
+DMUON_API dmuon_status_t dmuon_runtime_param_view(dmuon_runtime_t runtime, int param,
                                                  void **out_data);
-/* The fp32 gradient buffer the host accumulates into: for a Muon param valid
- * between pre_backward and post_backward of its hook group (zeroed at
- * pre_backward), for an adamw param always (zeroed after each step). */
-DMUON_API dmuon_status_t dmuon_runtime_grad_view(dmuon_runtime_t runtime, const char *name,
+/* The fp32 gradient buffer the host accumulates into: for a param the hooks
+ * move valid between pre_backward and post_backward of its hook group
+ * (zeroed when the group's backward starts a step), for a replicated param
+ * always (zeroed after each step). */
+DMUON_API dmuon_status_t dmuon_runtime_grad_view(dmuon_runtime_t runtime, int param,
                                                 float **out_grad);
 
 DMUON_API dmuon_status_t dmuon_runtime_pre_forward(dmuon_runtime_t runtime, int hook_group);
@@ -383,8 +412,11 @@ DMUON_API dmuon_status_t dmuon_runtime_gather_param(dmuon_runtime_t runtime, con
  * query rows by gamma and the shared key rows not at all. Other heads are
  * not touched. A skipped step (DMUON_STEP_SKIPPED) clips nothing and forgets
  * the step's maxima. docs/runtime.md, "Training loop". */
+#define DMUON_QK_CLIP_PAIR_INFO_VERSION 1
 typedef struct dmuon_qk_clip_pair_info {
-  const char *query; /* param names, valid while the plan lives */
+  size_t struct_size; /* set by the caller: sizeof(dmuon_qk_clip_pair_info_t) */
+  uint32_t version;   /* set by the caller: DMUON_QK_CLIP_PAIR_INFO_VERSION */
+  const char *query;  /* param names, valid while the plan lives */
   const char *key;
   int query_index;   /* param indices */
   int key_index;
@@ -428,7 +460,10 @@ DMUON_API dmuon_status_t dmuon_checkpoint_load(dmuon_runtime_t runtime, const ch
 
 /* ---------------------------------------------------------- introspection */
 
+#define DMUON_PARAM_STATE_VERSION 1
 typedef struct dmuon_param_state {
+  size_t struct_size;   /* set by the caller: sizeof(dmuon_param_state_t) */
+  uint32_t version;     /* set by the caller: DMUON_PARAM_STATE_VERSION */
   int is_owner;         /* this rank is the global owner (I1) */
   int has_owned_data;   /* this rank keeps an fp32 master copy (I2) */
   int has_reduced_grad; /* a reduced gradient is held here (I3) */
@@ -452,12 +487,21 @@ typedef enum dmuon_collective {
   DMUON_COLLECTIVE_COUNT = 8
 } dmuon_collective_t;
 
-/* Logical payload bytes this rank sent and received, per collective kind,
- * since creation or the last reset (accounting rule: docs/plan-format.md). */
+/* Logical payload bytes this rank sent and received, and the collectives it
+ * took part in, of one kind (accounting rule: docs/plan-format.md). */
+typedef struct dmuon_collective_counts {
+  uint64_t sent;
+  uint64_t received;
+  uint64_t calls;
+} dmuon_collective_counts_t;
+
+/* Per collective kind, since creation or the last reset. Kinds are only
+ * appended: a caller built with fewer kinds gets those it knows. */
+#define DMUON_COMM_COUNTERS_VERSION 1
 typedef struct dmuon_comm_counters {
-  uint64_t sent[DMUON_COLLECTIVE_COUNT];
-  uint64_t received[DMUON_COLLECTIVE_COUNT];
-  uint64_t calls[DMUON_COLLECTIVE_COUNT];
+  size_t struct_size; /* set by the caller: sizeof(dmuon_comm_counters_t) */
+  uint32_t version;   /* set by the caller: DMUON_COMM_COUNTERS_VERSION */
+  dmuon_collective_counts_t kinds[DMUON_COLLECTIVE_COUNT];
 } dmuon_comm_counters_t;
 
 DMUON_API dmuon_status_t dmuon_runtime_comm_counters(dmuon_runtime_t runtime,

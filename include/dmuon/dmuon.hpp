@@ -26,6 +26,14 @@ inline void check(dmuon_status_t status) {
     throw Error(status, dmuon_last_error());
 }
 
+// An output struct with its size and version set, as the C ABI wants.
+template <typename T> T versioned(uint32_t version) {
+  T out{};
+  out.struct_size = sizeof out;
+  out.version = version;
+  return out;
+}
+
 class Plan {
 public:
   explicit Plan(const std::string &path) { check(dmuon_plan_load_file(path.c_str(), &plan_)); }
@@ -46,19 +54,17 @@ public:
   int numHookGroups() const { return dmuon_plan_num_hook_groups(plan_); }
   std::string hookGroupName(int g) const { return dmuon_plan_hook_group_name(plan_, g); }
   dmuon_mesh_info_t mesh() const {
-    dmuon_mesh_info_t m;
+    auto m = versioned<dmuon_mesh_info_t>(DMUON_MESH_INFO_VERSION);
     check(dmuon_plan_mesh(plan_, &m));
     return m;
   }
   dmuon_param_info_t param(int index) const {
-    dmuon_param_info_t info;
+    auto info = versioned<dmuon_param_info_t>(DMUON_PARAM_INFO_VERSION);
     check(dmuon_plan_param_info(plan_, index, &info));
     return info;
   }
   dmuon_param_route_t paramRoute(int index) const {
-    dmuon_param_route_t r{};
-    r.struct_size = sizeof r;
-    r.version = DMUON_PARAM_ROUTE_VERSION;
+    auto r = versioned<dmuon_param_route_t>(DMUON_PARAM_ROUTE_VERSION);
     check(dmuon_plan_param_route(plan_, index, &r));
     return r;
   }
@@ -69,7 +75,7 @@ public:
   }
   int numQkClipPairs() const { return dmuon_plan_num_qk_clip_pairs(plan_); }
   dmuon_qk_clip_pair_info_t qkClipPair(int index) const {
-    dmuon_qk_clip_pair_info_t info;
+    auto info = versioned<dmuon_qk_clip_pair_info_t>(DMUON_QK_CLIP_PAIR_INFO_VERSION);
     check(dmuon_plan_qk_clip_pair(plan_, index, &info));
     return info;
   }
@@ -81,6 +87,7 @@ private:
 
 class Runtime {
 public:
+  // The runtime keeps the plan alive; `plan` may go first.
   Runtime(const Plan &plan, const dmuon_runtime_options_t &options) {
     check(dmuon_runtime_create(plan.get(), &options, &rt_));
   }
@@ -97,14 +104,15 @@ public:
   void bindParam(const std::string &name, const float *values, int64_t numel) {
     call(dmuon_runtime_bind_param(rt_, name.c_str(), values, numel));
   }
-  void *paramView(const std::string &name) {
+  // The per-layer views take the param's plan index (Plan::findParam).
+  void *paramView(int param) {
     void *p = nullptr;
-    call(dmuon_runtime_param_view(rt_, name.c_str(), &p));
+    call(dmuon_runtime_param_view(rt_, param, &p));
     return p;
   }
-  float *gradView(const std::string &name) {
+  float *gradView(int param) {
     float *g = nullptr;
-    call(dmuon_runtime_grad_view(rt_, name.c_str(), &g));
+    call(dmuon_runtime_grad_view(rt_, param, &g));
     return g;
   }
   void preForward(int g) { call(dmuon_runtime_pre_forward(rt_, g)); }
@@ -136,9 +144,7 @@ public:
     call(dmuon_runtime_set_param_group_scale(rt_, pattern.c_str(), lrScale, wdScale));
   }
   dmuon_grad_norm_t gradNorm() {
-    dmuon_grad_norm_t n{};
-    n.struct_size = sizeof n;
-    n.version = DMUON_GRAD_NORM_VERSION;
+    auto n = versioned<dmuon_grad_norm_t>(DMUON_GRAD_NORM_VERSION);
     call(dmuon_runtime_grad_norm(rt_, &n));
     return n;
   }
@@ -175,18 +181,18 @@ public:
     return step;
   }
   dmuon_param_state_t paramState(const std::string &name) {
-    dmuon_param_state_t s;
+    auto s = versioned<dmuon_param_state_t>(DMUON_PARAM_STATE_VERSION);
     call(dmuon_runtime_param_state(rt_, name.c_str(), &s));
     return s;
   }
   dmuon_comm_counters_t commCounters() {
-    dmuon_comm_counters_t c;
+    auto c = versioned<dmuon_comm_counters_t>(DMUON_COMM_COUNTERS_VERSION);
     call(dmuon_runtime_comm_counters(rt_, &c));
     return c;
   }
   void resetCommCounters() { call(dmuon_runtime_reset_comm_counters(rt_)); }
   dmuon_comm_counters_t plannedCounters() {
-    dmuon_comm_counters_t c;
+    auto c = versioned<dmuon_comm_counters_t>(DMUON_COMM_COUNTERS_VERSION);
     call(dmuon_runtime_planned_counters(rt_, &c));
     return c;
   }
@@ -199,9 +205,7 @@ private:
   }
   dmuon_memory_report_t memoryReport(dmuon_status_t (*get)(dmuon_runtime_t,
                                                            dmuon_memory_report_t *)) {
-    dmuon_memory_report_t m{};
-    m.struct_size = sizeof m;
-    m.version = DMUON_MEMORY_REPORT_VERSION;
+    auto m = versioned<dmuon_memory_report_t>(DMUON_MEMORY_REPORT_VERSION);
     call(get(rt_, &m));
     return m;
   }

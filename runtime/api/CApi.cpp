@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -21,11 +22,14 @@ using dmuon::rt::Executor;
 using dmuon::rt::LoadedPlan;
 using dmuon::rt::Status;
 
+// A plan is shared by its handle and every runtime made from it: the host
+// may destroy its handle first.
 struct dmuon_plan {
-  std::unique_ptr<LoadedPlan> plan;
+  std::shared_ptr<const LoadedPlan> plan;
 };
 
 struct dmuon_runtime {
+  std::shared_ptr<const LoadedPlan> plan; // outlives the executor (declared first)
   std::unique_ptr<Executor> executor;
   std::string lastError;
 };
@@ -66,6 +70,8 @@ Status requireName(const char *name) {
 }
 
 // Output and input structs carry their size and version like the options.
+// Every version so far is the struct's first, so a smaller struct_size is
+// not one of ours.
 template <typename T> Status checkStruct(const T *s, uint32_t newest, const char *what) {
   if (!s)
     return dmuon::rt::invalidArgument(std::string(what) + " is null");
@@ -77,11 +83,18 @@ template <typename T> Status checkStruct(const T *s, uint32_t newest, const char
   return Status::ok();
 }
 
-Status checkParamIndex(const dmuon_plan &plan, int index) {
-  if (index < 0 || index >= plan.plan->numParams())
+// Writes `value` to a checked output struct, keeping the caller's header.
+template <typename T> void fillOut(T *out, T value) {
+  value.struct_size = out->struct_size;
+  value.version = out->version;
+  *out = value;
+}
+
+Status checkParamIndex(const LoadedPlan &plan, int index) {
+  if (index < 0 || index >= plan.numParams())
     return dmuon::rt::invalidArgument("param index " + std::to_string(index) +
                                       " is out of range (the plan has " +
-                                      std::to_string(plan.plan->numParams()) + ")");
+                                      std::to_string(plan.numParams()) + ")");
   return Status::ok();
 }
 
@@ -200,27 +213,29 @@ const char *dmuon_plan_hook_group_name(dmuon_plan_t plan, int index) {
 
 dmuon_status_t dmuon_plan_param_info(dmuon_plan_t plan, int index, dmuon_param_info_t *out) {
   return guarded(nullptr, [&]() -> Status {
-    if (!plan || !out)
-      return dmuon::rt::invalidArgument("dmuon_plan_param_info: plan or out_info is null");
-    DMUON_RETURN_IF_ERROR(checkParamIndex(*plan, index));
+    if (!plan)
+      return dmuon::rt::invalidArgument("dmuon_plan_param_info: plan is null");
+    DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_PARAM_INFO_VERSION, "param_info: out_info"));
+    DMUON_RETURN_IF_ERROR(checkParamIndex(*plan->plan, index));
     const dmuon::plan::Param &p = plan->plan->param(index);
     if (p.shape()->size() > DMUON_MAX_DIMS)
       return dmuon::rt::unsupported("param '" + p.name()->str() + "' has more than " +
                                     std::to_string(DMUON_MAX_DIMS) + " dims");
-    std::memset(out, 0, sizeof *out);
-    out->name = p.name()->c_str();
-    out->ndim = static_cast<int>(p.shape()->size());
-    out->numel = 1;
-    for (int d = 0; d < out->ndim; ++d) {
-      out->shape[d] = p.shape()->Get(d);
-      out->numel *= out->shape[d];
+    dmuon_param_info_t info{};
+    info.name = p.name()->c_str();
+    info.ndim = static_cast<int>(p.shape()->size());
+    info.numel = 1;
+    for (int d = 0; d < info.ndim; ++d) {
+      info.shape[d] = p.shape()->Get(d);
+      info.numel *= info.shape[d];
     }
-    out->dtype = static_cast<dmuon_dtype_t>(p.dtype());
-    out->role = p.role() == dmuon::plan::Role::muon ? DMUON_ROLE_MUON : DMUON_ROLE_ADAMW;
-    out->hook_group = p.hook_group();
-    out->owner_rank = p.owner_rank();
-    out->owner_shard = p.owner_shard();
-    out->owner_replicate = p.owner_replicate();
+    info.dtype = static_cast<dmuon_dtype_t>(p.dtype());
+    info.role = p.role() == dmuon::plan::Role::muon ? DMUON_ROLE_MUON : DMUON_ROLE_ADAMW;
+    info.hook_group = p.hook_group();
+    info.owner_rank = p.owner_rank();
+    info.owner_shard = p.owner_shard();
+    info.owner_replicate = p.owner_replicate();
+    fillOut(out, info);
     return Status::ok();
   });
 }
@@ -230,7 +245,7 @@ dmuon_status_t dmuon_plan_param_route(dmuon_plan_t plan, int index, dmuon_param_
     if (!plan)
       return dmuon::rt::invalidArgument("dmuon_plan_param_route: plan is null");
     DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_PARAM_ROUTE_VERSION, "param_route: out_route"));
-    DMUON_RETURN_IF_ERROR(checkParamIndex(*plan, index));
+    DMUON_RETURN_IF_ERROR(checkParamIndex(*plan->plan, index));
     const dmuon::plan::Param &p = plan->plan->param(index);
     const dmuon::plan::Route route = dmuon::common::effectiveRoute(p);
     out->route = static_cast<dmuon_route_t>(route);
@@ -245,7 +260,7 @@ dmuon_status_t dmuon_plan_param_slice(dmuon_plan_t plan, int index, int rank,
     if (!plan)
       return dmuon::rt::invalidArgument("dmuon_plan_param_slice: plan is null");
     DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_PARAM_SLICE_VERSION, "param_slice: out_slice"));
-    DMUON_RETURN_IF_ERROR(checkParamIndex(*plan, index));
+    DMUON_RETURN_IF_ERROR(checkParamIndex(*plan->plan, index));
     if (rank < 0 || rank >= plan->plan->worldSize())
       return dmuon::rt::invalidArgument("rank " + std::to_string(rank) +
                                         " is out of range (the plan has " +
@@ -256,27 +271,29 @@ dmuon_status_t dmuon_plan_param_slice(dmuon_plan_t plan, int index, int rank,
 
 dmuon_status_t dmuon_plan_mesh(dmuon_plan_t plan, dmuon_mesh_info_t *out) {
   return guarded(nullptr, [&]() -> Status {
-    if (!plan || !out)
-      return dmuon::rt::invalidArgument("dmuon_plan_mesh: plan or out_mesh is null");
+    if (!plan)
+      return dmuon::rt::invalidArgument("dmuon_plan_mesh: plan is null");
+    DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_MESH_INFO_VERSION, "plan_mesh: out_mesh"));
     const dmuon::plan::Mesh &m = *plan->plan->root().mesh();
     if (m.dims()->size() > DMUON_MAX_MESH_DIMS)
       return dmuon::rt::unsupported("the plan's mesh has more than " +
                                     std::to_string(DMUON_MAX_MESH_DIMS) + " dims");
-    std::memset(out, 0, sizeof *out);
-    out->ndim = static_cast<int>(m.dims()->size());
-    for (int d = 0; d < out->ndim; ++d) {
-      out->dim_names[d] = m.dims()->Get(d)->name()->c_str();
-      out->dim_sizes[d] = m.dims()->Get(d)->size();
-      out->dim_carries_data[d] = m.dims()->Get(d)->carries_data();
+    dmuon_mesh_info_t mesh{};
+    mesh.ndim = static_cast<int>(m.dims()->size());
+    for (int d = 0; d < mesh.ndim; ++d) {
+      mesh.dim_names[d] = m.dims()->Get(d)->name()->c_str();
+      mesh.dim_sizes[d] = m.dims()->Get(d)->size();
+      mesh.dim_carries_data[d] = m.dims()->Get(d)->carries_data();
     }
-    out->shard_dim = m.shard_dim();
-    out->replicate_dim = m.replicate_dim();
-    out->num_shards = m.num_shards();
-    out->num_replicas = m.num_replicas();
-    out->world_size = m.world_size();
-    out->data_parallel_size = m.data_parallel_size() > 0
+    mesh.shard_dim = m.shard_dim();
+    mesh.replicate_dim = m.replicate_dim();
+    mesh.num_shards = m.num_shards();
+    mesh.num_replicas = m.num_replicas();
+    mesh.world_size = m.world_size();
+    mesh.data_parallel_size = m.data_parallel_size() > 0
                                   ? m.data_parallel_size()
                                   : int64_t(m.num_shards()) * m.num_replicas();
+    fillOut(out, mesh);
     return Status::ok();
   });
 }
@@ -365,7 +382,7 @@ dmuon_status_t dmuon_runtime_create(dmuon_plan_t plan, const dmuon_runtime_optio
     std::unique_ptr<Executor> ex;
     DMUON_RETURN_IF_ERROR(
         Executor::create(*plan->plan, *options, std::move(backend), std::move(device), ex));
-    *out_runtime = new dmuon_runtime{std::move(ex), {}};
+    *out_runtime = new dmuon_runtime{plan->plan, std::move(ex), {}};
     return Status::ok();
   });
 }
@@ -391,23 +408,23 @@ dmuon_status_t dmuon_runtime_bind_param(dmuon_runtime_t rt, const char *name, co
   });
 }
 
-dmuon_status_t dmuon_runtime_param_view(dmuon_runtime_t rt, const char *name, void **out) {
+dmuon_status_t dmuon_runtime_param_view(dmuon_runtime_t rt, int param, void **out) {
   return guarded(rt, [&]() -> Status {
     DMUON_RETURN_IF_ERROR(requireRuntime(rt));
-    DMUON_RETURN_IF_ERROR(requireName(name));
+    DMUON_RETURN_IF_ERROR(checkParamIndex(*rt->plan, param));
     if (!out)
       return dmuon::rt::invalidArgument("param_view: out_data is null");
-    return rt->executor->paramView(name, out);
+    return rt->executor->paramView(param, out);
   });
 }
 
-dmuon_status_t dmuon_runtime_grad_view(dmuon_runtime_t rt, const char *name, float **out) {
+dmuon_status_t dmuon_runtime_grad_view(dmuon_runtime_t rt, int param, float **out) {
   return guarded(rt, [&]() -> Status {
     DMUON_RETURN_IF_ERROR(requireRuntime(rt));
-    DMUON_RETURN_IF_ERROR(requireName(name));
+    DMUON_RETURN_IF_ERROR(checkParamIndex(*rt->plan, param));
     if (!out)
       return dmuon::rt::invalidArgument("grad_view: out_grad is null");
-    return rt->executor->gradView(name, out);
+    return rt->executor->gradView(param, out);
   });
 }
 
@@ -538,18 +555,20 @@ dmuon_status_t dmuon_runtime_param_state(dmuon_runtime_t rt, const char *name,
   return guarded(rt, [&]() -> Status {
     DMUON_RETURN_IF_ERROR(requireRuntime(rt));
     DMUON_RETURN_IF_ERROR(requireName(name));
-    if (!out)
-      return dmuon::rt::invalidArgument("param_state: out_state is null");
-    return rt->executor->paramState(name, *out);
+    DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_PARAM_STATE_VERSION, "param_state: out_state"));
+    dmuon_param_state_t state{};
+    DMUON_RETURN_IF_ERROR(rt->executor->paramState(name, state));
+    fillOut(out, state);
+    return Status::ok();
   });
 }
 
 dmuon_status_t dmuon_runtime_comm_counters(dmuon_runtime_t rt, dmuon_comm_counters_t *out) {
   return guarded(rt, [&]() -> Status {
     DMUON_RETURN_IF_ERROR(requireRuntime(rt));
-    if (!out)
-      return dmuon::rt::invalidArgument("comm_counters: out_counters is null");
-    *out = rt->executor->counters();
+    DMUON_RETURN_IF_ERROR(
+        checkStruct(out, DMUON_COMM_COUNTERS_VERSION, "comm_counters: out_counters"));
+    fillOut(out, rt->executor->counters());
     return Status::ok();
   });
 }
@@ -565,9 +584,9 @@ dmuon_status_t dmuon_runtime_reset_comm_counters(dmuon_runtime_t rt) {
 dmuon_status_t dmuon_runtime_planned_counters(dmuon_runtime_t rt, dmuon_comm_counters_t *out) {
   return guarded(rt, [&]() -> Status {
     DMUON_RETURN_IF_ERROR(requireRuntime(rt));
-    if (!out)
-      return dmuon::rt::invalidArgument("planned_counters: out_counters is null");
-    *out = rt->executor->plannedCounters();
+    DMUON_RETURN_IF_ERROR(
+        checkStruct(out, DMUON_COMM_COUNTERS_VERSION, "planned_counters: out_counters"));
+    fillOut(out, rt->executor->plannedCounters());
     return Status::ok();
   });
 }
@@ -587,21 +606,25 @@ int dmuon_plan_num_qk_clip_pairs(dmuon_plan_t plan) {
 dmuon_status_t dmuon_plan_qk_clip_pair(dmuon_plan_t plan, int index,
                                        dmuon_qk_clip_pair_info_t *out) {
   return guarded(nullptr, [&]() -> Status {
-    if (!plan || !out)
-      return dmuon::rt::invalidArgument("dmuon_plan_qk_clip_pair: plan or out_info is null");
+    if (!plan)
+      return dmuon::rt::invalidArgument("dmuon_plan_qk_clip_pair: plan is null");
+    DMUON_RETURN_IF_ERROR(
+        checkStruct(out, DMUON_QK_CLIP_PAIR_INFO_VERSION, "qk_clip_pair: out_info"));
     const int n = dmuon_plan_num_qk_clip_pairs(plan);
     if (index < 0 || index >= n)
       return dmuon::rt::invalidArgument("qk_clip pair " + std::to_string(index) +
                                         " is out of range (the plan has " + std::to_string(n) +
                                         ")");
     const dmuon::plan::QkClipPair &q = *plan->plan->root().qk_clip()->Get(index);
-    out->query = plan->plan->param(q.query()).name()->c_str();
-    out->key = plan->plan->param(q.key()).name()->c_str();
-    out->query_index = q.query();
-    out->key_index = q.key();
-    out->heads = q.heads();
-    out->key_heads = q.key_heads();
-    out->head_dim = q.head_dim();
+    dmuon_qk_clip_pair_info_t info{};
+    info.query = plan->plan->param(q.query()).name()->c_str();
+    info.key = plan->plan->param(q.key()).name()->c_str();
+    info.query_index = q.query();
+    info.key_index = q.key();
+    info.heads = q.heads();
+    info.key_heads = q.key_heads();
+    info.head_dim = q.head_dim();
+    fillOut(out, info);
     return Status::ok();
   });
 }

@@ -15,9 +15,9 @@ namespace dmuon::rt {
 class CommCounters {
 public:
   void count(dmuon_collective_t kind, uint64_t sent, uint64_t received) {
-    c_.sent[kind] += sent;
-    c_.received[kind] += received;
-    c_.calls[kind] += 1;
+    c_.kinds[kind].sent += sent;
+    c_.kinds[kind].received += received;
+    c_.kinds[kind].calls += 1;
   }
   // A root that sends `bytes` to `peers` ranks, or one of them receiving.
   void countFanOut(dmuon_collective_t kind, bool root, int peers, uint64_t bytes) {

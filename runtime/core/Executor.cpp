@@ -163,10 +163,9 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
   return Status::ok();
 }
 
-Status Executor::paramView(const std::string &name, void **out) {
-  int i;
-  DMUON_RETURN_IF_ERROR(findParam(name, i));
+Status Executor::paramView(int i, void **out) {
   ParamRt &p = params_[i];
+  const std::string &name = p.name;
   if (p.route == Route::Host)
     return invalidArgument("param '" + name +
                            "' travels the host route: the runtime holds nothing of it");
@@ -184,10 +183,9 @@ Status Executor::paramView(const std::string &name, void **out) {
   return Status::ok();
 }
 
-Status Executor::gradView(const std::string &name, float **out) {
-  int i;
-  DMUON_RETURN_IF_ERROR(findParam(name, i));
+Status Executor::gradView(int i, float **out) {
   ParamRt &p = params_[i];
+  const std::string &name = p.name;
   if (p.route == Route::Host)
     return invalidArgument("param '" + name +
                            "' travels the host route: the runtime holds no gradient of it");

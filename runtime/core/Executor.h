@@ -37,8 +37,9 @@ public:
                        std::unique_ptr<Executor> &out);
 
   Status bindParam(const std::string &name, const float *values, int64_t numel);
-  Status paramView(const std::string &name, void **out);
-  Status gradView(const std::string &name, float **out);
+  // By plan index (checked by the caller): the per-layer calls.
+  Status paramView(int index, void **out);
+  Status gradView(int index, float **out);
 
   Status preForward(int g);
   Status postForward(int g);

@@ -80,12 +80,12 @@ dmuon_comm_counters_t Executor::plannedCounters() const {
   const uint64_t k = static_cast<uint64_t>(microBatchesLastStep_);
   const uint64_t planUnshards = config_.planZ3 ? 2 : 1, ourUnshards = (config_.z3 ? 2 : 1) * k;
   const uint64_t reduces = config_.accumulateLocally ? 1 : k;
-  c.sent[DMUON_COLLECTIVE_BROADCAST] = f->broadcast_send_bytes() / planUnshards * ourUnshards;
-  c.received[DMUON_COLLECTIVE_BROADCAST] = f->broadcast_recv_bytes() / planUnshards * ourUnshards;
-  c.sent[DMUON_COLLECTIVE_REDUCE] = f->reduce_send_bytes() * reduces;
-  c.received[DMUON_COLLECTIVE_REDUCE] = f->reduce_recv_bytes() * reduces;
-  c.sent[DMUON_COLLECTIVE_REPLICATE] = f->replicate_send_bytes();
-  c.received[DMUON_COLLECTIVE_REPLICATE] = f->replicate_recv_bytes();
+  c.kinds[DMUON_COLLECTIVE_BROADCAST].sent = f->broadcast_send_bytes() / planUnshards * ourUnshards;
+  c.kinds[DMUON_COLLECTIVE_BROADCAST].received = f->broadcast_recv_bytes() / planUnshards * ourUnshards;
+  c.kinds[DMUON_COLLECTIVE_REDUCE].sent = f->reduce_send_bytes() * reduces;
+  c.kinds[DMUON_COLLECTIVE_REDUCE].received = f->reduce_recv_bytes() * reduces;
+  c.kinds[DMUON_COLLECTIVE_REPLICATE].sent = f->replicate_send_bytes();
+  c.kinds[DMUON_COLLECTIVE_REPLICATE].received = f->replicate_recv_bytes();
   // allreduce_bytes holds the replicated params' all-reduce (left to the
   // host without manage_adamw) and the shards' over dp_replicate (phase 2:
   // once per reduce) and along the data-carrying dims (once per step).
@@ -96,16 +96,16 @@ dmuon_comm_counters_t Executor::plannedCounters() const {
   const uint64_t allreduce = f->allreduce_bytes() -
                              (config_.manageAdamW ? 0 : replicatedRoute_.allReduceBytesPerStep()) +
                              shardPhase2 * (reduces - 1) + f->data_allreduce_bytes();
-  c.sent[DMUON_COLLECTIVE_ALLREDUCE] = allreduce;
-  c.received[DMUON_COLLECTIVE_ALLREDUCE] = allreduce;
-  c.sent[DMUON_COLLECTIVE_GATHER] = f->gather_send_bytes();
-  c.received[DMUON_COLLECTIVE_GATHER] = f->gather_recv_bytes();
-  c.sent[DMUON_COLLECTIVE_SCATTER] = f->scatter_send_bytes();
-  c.received[DMUON_COLLECTIVE_SCATTER] = f->scatter_recv_bytes();
-  c.sent[DMUON_COLLECTIVE_ALLGATHER] = f->allgather_send_bytes() / planUnshards * ourUnshards;
-  c.received[DMUON_COLLECTIVE_ALLGATHER] = f->allgather_recv_bytes() / planUnshards * ourUnshards;
-  c.sent[DMUON_COLLECTIVE_REDUCE_SCATTER] = f->reduce_scatter_send_bytes() * reduces;
-  c.received[DMUON_COLLECTIVE_REDUCE_SCATTER] = f->reduce_scatter_recv_bytes() * reduces;
+  c.kinds[DMUON_COLLECTIVE_ALLREDUCE].sent = allreduce;
+  c.kinds[DMUON_COLLECTIVE_ALLREDUCE].received = allreduce;
+  c.kinds[DMUON_COLLECTIVE_GATHER].sent = f->gather_send_bytes();
+  c.kinds[DMUON_COLLECTIVE_GATHER].received = f->gather_recv_bytes();
+  c.kinds[DMUON_COLLECTIVE_SCATTER].sent = f->scatter_send_bytes();
+  c.kinds[DMUON_COLLECTIVE_SCATTER].received = f->scatter_recv_bytes();
+  c.kinds[DMUON_COLLECTIVE_ALLGATHER].sent = f->allgather_send_bytes() / planUnshards * ourUnshards;
+  c.kinds[DMUON_COLLECTIVE_ALLGATHER].received = f->allgather_recv_bytes() / planUnshards * ourUnshards;
+  c.kinds[DMUON_COLLECTIVE_REDUCE_SCATTER].sent = f->reduce_scatter_send_bytes() * reduces;
+  c.kinds[DMUON_COLLECTIVE_REDUCE_SCATTER].received = f->reduce_scatter_recv_bytes() * reduces;
   return c;
 }
 

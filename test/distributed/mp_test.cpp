@@ -776,7 +776,7 @@ private:
   }
 
   std::vector<float> reassembleView(dmuon::Runtime &rt, const std::string &name) {
-    const float *v = static_cast<const float *>(rt.paramView(name));
+    const float *v = static_cast<const float *>(rt.paramView(plan_.findParam(name)));
     return assemble(name, v);
   }
 
@@ -804,7 +804,7 @@ private:
         global.shardDim >= 0
             ? sliceOf(routed, global.shape, global.shardDim, topo_.mpSize, topo_.mp)
             : routed;
-    float *g = rt.gradView(name);
+    float *g = rt.gradView(plan_.findParam(name));
     for (size_t i = 0; i < mine.size(); ++i)
       g[i] += mine[i];
   }
@@ -908,29 +908,29 @@ private:
       const bool alongData = topo_.mpCarriesData && topo_.mpSize > 1 && s.shardDim < 0;
       if (p.role != DMUON_ROLE_MUON) {
         const uint64_t n = (G * R > 1 ? 1 : 0) + (alongData ? 1 : 0);
-        c.sent[DMUON_COLLECTIVE_ALLREDUCE] += n * P;
-        c.received[DMUON_COLLECTIVE_ALLREDUCE] += n * P;
+        c.kinds[DMUON_COLLECTIVE_ALLREDUCE].sent += n * P;
+        c.kinds[DMUON_COLLECTIVE_ALLREDUCE].received += n * P;
         continue;
       }
       if (alongData && isOwnerHere(p)) {
-        c.sent[DMUON_COLLECTIVE_ALLREDUCE] += P;
-        c.received[DMUON_COLLECTIVE_ALLREDUCE] += P;
+        c.kinds[DMUON_COLLECTIVE_ALLREDUCE].sent += P;
+        c.kinds[DMUON_COLLECTIVE_ALLREDUCE].received += P;
       }
       const bool column = p.owner_shard == topo_.shard;
       const bool owner = isOwnerHere(p);
       if (column) {
-        c.sent[DMUON_COLLECTIVE_BROADCAST] += passes * (G - 1) * P;
-        c.received[DMUON_COLLECTIVE_REDUCE] += (G - 1) * P;
+        c.kinds[DMUON_COLLECTIVE_BROADCAST].sent += passes * (G - 1) * P;
+        c.kinds[DMUON_COLLECTIVE_REDUCE].received += (G - 1) * P;
       } else {
-        c.received[DMUON_COLLECTIVE_BROADCAST] += passes * P;
-        c.sent[DMUON_COLLECTIVE_REDUCE] += P;
+        c.kinds[DMUON_COLLECTIVE_BROADCAST].received += passes * P;
+        c.kinds[DMUON_COLLECTIVE_REDUCE].sent += P;
       }
       if (owner) {
-        c.received[DMUON_COLLECTIVE_REDUCE] += (R - 1) * P;
-        c.sent[DMUON_COLLECTIVE_REPLICATE] += (R - 1) * P;
+        c.kinds[DMUON_COLLECTIVE_REDUCE].received += (R - 1) * P;
+        c.kinds[DMUON_COLLECTIVE_REPLICATE].sent += (R - 1) * P;
       } else if (column) {
-        c.sent[DMUON_COLLECTIVE_REDUCE] += P;
-        c.received[DMUON_COLLECTIVE_REPLICATE] += P;
+        c.kinds[DMUON_COLLECTIVE_REDUCE].sent += P;
+        c.kinds[DMUON_COLLECTIVE_REPLICATE].received += P;
       }
       // A comm param: sharded on one of the two matrix dims.
       const bool comm = s.shardDim >= 0 && s.shardDim >= static_cast<int>(s.shape.size()) - 2;
@@ -949,23 +949,23 @@ private:
     if (step == 0) {
       uint64_t total = 0;
       for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k)
-        total += want.sent[k] + want.received[k];
+        total += want.kinds[k].sent + want.kinds[k].received;
       for (int k = 0; k < DMUON_COLLECTIVE_GATHER; ++k) {
-        if (want.sent[k] != mine.sent[k] || want.received[k] != mine.received[k])
+        if (want.kinds[k].sent != mine.kinds[k].sent || want.kinds[k].received != mine.kinds[k].received)
           fail("[%s %s] %s: dmuon_runtime_planned_counters says sent %" PRIu64
                " / received %" PRIu64 ", the param table and the accounting rule give %" PRIu64
                " / %" PRIu64,
-               m.c_str(), spec.label, kKinds[k], want.sent[k], want.received[k], mine.sent[k],
-               mine.received[k]);
+               m.c_str(), spec.label, kKinds[k], want.kinds[k].sent, want.kinds[k].received, mine.kinds[k].sent,
+               mine.kinds[k].received);
       }
       if (gWorld > 1 && total == 0)
         fail("[%s %s] the plan predicts no communication at all", m.c_str(), spec.label);
       // Gather/scatter: per comm param owned by this slot, P either way.
       const uint64_t K1 = static_cast<uint64_t>(std::max(1, topo_.mpSize - 1));
-      const uint64_t gs = want.sent[DMUON_COLLECTIVE_GATHER],
-                     gr = want.received[DMUON_COLLECTIVE_GATHER],
-                     ss = want.sent[DMUON_COLLECTIVE_SCATTER],
-                     sr = want.received[DMUON_COLLECTIVE_SCATTER];
+      const uint64_t gs = want.kinds[DMUON_COLLECTIVE_GATHER].sent,
+                     gr = want.kinds[DMUON_COLLECTIVE_GATHER].received,
+                     ss = want.kinds[DMUON_COLLECTIVE_SCATTER].sent,
+                     sr = want.kinds[DMUON_COLLECTIVE_SCATTER].received;
       if (gs + gr / K1 != commOwned || gr % K1 != 0)
         fail("[%s %s] gather: the plan predicts sent %" PRIu64 " / received %" PRIu64
              ", but this rank's slot owns %" PRIu64 " bytes of comm shards (sent P or received "
@@ -986,17 +986,17 @@ private:
       if (gRank == 0) {
         std::printf("[%s %s] rank 0 bytes per step (sent/received):", m.c_str(), spec.label);
         for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k)
-          std::printf(" %s %" PRIu64 "/%" PRIu64, kKinds[k], got.sent[k], got.received[k]);
+          std::printf(" %s %" PRIu64 "/%" PRIu64, kKinds[k], got.kinds[k].sent, got.kinds[k].received);
         std::printf("\n");
       }
     }
     for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k) {
-      if (got.sent[k] != want.sent[k])
+      if (got.kinds[k].sent != want.kinds[k].sent)
         fail("[%s %s] step %d: %s bytes sent %" PRIu64 ", the plan predicts %" PRIu64, m.c_str(),
-             spec.label, step, kKinds[k], got.sent[k], want.sent[k]);
-      if (got.received[k] != want.received[k])
+             spec.label, step, kKinds[k], got.kinds[k].sent, want.kinds[k].sent);
+      if (got.kinds[k].received != want.kinds[k].received)
         fail("[%s %s] step %d: %s bytes received %" PRIu64 ", the plan predicts %" PRIu64,
-             m.c_str(), spec.label, step, kKinds[k], got.received[k], want.received[k]);
+             m.c_str(), spec.label, step, kKinds[k], got.kinds[k].received, want.kinds[k].received);
     }
   }
 

@@ -482,20 +482,20 @@ private:
       const uint64_t bytes = static_cast<uint64_t>(p.numel) * sizeof(float);
       if (route.route == DMUON_ROUTE_REPLICATED) {
         if (gWorld > 1) {
-          c.sent[DMUON_COLLECTIVE_ALLREDUCE] += bytes;
-          c.received[DMUON_COLLECTIVE_ALLREDUCE] += bytes;
+          c.kinds[DMUON_COLLECTIVE_ALLREDUCE].sent += bytes;
+          c.kinds[DMUON_COLLECTIVE_ALLREDUCE].received += bytes;
         }
         continue;
       }
       if (route.route == DMUON_ROUTE_SHARDED) {
         const uint64_t S = static_cast<uint64_t>(route.shard_elements) * sizeof(float);
-        c.sent[DMUON_COLLECTIVE_ALLGATHER] += passes * (G - 1) * S;
-        c.received[DMUON_COLLECTIVE_ALLGATHER] += passes * (G - 1) * S;
-        c.sent[DMUON_COLLECTIVE_REDUCE_SCATTER] += (G - 1) * S;
-        c.received[DMUON_COLLECTIVE_REDUCE_SCATTER] += (G - 1) * S;
+        c.kinds[DMUON_COLLECTIVE_ALLGATHER].sent += passes * (G - 1) * S;
+        c.kinds[DMUON_COLLECTIVE_ALLGATHER].received += passes * (G - 1) * S;
+        c.kinds[DMUON_COLLECTIVE_REDUCE_SCATTER].sent += (G - 1) * S;
+        c.kinds[DMUON_COLLECTIVE_REDUCE_SCATTER].received += (G - 1) * S;
         if (R > 1) {
-          c.sent[DMUON_COLLECTIVE_ALLREDUCE] += S;
-          c.received[DMUON_COLLECTIVE_ALLREDUCE] += S;
+          c.kinds[DMUON_COLLECTIVE_ALLREDUCE].sent += S;
+          c.kinds[DMUON_COLLECTIVE_ALLREDUCE].received += S;
         }
         continue;
       }
@@ -507,19 +507,19 @@ private:
       const bool column = p.owner_shard == myShard_;
       const bool owner = column && p.owner_replicate == myReplicate_;
       if (column) {
-        c.sent[DMUON_COLLECTIVE_BROADCAST] += passes * (G - 1) * P;
-        c.received[DMUON_COLLECTIVE_REDUCE] += (G - 1) * P;
+        c.kinds[DMUON_COLLECTIVE_BROADCAST].sent += passes * (G - 1) * P;
+        c.kinds[DMUON_COLLECTIVE_REDUCE].received += (G - 1) * P;
       } else {
-        c.received[DMUON_COLLECTIVE_BROADCAST] += passes * P;
-        c.sent[DMUON_COLLECTIVE_REDUCE] += P;
+        c.kinds[DMUON_COLLECTIVE_BROADCAST].received += passes * P;
+        c.kinds[DMUON_COLLECTIVE_REDUCE].sent += P;
       }
       // The replicate broadcast carries the fp32 masters, unpadded.
       if (owner) {
-        c.received[DMUON_COLLECTIVE_REDUCE] += (R - 1) * P;
-        c.sent[DMUON_COLLECTIVE_REPLICATE] += (R - 1) * bytes;
+        c.kinds[DMUON_COLLECTIVE_REDUCE].received += (R - 1) * P;
+        c.kinds[DMUON_COLLECTIVE_REPLICATE].sent += (R - 1) * bytes;
       } else if (column) {
-        c.sent[DMUON_COLLECTIVE_REDUCE] += P;
-        c.received[DMUON_COLLECTIVE_REPLICATE] += bytes;
+        c.kinds[DMUON_COLLECTIVE_REDUCE].sent += P;
+        c.kinds[DMUON_COLLECTIVE_REPLICATE].received += bytes;
       }
     }
     return c;
@@ -531,12 +531,12 @@ private:
     const dmuon_comm_counters_t mine = predict(spec.mode);
     uint64_t total = 0;
     for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k) {
-      total += want.sent[k] + want.received[k];
-      if (step == 0 && (want.sent[k] != mine.sent[k] || want.received[k] != mine.received[k]))
+      total += want.kinds[k].sent + want.kinds[k].received;
+      if (step == 0 && (want.kinds[k].sent != mine.kinds[k].sent || want.kinds[k].received != mine.kinds[k].received))
         fail("[%s %s] %s: dmuon_runtime_planned_counters says sent %" PRIu64 " / received %" PRIu64
              ", the param table and the accounting rule give %" PRIu64 " / %" PRIu64,
-             mesh_.text.c_str(), spec.label, kKinds[k], want.sent[k], want.received[k],
-             mine.sent[k], mine.received[k]);
+             mesh_.text.c_str(), spec.label, kKinds[k], want.kinds[k].sent, want.kinds[k].received,
+             mine.kinds[k].sent, mine.kinds[k].received);
     }
     if (step == 0 && gWorld > 1 && total == 0)
       fail("[%s %s] the plan predicts no communication at all on %d ranks", mesh_.text.c_str(),
@@ -545,17 +545,17 @@ private:
       std::printf("[%s %s] rank 0 bytes per step (sent/received):", mesh_.text.c_str(),
                   spec.label);
       for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k)
-        std::printf(" %s %" PRIu64 "/%" PRIu64, kKinds[k], got.sent[k], got.received[k]);
+        std::printf(" %s %" PRIu64 "/%" PRIu64, kKinds[k], got.kinds[k].sent, got.kinds[k].received);
       std::printf("\n");
     }
     for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k) {
-      if (got.sent[k] != want.sent[k])
+      if (got.kinds[k].sent != want.kinds[k].sent)
         fail("[%s %s] step %d: %s bytes sent %" PRIu64 ", the plan predicts %" PRIu64,
-             mesh_.text.c_str(), spec.label, step, kKinds[k], got.sent[k], want.sent[k]);
-      if (got.received[k] != want.received[k])
+             mesh_.text.c_str(), spec.label, step, kKinds[k], got.kinds[k].sent, want.kinds[k].sent);
+      if (got.kinds[k].received != want.kinds[k].received)
         fail("[%s %s] step %d: %s bytes received %" PRIu64 ", the plan predicts %" PRIu64,
-             mesh_.text.c_str(), spec.label, step, kKinds[k], got.received[k],
-             want.received[k]);
+             mesh_.text.c_str(), spec.label, step, kKinds[k], got.kinds[k].received,
+             want.kinds[k].received);
     }
   }
 
@@ -711,12 +711,12 @@ void checkMisuse(const dmuon::Plan &plan, const tiny::Config &cfg, const std::st
   expect(dmuon_runtime_pre_forward(rt, plan.numHookGroups()), DMUON_ERROR_INVALID_ARGUMENT,
          "pre_forward of a hook group out of range");
   void *view = nullptr;
-  dmuon_status_t st = dmuon_runtime_param_view(rt, muonName.c_str(), &view);
+  dmuon_status_t st = dmuon_runtime_param_view(rt, plan.findParam(muonName), &view);
   if (st == DMUON_SUCCESS)
     fail("[%s] misuse: param_view of Muon param '%s' outside its hook group's window succeeded",
          mesh.c_str(), muonName.c_str());
   float *grad = nullptr;
-  st = dmuon_runtime_grad_view(rt, muonName.c_str(), &grad);
+  st = dmuon_runtime_grad_view(rt, plan.findParam(muonName), &grad);
   if (st == DMUON_SUCCESS)
     fail("[%s] misuse: grad_view of Muon param '%s' outside backward succeeded", mesh.c_str(),
          muonName.c_str());
@@ -726,7 +726,7 @@ void checkMisuse(const dmuon::Plan &plan, const tiny::Config &cfg, const std::st
   const int embed = plan.findParam("embed.weight");
   const bool hostRouted = plan.paramRoute(embed).route == DMUON_ROUTE_HOST;
   const bool hooked = plan.param(embed).hook_group >= 0;
-  st = dmuon_runtime_param_view(rt, "embed.weight", &view);
+  st = dmuon_runtime_param_view(rt, embed, &view);
   if (hostRouted)
     expect(st, DMUON_ERROR_INVALID_ARGUMENT, "param_view of host-routed param 'embed.weight'");
   else if (!hooked && (st != DMUON_SUCCESS || view == nullptr))

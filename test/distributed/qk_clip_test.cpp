@@ -282,7 +282,7 @@ private:
   }
 
   void writeGrad(dmuon::Runtime &rt, int i, int step, bool poison) {
-    float *g = rt.gradView(params_[i].name);
+    float *g = rt.gradView(i);
     for (int64_t e = 0; e < params_[i].numel; ++e)
       g[e] = gradValue(i, e, step, gRank);
     if (poison)
@@ -420,7 +420,7 @@ void checkPlanTable(const dmuon::Plan &plan) {
          a.heads, a.key_heads, a.head_dim);
   if (std::string(g.key) != "gqa.k.weight" || g.heads != 4 || g.key_heads != 2)
     fail("qk_clip pair 2 reads %s heads %d key_heads %d", g.key, g.heads, g.key_heads);
-  dmuon_qk_clip_pair_info_t out;
+  auto out = dmuon::versioned<dmuon_qk_clip_pair_info_t>(DMUON_QK_CLIP_PAIR_INFO_VERSION);
   if (dmuon_plan_qk_clip_pair(plan.get(), 3, &out) != DMUON_ERROR_INVALID_ARGUMENT)
     fail("qk_clip pair 3 of 3 was not refused");
   int distinct = 0;

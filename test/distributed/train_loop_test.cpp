@@ -167,12 +167,12 @@ Outcome runReference(const dmuon::Plan &plan, const tiny::Config &cfg, const Sce
 class PoisoningAccess : public tiny::RuntimeAccess {
 public:
   PoisoningAccess(dmuon::Runtime &rt, const tiny::PlanBinding &binding)
-      : RuntimeAccess(rt, binding), rt_(rt) {}
+      : RuntimeAccess(rt, binding), rt_(rt), binding_(binding) {}
   std::string target;
   float value = 0;
   void afterLayerBackward(int l) override {
     if (!target.empty() && target.rfind("layers." + std::to_string(l) + ".", 0) == 0) {
-      rt_.gradView(target)[0] = value;
+      rt_.gradView(binding_.paramIndex(target))[0] = value;
       target.clear();
     }
     RuntimeAccess::afterLayerBackward(l);
@@ -180,6 +180,7 @@ public:
 
 private:
   dmuon::Runtime &rt_;
+  const tiny::PlanBinding &binding_;
 };
 
 dmuon_runtime_options_t makeOptions(MPI_Comm *comm, const Scenario &sc) {
@@ -242,7 +243,7 @@ public:
         model.forwardBackward(access, x.data(), t.data(), sc.microBatches);
       }
       if (poisonHere && plan_.param(plan_.findParam(poison->second)).hook_group < 0)
-        rt.gradView(poison->second)[0] = poisonValue(step);
+        rt.gradView(plan_.findParam(poison->second))[0] = poisonValue(step);
       const bool applied = rt.step();
       out.skipped.push_back(!applied);
       const dmuon_grad_norm_t n = rt.gradNorm();
@@ -252,14 +253,14 @@ public:
       out.coefs.push_back(n.clip_coef);
       rt.synchronize();
       const dmuon_comm_counters_t got = rt.commCounters(), want = rt.plannedCounters();
-      out.reduceBytes += got.sent[DMUON_COLLECTIVE_REDUCE] + got.received[DMUON_COLLECTIVE_REDUCE];
+      out.reduceBytes += got.kinds[DMUON_COLLECTIVE_REDUCE].sent + got.kinds[DMUON_COLLECTIVE_REDUCE].received;
       for (int kind = 0; applied && kind < DMUON_COLLECTIVE_COUNT; ++kind)
-        if (got.sent[kind] != want.sent[kind] || got.received[kind] != want.received[kind])
+        if (got.kinds[kind].sent != want.kinds[kind].sent || got.kinds[kind].received != want.kinds[kind].received)
           fail("[%s] step %d: collective kind %d moved %llu/%llu bytes, the plan says %llu/%llu",
-               sc.label.c_str(), step, kind, static_cast<unsigned long long>(got.sent[kind]),
-               static_cast<unsigned long long>(got.received[kind]),
-               static_cast<unsigned long long>(want.sent[kind]),
-               static_cast<unsigned long long>(want.received[kind]));
+               sc.label.c_str(), step, kind, static_cast<unsigned long long>(got.kinds[kind].sent),
+               static_cast<unsigned long long>(got.kinds[kind].received),
+               static_cast<unsigned long long>(want.kinds[kind].sent),
+               static_cast<unsigned long long>(want.kinds[kind].received));
     }
     const auto [applied, skipped] = rt.stepCounts();
     const int64_t wantSkipped = std::count(out.skipped.begin(), out.skipped.end(), 1);

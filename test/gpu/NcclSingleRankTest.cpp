@@ -54,7 +54,7 @@ public:
 private:
   void upload(const std::string &name) {
     std::vector<float> &g = grads_.at(name);
-    expectOk(cudaMemcpy(rt_.gradView(name), g.data(), g.size() * sizeof(float),
+    expectOk(cudaMemcpy(rt_.gradView(binding_.paramIndex(name)), g.data(), g.size() * sizeof(float),
                         cudaMemcpyHostToDevice));
     std::fill(g.begin(), g.end(), 0.0f);
   }

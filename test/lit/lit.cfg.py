@@ -15,7 +15,7 @@ config.environment["PATH"] = os.pathsep.join(
 config.environment["TERM"] = "dumb"
 
 config.substitutions.append(("%python", config.python_executable))
-# project()'s VERSION in CMakeLists.txt, e.g. 0.1.0.
+# project()'s VERSION in CMakeLists.txt, e.g. 0.2.0.
 config.substitutions.append(("%dmuon_version", config.dmuon_version))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%models", os.path.join(config.dmuon_src_root, "examples", "models")))

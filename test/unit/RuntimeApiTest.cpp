@@ -33,6 +33,14 @@ dmuon_status_t loadBuffer(const std::vector<uint8_t> &bytes, dmuon_plan_t *plan)
 
 std::string lastError() { return dmuon_last_error(); }
 
+// An output struct with its header set, as callers of the C ABI must.
+template <typename T> T versioned(uint32_t version) {
+  T out{};
+  out.struct_size = sizeof out;
+  out.version = version;
+  return out;
+}
+
 dmuon_runtime_options_t mpiOptions() {
   static MPI_Comm world = MPI_COMM_WORLD;
   dmuon_runtime_options_t o;
@@ -87,7 +95,7 @@ TEST(PlanLoad, TruncatedFlippedNewerMajorEachHaveTheirOwnMessage) {
 TEST(PlanInfo, MeshOfAnHsdpPlan) {
   dmuon_plan_t plan = nullptr;
   ASSERT_EQ(dmuon_plan_load_file(planPath("2x4").c_str(), &plan), DMUON_SUCCESS) << lastError();
-  dmuon_mesh_info_t m;
+  dmuon_mesh_info_t m = versioned<dmuon_mesh_info_t>(DMUON_MESH_INFO_VERSION);
   ASSERT_EQ(dmuon_plan_mesh(plan, &m), DMUON_SUCCESS);
   EXPECT_EQ(m.ndim, 2);
   EXPECT_STREQ(m.dim_names[0], "dp_replicate");
@@ -98,6 +106,79 @@ TEST(PlanInfo, MeshOfAnHsdpPlan) {
   EXPECT_EQ(m.world_size, 8);
   EXPECT_EQ(dmuon_plan_mesh(plan, nullptr), DMUON_ERROR_INVALID_ARGUMENT);
   dmuon_plan_destroy(plan);
+}
+
+// Output structs carry their size and version: a caller that did not set
+// them (or set a newer version) is refused, and nothing is written.
+TEST(PlanInfo, OutputStructsMustCarryTheirSizeAndVersion) {
+  dmuon_plan_t plan = nullptr;
+  ASSERT_EQ(dmuon_plan_load_file(planPath("1").c_str(), &plan), DMUON_SUCCESS) << lastError();
+  dmuon_param_info_t raw{};
+  EXPECT_EQ(dmuon_plan_param_info(plan, 0, &raw), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("param_info: out_info has struct_size 0 and version 0"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(raw.name, nullptr);
+  dmuon_param_info_t newer = versioned<dmuon_param_info_t>(99);
+  EXPECT_EQ(dmuon_plan_param_info(plan, 0, &newer), DMUON_ERROR_INVALID_ARGUMENT);
+  dmuon_param_info_t small = versioned<dmuon_param_info_t>(DMUON_PARAM_INFO_VERSION);
+  small.struct_size -= 8;
+  EXPECT_EQ(dmuon_plan_param_info(plan, 0, &small), DMUON_ERROR_INVALID_ARGUMENT);
+  dmuon_mesh_info_t mesh{};
+  EXPECT_EQ(dmuon_plan_mesh(plan, &mesh), DMUON_ERROR_INVALID_ARGUMENT);
+  // A good one is filled and keeps its header.
+  dmuon_param_info_t info = versioned<dmuon_param_info_t>(DMUON_PARAM_INFO_VERSION);
+  ASSERT_EQ(dmuon_plan_param_info(plan, 0, &info), DMUON_SUCCESS) << lastError();
+  EXPECT_EQ(info.struct_size, sizeof info);
+  EXPECT_EQ(info.version, static_cast<uint32_t>(DMUON_PARAM_INFO_VERSION));
+  EXPECT_STREQ(info.name, "embed.weight");
+  dmuon_plan_destroy(plan);
+}
+
+// The runtime holds its plan: the host may destroy its handle right after
+// create, and names from the plan stay valid through the runtime.
+TEST(RuntimeCreate, TheRuntimeKeepsItsPlanAlive) {
+  dmuon_plan_t plan = nullptr;
+  ASSERT_EQ(dmuon_plan_load_file(planPath("1").c_str(), &plan), DMUON_SUCCESS) << lastError();
+  const int n = dmuon_plan_num_params(plan);
+  std::vector<std::string> names;
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < n; ++i) {
+    dmuon_param_info_t info = versioned<dmuon_param_info_t>(DMUON_PARAM_INFO_VERSION);
+    ASSERT_EQ(dmuon_plan_param_info(plan, i, &info), DMUON_SUCCESS);
+    names.push_back(info.name);
+    sizes.push_back(info.numel);
+  }
+  const int groups = dmuon_plan_num_hook_groups(plan);
+  dmuon_runtime_options_t o = mpiOptions();
+  dmuon_runtime_t rt = nullptr;
+  ASSERT_EQ(dmuon_runtime_create(plan, &o, &rt), DMUON_SUCCESS) << lastError();
+  dmuon_plan_destroy(plan);
+  auto err = [&] { return std::string(dmuon_runtime_last_error(rt)); };
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> v(static_cast<size_t>(sizes[i]), 0.5f);
+    ASSERT_EQ(dmuon_runtime_bind_param(rt, names[i].c_str(), v.data(), sizes[i]), DMUON_SUCCESS)
+        << err();
+  }
+  for (int g = 0; g < groups; ++g) {
+    ASSERT_EQ(dmuon_runtime_pre_forward(rt, g), DMUON_SUCCESS) << err();
+    ASSERT_EQ(dmuon_runtime_post_forward(rt, g), DMUON_SUCCESS) << err();
+  }
+  for (int g = groups - 1; g >= 0; --g) {
+    ASSERT_EQ(dmuon_runtime_pre_backward(rt, g), DMUON_SUCCESS) << err();
+    ASSERT_EQ(dmuon_runtime_post_backward(rt, g), DMUON_SUCCESS) << err();
+  }
+  EXPECT_EQ(dmuon_runtime_step(rt), DMUON_SUCCESS) << err();
+  void *view = nullptr;
+  EXPECT_EQ(dmuon_runtime_param_view(rt, n, &view), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("param index " + std::to_string(n) + " is out of range"),
+            std::string::npos)
+      << err();
+  dmuon_comm_counters_t counters{};
+  EXPECT_EQ(dmuon_runtime_planned_counters(rt, &counters), DMUON_ERROR_INVALID_ARGUMENT);
+  counters = versioned<dmuon_comm_counters_t>(DMUON_COMM_COUNTERS_VERSION);
+  EXPECT_EQ(dmuon_runtime_planned_counters(rt, &counters), DMUON_SUCCESS) << err();
+  dmuon_runtime_destroy(rt);
 }
 
 TEST(RuntimeCreate, PlanForAnotherWorldSizeIsAMismatch) {
@@ -166,7 +247,7 @@ protected:
   }
   void bindAll(float value) {
     for (int i = 0; i < dmuon_plan_num_params(plan); ++i) {
-      dmuon_param_info_t info;
+      dmuon_param_info_t info = versioned<dmuon_param_info_t>(DMUON_PARAM_INFO_VERSION);
       ASSERT_EQ(dmuon_plan_param_info(plan, i, &info), DMUON_SUCCESS);
       std::vector<float> v(info.numel, value);
       ASSERT_EQ(dmuon_runtime_bind_param(rt, info.name, v.data(), info.numel), DMUON_SUCCESS)
@@ -174,6 +255,11 @@ protected:
     }
   }
   std::string err() { return dmuon_runtime_last_error(rt); }
+  int indexOf(const char *name) {
+    int index = -1;
+    EXPECT_EQ(dmuon_plan_find_param(plan, name, &index), DMUON_SUCCESS) << name;
+    return index;
+  }
 
   dmuon_plan_t plan = nullptr;
   dmuon_runtime_t rt = nullptr;
@@ -198,17 +284,17 @@ TEST_F(OneRank, CallsOutOfOrderAreRefusedAndTheRuntimeStaysUsable) {
   EXPECT_EQ(dmuon_runtime_pre_forward(rt, n), DMUON_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(err().find("out of range"), std::string::npos) << err();
   void *view = nullptr;
-  EXPECT_EQ(dmuon_runtime_param_view(rt, "layers.0.fc1.weight", &view), DMUON_ERROR_INVALID_STATE);
+  EXPECT_EQ(dmuon_runtime_param_view(rt, indexOf("layers.0.fc1.weight"), &view), DMUON_ERROR_INVALID_STATE);
 
   int index = -1;
   ASSERT_EQ(dmuon_plan_find_param(plan, "layers.0.fc1.weight", &index), DMUON_SUCCESS);
-  dmuon_param_info_t info{};
+  dmuon_param_info_t info = versioned<dmuon_param_info_t>(DMUON_PARAM_INFO_VERSION);
   ASSERT_EQ(dmuon_plan_param_info(plan, index, &info), DMUON_SUCCESS);
   const int g0 = info.hook_group; // layers.0 (the embedding's group comes first)
   ASSERT_EQ(dmuon_runtime_pre_forward(rt, g0), DMUON_SUCCESS) << err();
   EXPECT_EQ(dmuon_runtime_pre_forward(rt, g0), DMUON_ERROR_INVALID_STATE);
   EXPECT_NE(err().find("called twice"), std::string::npos) << err();
-  EXPECT_EQ(dmuon_runtime_param_view(rt, "layers.0.fc1.weight", &view), DMUON_SUCCESS) << err();
+  EXPECT_EQ(dmuon_runtime_param_view(rt, indexOf("layers.0.fc1.weight"), &view), DMUON_SUCCESS) << err();
   EXPECT_FLOAT_EQ(static_cast<float *>(view)[0], 0.01f);
   EXPECT_EQ(dmuon_runtime_pre_backward(rt, g0), DMUON_ERROR_INVALID_STATE);
   for (int g = 0; g < n; ++g) {
@@ -320,7 +406,7 @@ TEST_F(OneRank, OneStepEqualsTheKernelOnTheGivenGradient) {
   const char *name = "layers.1.fc2.weight"; // [32, 64]
   int index;
   ASSERT_EQ(dmuon_plan_find_param(plan, name, &index), DMUON_SUCCESS);
-  dmuon_param_info_t info;
+  dmuon_param_info_t info = versioned<dmuon_param_info_t>(DMUON_PARAM_INFO_VERSION);
   ASSERT_EQ(dmuon_plan_param_info(plan, index, &info), DMUON_SUCCESS);
   std::vector<float> init(info.numel), grad(info.numel);
   for (int64_t k = 0; k < info.numel; ++k) {
@@ -339,13 +425,13 @@ TEST_F(OneRank, OneStepEqualsTheKernelOnTheGivenGradient) {
     ASSERT_EQ(dmuon_runtime_pre_backward(rt, g), DMUON_SUCCESS) << err();
     if (g == info.hook_group) {
       float *gv = nullptr;
-      ASSERT_EQ(dmuon_runtime_grad_view(rt, name, &gv), DMUON_SUCCESS) << err();
+      ASSERT_EQ(dmuon_runtime_grad_view(rt, index, &gv), DMUON_SUCCESS) << err();
       std::copy(grad.begin(), grad.end(), gv);
     }
     ASSERT_EQ(dmuon_runtime_post_backward(rt, g), DMUON_SUCCESS) << err();
   }
   ASSERT_EQ(dmuon_runtime_finish_backward(rt), DMUON_SUCCESS) << err();
-  dmuon_param_state_t st;
+  dmuon_param_state_t st = versioned<dmuon_param_state_t>(DMUON_PARAM_STATE_VERSION);
   ASSERT_EQ(dmuon_runtime_param_state(rt, name, &st), DMUON_SUCCESS);
   EXPECT_TRUE(st.is_owner && st.has_owned_data && st.has_reduced_grad && st.has_momentum);
   ASSERT_EQ(dmuon_runtime_step(rt), DMUON_SUCCESS) << err();
@@ -376,7 +462,7 @@ TEST(HostRoute, TheRuntimeLeavesHostParamsAlone) {
   auto err = [&] { return std::string(dmuon_runtime_last_error(rt)); };
   int hostParams = 0;
   for (int i = 0; i < dmuon_plan_num_params(plan); ++i) {
-    dmuon_param_info_t info;
+    dmuon_param_info_t info = versioned<dmuon_param_info_t>(DMUON_PARAM_INFO_VERSION);
     ASSERT_EQ(dmuon_plan_param_info(plan, i, &info), DMUON_SUCCESS);
     dmuon_param_route_t route{};
     route.struct_size = sizeof route;
@@ -391,10 +477,10 @@ TEST(HostRoute, TheRuntimeLeavesHostParamsAlone) {
     ++hostParams;
     EXPECT_EQ(info.hook_group, -1) << info.name;
     void *view = nullptr;
-    EXPECT_EQ(dmuon_runtime_param_view(rt, info.name, &view), DMUON_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(dmuon_runtime_param_view(rt, i, &view), DMUON_ERROR_INVALID_ARGUMENT);
     EXPECT_NE(err().find("travels the host route"), std::string::npos) << err();
     float *grad = nullptr;
-    EXPECT_EQ(dmuon_runtime_grad_view(rt, info.name, &grad), DMUON_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(dmuon_runtime_grad_view(rt, i, &grad), DMUON_ERROR_INVALID_ARGUMENT);
   }
   EXPECT_GT(hostParams, 0);
   // Every param the runtime holds is bound: the hooks and a step run.
@@ -434,8 +520,9 @@ TEST(AllAdamW, StepsWithoutHookGroups) {
 
   const char *name = "layers.1.fc2.weight";
   std::vector<float> init, grad;
+  int index = -1;
   for (int i = 0; i < dmuon_plan_num_params(plan); ++i) {
-    dmuon_param_info_t info;
+    dmuon_param_info_t info = versioned<dmuon_param_info_t>(DMUON_PARAM_INFO_VERSION);
     ASSERT_EQ(dmuon_plan_param_info(plan, i, &info), DMUON_SUCCESS);
     ASSERT_EQ(info.role, DMUON_ROLE_ADAMW);
     std::vector<float> v(info.numel);
@@ -443,6 +530,7 @@ TEST(AllAdamW, StepsWithoutHookGroups) {
       v[k] = std::sin(0.1f * k);
     ASSERT_EQ(dmuon_runtime_bind_param(rt, info.name, v.data(), info.numel), DMUON_SUCCESS);
     if (std::string(info.name) == name) {
+      index = i;
       init = v;
       grad.resize(v.size());
       for (size_t k = 0; k < grad.size(); ++k)
@@ -451,7 +539,7 @@ TEST(AllAdamW, StepsWithoutHookGroups) {
   }
   ASSERT_FALSE(init.empty());
   float *gv = nullptr;
-  ASSERT_EQ(dmuon_runtime_grad_view(rt, name, &gv), DMUON_SUCCESS) << err();
+  ASSERT_EQ(dmuon_runtime_grad_view(rt, index, &gv), DMUON_SUCCESS) << err();
   std::copy(grad.begin(), grad.end(), gv);
   ASSERT_EQ(dmuon_runtime_step(rt), DMUON_SUCCESS) << err();
 
