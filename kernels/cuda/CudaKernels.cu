@@ -25,10 +25,11 @@
 // The element-wise kernels (momentum, update, AdamW, casts) use explicitly
 // rounded fp32 intrinsics (__fmul_rn, __fadd_rn, ...), which nvcc never
 // contracts into FMAs, so they compute bit-for-bit what the CPU kernels
-// compute (host code built without FP contraction); the scalars (bias
+// compute (kernels/CMakeLists.txt builds both without FP contraction); the scalars (bias
 // corrections, 1 - lr*wd, the lr scale) are computed on the host in double,
 // exactly as kernels/cpu/MuonUpdate.cpp does.
 #include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/NsWorkspace.h"
 
 #include "kernels/LrScale.h"
 #include "kernels/NsCoefficients.h"
@@ -54,19 +55,24 @@ public:
   size_t blasWorkspaceBytes = 0;
   void *arena = nullptr; // NS / Muon scratch
   size_t arenaBytes = 0;
+  // addSumOfSquares' partial sums, reused in stream order by every call (an
+  // allocation per call would go through a memory pool each time).
+  double *sumPartials = nullptr;
 };
 
 namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kThreads = 256;
+constexpr int kThreads = kNsNormThreads;
 constexpr int64_t kMaxBlocks = 1 << 16;
-constexpr int kMaxNormPartials = 512; // blocks per matrix in the norm's first pass
+static_assert(sizeof(__nv_bfloat16) == kBf16Bytes, "NsWorkspace.h sizes bf16 as 2 bytes");
 // cuBLAS asks for 32 MiB on Hopper (4 MiB suffices before); one per context,
 // reused by every GEMM on the stream.
 constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
-constexpr size_t kAlign = 256;
+// addSumOfSquares' partial sums: a fixed block count, so the result does not
+// depend on the launch (the same bits every run).
+constexpr int kSumOfSquaresBlocks = 256;
 
 Result invalid(const std::string &what) { return Result{-1, what}; }
 
@@ -131,8 +137,6 @@ private:
 int blocksFor(int64_t n) {
   return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
 }
-
-size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // ---------------------------------------------------------------------------
 // Kernels
@@ -304,13 +308,11 @@ NsShape nsShape(int64_t batch, int64_t rows, int64_t cols) {
   sh.tall = rows > cols;
   sh.s = std::min(rows, cols);
   sh.l = std::max(rows, cols);
-  const int64_t n = rows * cols;
-  sh.partials = static_cast<int>(
-      std::clamp<int64_t>((n + kThreads * 8 - 1) / (kThreads * 8), 1, kMaxNormPartials));
+  sh.partials = nsNormPartials(rows * cols);
   return sh;
 }
 
-// Carved out of the arena, in this order.
+// The arena's buffers, at the offsets of NsWorkspace.h.
 struct NsBuffers {
   float *u = nullptr; // muonStep's NS input/output (fp32, batch x rows x cols)
   bf16 *x = nullptr, *y = nullptr; // batch x s x l each
@@ -319,36 +321,27 @@ struct NsBuffers {
   float *scales = nullptr;         // batch
 };
 
-size_t nsLayout(const NsShape &sh, bool withU, char *base, NsBuffers *out) {
-  const auto sl = static_cast<size_t>(sh.batch * sh.s * sh.l);
-  const auto ss = static_cast<size_t>(sh.batch * sh.s * sh.s);
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    char *p = base ? base + off : nullptr;
-    off += alignUp(bytes);
-    return p;
-  };
-  char *u = withU ? take(sl * sizeof(float)) : nullptr;
-  char *x = take(sl * sizeof(bf16));
-  char *y = take(sl * sizeof(bf16));
-  char *a = take(ss * sizeof(bf16));
-  char *b = take(ss * sizeof(bf16));
-  char *partials = take(static_cast<size_t>(sh.batch * sh.partials) * sizeof(double));
-  char *scales = take(static_cast<size_t>(sh.batch) * sizeof(float));
-  if (out) {
-    out->u = reinterpret_cast<float *>(u);
-    out->x = reinterpret_cast<bf16 *>(x);
-    out->y = reinterpret_cast<bf16 *>(y);
-    out->a = reinterpret_cast<bf16 *>(a);
-    out->b = reinterpret_cast<bf16 *>(b);
-    out->partials = reinterpret_cast<double *>(partials);
-    out->scales = reinterpret_cast<float *>(scales);
-  }
-  return off;
+NsArenaLayout nsLayout(const NsShape &sh, bool withU) {
+  return nsArenaLayout(MatrixShape{sh.batch, sh.rows, sh.cols}, withU);
+}
+
+NsBuffers nsBuffers(const NsArenaLayout &at, bool withU, void *arena) {
+  char *base = static_cast<char *>(arena);
+  NsBuffers w;
+  w.u = withU ? reinterpret_cast<float *>(base + at.u) : nullptr;
+  w.x = reinterpret_cast<bf16 *>(base + at.x);
+  w.y = reinterpret_cast<bf16 *>(base + at.y);
+  w.a = reinterpret_cast<bf16 *>(base + at.a);
+  w.b = reinterpret_cast<bf16 *>(base + at.b);
+  w.partials = reinterpret_cast<double *>(base + at.partials);
+  w.scales = reinterpret_cast<float *>(base + at.scales);
+  return w;
 }
 
 // Grows the arena to `bytes` (never shrinks). The old buffer may still be read
-// by queued work, so the stream is drained before it is freed.
+// by queued work, so the stream is drained before it is freed (and cudaFree
+// synchronizes the device): reserveWorkspace sizes it up front so that no
+// step grows it.
 Result ensureArena(Context *ctx, size_t bytes) {
   if (bytes <= ctx->arenaBytes)
     return {};
@@ -530,6 +523,12 @@ Result createContext(int device, void *stream, Context **out) {
     return fail(cudaFail(e, "cudaMalloc (cuBLAS workspace)"));
   }
   ctx->blasWorkspaceBytes = kBlasWorkspaceBytes;
+  e = cudaMalloc(reinterpret_cast<void **>(&ctx->sumPartials), kSumOfSquaresBlocks * sizeof(double));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    ctx->sumPartials = nullptr;
+    return fail(cudaFail(e, "cudaMalloc (sum-of-squares partials)"));
+  }
   st = cublasSetWorkspace(ctx->blas, ctx->blasWorkspace, ctx->blasWorkspaceBytes);
   if (st != CUBLAS_STATUS_SUCCESS)
     return fail(blasFail(st, "cublasSetWorkspace"));
@@ -550,6 +549,8 @@ void destroyContext(Context *ctx) {
         cudaFree(ctx->blasWorkspace);
       if (ctx->arena)
         cudaFree(ctx->arena);
+      if (ctx->sumPartials)
+        cudaFree(ctx->sumPartials);
       cudaGetLastError();
     }
   }
@@ -560,9 +561,21 @@ Result reserveWorkspace(Context *ctx, int64_t batch, int64_t rows, int64_t cols)
   DMUON_RESULT_TRY(checkShape(ctx, batch, rows, cols));
   if (batch == 0 || rows == 0 || cols == 0)
     return {};
+  const MatrixShape shape{batch, rows, cols};
+  return reserveWorkspace(ctx, &shape, 1);
+}
+
+Result reserveWorkspace(Context *ctx, const MatrixShape *shapes, size_t count) {
+  if (!ctx)
+    return invalid("null dmuon::cuda::Context");
+  for (size_t i = 0; i < count; ++i)
+    DMUON_RESULT_TRY(checkShape(ctx, shapes[i].batch, shapes[i].rows, shapes[i].cols));
+  const size_t bytes = nsArenaBytesFor(shapes, count);
+  if (bytes == 0)
+    return {};
   DeviceGuard guard(ctx->device);
   DMUON_RESULT_TRY(guard.status());
-  return ensureArena(ctx, nsLayout(nsShape(batch, rows, cols), true, nullptr, nullptr));
+  return ensureArena(ctx, bytes);
 }
 
 int64_t workspaceBytes(const Context *ctx) {
@@ -591,9 +604,9 @@ Result newtonSchulz(Context *ctx, const float *in, float *out, int64_t batch, in
   DeviceGuard guard(ctx->device);
   DMUON_RESULT_TRY(guard.status());
   const NsShape sh = nsShape(batch, rows, cols);
-  DMUON_RESULT_TRY(ensureArena(ctx, nsLayout(sh, false, nullptr, nullptr)));
-  NsBuffers w;
-  nsLayout(sh, false, static_cast<char *>(ctx->arena), &w);
+  const NsArenaLayout at = nsLayout(sh, false);
+  DMUON_RESULT_TRY(ensureArena(ctx, at.bytes));
+  const NsBuffers w = nsBuffers(at, false, ctx->arena);
   return nsRun(ctx, in, out, sh, steps, set, w);
 }
 
@@ -607,9 +620,9 @@ Result muonStep(Context *ctx, float *param, float *momentum, const float *grad, 
   DeviceGuard guard(ctx->device);
   DMUON_RESULT_TRY(guard.status());
   const NsShape sh = nsShape(batch, rows, cols);
-  DMUON_RESULT_TRY(ensureArena(ctx, nsLayout(sh, true, nullptr, nullptr)));
-  NsBuffers w;
-  nsLayout(sh, true, static_cast<char *>(ctx->arena), &w);
+  const NsArenaLayout at = nsLayout(sh, true);
+  DMUON_RESULT_TRY(ensureArena(ctx, at.bytes));
+  const NsBuffers w = nsBuffers(at, true, ctx->arena);
   const int64_t total = batch * rows * cols;
 
   momentumKernel<<<blocksFor(total), kThreads, 0, ctx->stream>>>(
@@ -745,18 +758,10 @@ Result addSumOfSquares(Context *ctx, const float *x, int64_t n, double *acc) {
     return {};
   DeviceGuard guard(ctx->device);
   DMUON_RESULT_TRY(guard.status());
-  // A fixed block count, so the partial sums (and the result) do not depend
-  // on the launch: the same bits every run.
-  constexpr int kBlocks = 256;
-  double *partials = nullptr;
-  DMUON_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void **>(&partials), kBlocks * sizeof(double),
-                                 ctx->stream),
-                 "cudaMallocAsync (sum of squares)");
-  normPartialKernel<<<dim3(kBlocks, 1), kThreads, 0, ctx->stream>>>(x, n, 1, partials);
-  sumPartialsKernel<<<1, kThreads, 0, ctx->stream>>>(partials, kBlocks, acc);
-  const cudaError_t launch = cudaGetLastError();
-  cudaFreeAsync(partials, ctx->stream);
-  DMUON_CUDA_TRY(launch, "launching the sum-of-squares kernels");
+  normPartialKernel<<<dim3(kSumOfSquaresBlocks, 1), kThreads, 0, ctx->stream>>>(
+      x, n, 1, ctx->sumPartials);
+  sumPartialsKernel<<<1, kThreads, 0, ctx->stream>>>(ctx->sumPartials, kSumOfSquaresBlocks, acc);
+  DMUON_LAUNCH_CHECK("launching the sum-of-squares kernels");
   return {};
 }
 
