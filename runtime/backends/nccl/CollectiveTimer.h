@@ -1,5 +1,6 @@
-// The timeout clock of one in-flight NCCL operation, apart from CUDA and NCCL
-// so that its rules are unit-tested on the CPU (test/unit/GpuHostLogicTest.cpp).
+// The timeout clock of one in-flight NCCL operation, and how often the host
+// looks at it, apart from CUDA and NCCL so that the rules are unit-tested on
+// the CPU (test/unit/GpuHostLogicTest.cpp).
 //
 // A collective is issued on its own stream behind an event of the compute
 // stream, so it may sit queued behind a long layer before it can start. Its
@@ -13,6 +14,7 @@
 
 #include <chrono>
 #include <optional>
+#include <thread>
 
 namespace dmuon::rt {
 
@@ -43,6 +45,26 @@ public:
 
 private:
   std::optional<Clock::time_point> startedAt_;
+};
+
+// How often the host looks at an operation it waits for: at once at first
+// (an enqueue, a split or a small collective settles in microseconds, and
+// every collective on a nonblocking communicator is waited out once), then
+// every 100 us.
+class Backoff {
+public:
+  void pause() {
+    if (yields_ < kYields) {
+      ++yields_;
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+private:
+  static constexpr int kYields = 1000;
+  int yields_ = 0;
 };
 
 } // namespace dmuon::rt

@@ -9,7 +9,6 @@
 
 #include <map>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -24,9 +23,6 @@ Status cudaCheck(cudaError_t e, const char *what) {
     return Status::ok();
   return backendError(std::string(what) + " failed: " + cudaGetErrorString(e));
 }
-
-// How often the host looks at an operation it waits for.
-void pause() { std::this_thread::sleep_for(std::chrono::microseconds(100)); }
 
 // Every communicator the runtime uses is its own: split from the host's world
 // (which is used for that split only, and never aborted: it is the host's),
@@ -148,7 +144,7 @@ public:
       s = recordEvent(reduceStream_, op.done);
     if (!s) {
       destroyEvents(op);
-      return s;
+      return fail(s);
     }
     const RequestId id = next_++;
     pending_.emplace(id, op);
@@ -404,6 +400,7 @@ private:
   // being created, a nonblocking enqueue), against the deadline.
   Status settle(ncclComm_t c, const char *what) {
     CollectiveTimer timer;
+    Backoff backoff;
     while (true) {
       ncclResult_t state = ncclSuccess;
       const ncclResult_t r = ncclCommGetAsyncError(c, &state);
@@ -415,13 +412,14 @@ private:
         return fail(check(state, what, c));
       if (timer.expired(CollectiveProgress::Running, Clock::now(), timeout_))
         return timedOut(std::string(what) + " to complete");
-      pause();
+      backoff.pause();
     }
   }
 
   // The host's world: waited out the same way, but never aborted.
   Status settleHostWorld() {
     CollectiveTimer timer;
+    Backoff backoff;
     while (true) {
       ncclResult_t state = ncclSuccess;
       DMUON_RETURN_IF_ERROR(check(ncclCommGetAsyncError(hostWorld_, &state),
@@ -433,7 +431,7 @@ private:
       if (timer.expired(CollectiveProgress::Running, Clock::now(), timeout_))
         return backendError("timed out after " + formatNumber(timeout_) +
                             " s waiting for the host's nonblocking NCCL communicator to be ready");
-      pause();
+      backoff.pause();
     }
   }
 
@@ -456,6 +454,7 @@ private:
   // error.
   Status pollUntilDone(RequestId id) {
     InFlight &target = pending_.at(id);
+    Backoff backoff;
     while (true) {
       const cudaError_t q = cudaEventQuery(target.done);
       if (q == cudaSuccess)
@@ -471,7 +470,7 @@ private:
           return timedOut("a collective on rank " + std::to_string(rank_) +
                           " that started on the device and did not finish");
       }
-      pause();
+      backoff.pause();
     }
   }
 
