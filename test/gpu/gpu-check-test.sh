@@ -2,8 +2,10 @@
 # ctest gpu_check_verdicts: scripts/gpu-check's verdicts, on any machine (no
 # GPU needed). Fake nvidia-smi and nvcc on PATH stand for a machine without a
 # GPU, one whose driver is too old for the toolkit and a ready one; the
-# verdict functions run on made-up logs.
-#   gpu-check-test.sh <repo>/scripts/gpu-check
+# verdict functions run on made-up logs; and the whole check runs on a
+# stand-in machine (fake cmake, ninja, mpirun and binaries).
+#   gpu-check-test.sh <repo>/scripts/gpu-check   (SHOW=1: print the full
+#   check's output on the passing stand-in machine)
 set -uo pipefail
 script=$1
 tmp=$(mktemp -d)
@@ -112,6 +114,52 @@ record deps WARN "offline" >/dev/null
 [ "$overall" -eq 0 ] || fail "a WARN failed the check"
 record nccl-runtime FAIL "not built" >/dev/null
 [ "$overall" -eq 1 ] || fail "a FAIL did not fail the check"
+
+# 7. The whole check on a stand-in machine: fake nvidia-smi, nvcc, cmake,
+#    ninja, mpirun and dependency installer on PATH, and fake binaries that
+#    print what the real ones print when they pass.
+fake "$tmp/run" "13.0"
+bin=$tmp/run
+printf '#!/bin/sh\ncase "$*" in\n  *--build*) exit 0 ;;\n  *) echo "-- dmuon: CUDA kernels enabled (nvcc 13.0.88, architectures 90)" ;;\nesac\n' >"$bin/cmake"
+printf '#!/bin/sh\nfor t in $FAKE_TARGETS; do echo "$t: phony"; done\n' >"$bin/ninja"
+printf '#!/bin/sh\nshift 2\nexec "$@"\n' >"$bin/mpirun"
+printf '#!/bin/sh\necho nothing to install\n' >"$bin/install-deps"
+chmod +x "$bin/cmake" "$bin/ninja" "$bin/mpirun" "$bin/install-deps"
+build=$tmp/build-run
+mkdir -p "$build/test/unit" "$build/bin" "$build/bench" "$build/examples/trainer"
+touch "$build/examples/trainer/tiny-1.plan"
+printf '#!/bin/sh\necho "NS 1x256x256: rel Frobenius error 1.3e-02"\necho "Muon 1x128x192: update rel error 1.1e-02"\necho "[  PASSED  ] 25 tests."\n' \
+  >"$build/test/unit/cuda_kernels_unit_tests"
+printf '#!/bin/sh\necho "[  PASSED  ] 1 test."\n' >"$build/bin/nccl_runtime_single_rank"
+printf '#!/bin/sh\ncase "$*" in\n  *--check-against-cpu*) echo "check-against-cpu: step 0, rank 0: loss gpu 1.55 cpu 1.55: PASS" ;;\n  *) echo "loss: 1.551235 -> 0.122880 (12.6x lower) over 20 steps" ;;\nesac\n' \
+  >"$build/bin/dmuon-trainer-cuda"
+printf '#!/bin/sh\necho "shape               NS ms"\necho "4096x4096           1.000"\necho "target: NS/GEMM at 4096x4096 = 0.85 (>= 0.60): PASS"\n' \
+  >"$build/bench/dmuon-gpu-bench"
+chmod +x "$build/test/unit/cuda_kernels_unit_tests" "$build/bin/"* "$build/bench/dmuon-gpu-bench"
+run_check() {
+  PATH="$bin:$PATH" NVCC="$bin/nvcc" INSTALL_DEPS="$bin/install-deps" BUILD_DIR="$build" \
+    FAKE_TARGETS="$1" "$script" 2>&1
+}
+out=$(run_check "cuda_kernels_unit_tests dmuon-gpu-bench nccl_runtime_single_rank dmuon-trainer-cuda")
+rc=$?
+if [ -n "${SHOW:-}" ]; then echo "$out"; fi
+[ "$rc" -eq 0 ] || fail "the check on a passing stand-in exited $rc:"$'\n'"$out"
+for step in gpu deps configure build kernel-tests nccl-runtime trainer-cuda trainer-check gpu-bench; do
+  grep -q "^gpu-check: $step  *PASS" <<<"$out" || fail "no PASS line for $step as it finished"
+  grep -q "^  $step  *PASS" <<<"$out" || fail "no PASS line for $step in the summary"
+done
+expect_in "$out" "25 passed, 0 failed; worst NS rel error 1.3e-02, Muon update 1.1e-02" "passing check"
+expect_in "$out" "NS/GEMM at 4096x4096 = 0.85 (>= 0.60): PASS" "passing check"
+expect_in "$out" "gpu-check: PASS" "passing check"
+# Without the NCCL targets (no NCCL at configure): FAILs, not skips.
+rm "$build/bin/nccl_runtime_single_rank"
+out=$(run_check "cuda_kernels_unit_tests dmuon-gpu-bench dmuon-trainer-cuda")
+[ $? -eq 1 ] || fail "the check without the NCCL test did not fail"
+expect_in "$out" "build          FAIL  not part of this build: nccl_runtime_single_rank" "no NCCL"
+expect_in "$out" "nccl-runtime   FAIL  not built" "no NCCL"
+expect_in "$out" "kernel-tests   PASS" "no NCCL"
+expect_in "$out" "gpu-check: FAIL" "no NCCL"
+expect_not_in "$out" "gpu-check: PASS" "no NCCL"
 
 # 6. This machine, as it is: the dry run passes only where a GPU answers.
 out=$("$script" --dry-run 2>&1)
