@@ -5,6 +5,8 @@
 #ifndef DMUON_KERNELS_HYPER_H
 #define DMUON_KERNELS_HYPER_H
 
+#include <cstdint>
+
 namespace dmuon::kernels {
 
 enum class NsCoefficients { Original, PolarExpress };
@@ -20,6 +22,11 @@ enum class NsCoefficients { Original, PolarExpress };
 //    only at the ends (rectangular matrices).
 //  - Auto: the rule in NsForms.h picks one per shape.
 enum class NsForm { Auto, ThreeGemm, Symmetric, Gram };
+
+// A batch of row-major matrices (batch 1: one matrix).
+struct MatrixShape {
+  int64_t batch = 1, rows = 0, cols = 0;
+};
 
 // The element type of a packed (broadcast) buffer.
 enum class PackedType { F32 = 0, BF16 = 1 };

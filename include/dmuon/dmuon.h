@@ -256,7 +256,12 @@ typedef struct dmuon_runtime_options {
    * sub-communicators and never frees the host's. */
   void *communicator;
   void *stream;        /* NCCL: the host's compute cudaStream_t; unused for MPI */
-  int device;          /* NCCL: CUDA device ordinal; unused for MPI */
+  /* NCCL: the CUDA device ordinal; -1 (default): the communicator's device
+   * (ncclCommCuDevice). It must equal the communicator's device and the
+   * stream's, or create fails with DMUON_ERROR_INVALID_ARGUMENT. Every call
+   * runs on it and leaves the calling thread's current device as it was.
+   * Unused for MPI. */
+  int device;
   dmuon_mode_t mode;
   int replicate_async; /* -1: plan, 0: sync, 1: async */
   int manage_adamw;    /* 1 (default): the runtime averages and updates adamw params */

@@ -22,156 +22,28 @@
 // more. All of it is stream-ordered on the caller's stream; nothing here
 // synchronizes except a workspace that has to grow.
 //
-// The element-wise kernels (momentum, update, AdamW, casts) use explicitly
-// rounded fp32 intrinsics (__fmul_rn, __fadd_rn, ...), which nvcc never
-// contracts into FMAs, so they compute bit-for-bit what the CPU kernels
-// compute (host code built without FP contraction); the scalars (bias
-// corrections, 1 - lr*wd, the lr scale) are computed on the host in double,
-// exactly as kernels/cpu/MuonUpdate.cpp does.
-#include "kernels/cuda/CudaKernels.h"
+// The element-wise kernels are in CudaElementwise.cu; what both files share
+// (the Context, error helpers, the block sum and the norm's first pass) is in
+// CudaCommon.cuh.
+#include "kernels/cuda/CudaCommon.cuh"
 
 #include "kernels/LrScale.h"
 #include "kernels/NsCoefficients.h"
 
-#include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
-#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <string>
 #include <utility>
 
 namespace dmuon::cuda {
-
-class Context {
-public:
-  int device = 0;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
-  void *blasWorkspace = nullptr;
-  size_t blasWorkspaceBytes = 0;
-  void *arena = nullptr; // NS / Muon scratch
-  size_t arenaBytes = 0;
-};
-
 namespace {
 
-using bf16 = __nv_bfloat16;
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;
-constexpr int kMaxNormPartials = 512; // blocks per matrix in the norm's first pass
 // cuBLAS asks for 32 MiB on Hopper (4 MiB suffices before); one per context,
 // reused by every GEMM on the stream.
 constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
-constexpr size_t kAlign = 256;
-
-Result invalid(const std::string &what) { return Result{-1, what}; }
-
-Result cudaFail(cudaError_t e, const char *what) {
-  return Result{static_cast<int>(e),
-                std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e)};
-}
-
-Result blasFail(cublasStatus_t s, const char *what) {
-  return Result{static_cast<int>(s), std::string(what) + ": " + cublasGetStatusName(s) + ": " +
-                                         cublasGetStatusString(s)};
-}
-
-#define DMUON_CUDA_TRY(expr, what)                                                                 \
-  do {                                                                                             \
-    const cudaError_t dmuonErr_ = (expr);                                                          \
-    if (dmuonErr_ != cudaSuccess)                                                                  \
-      return cudaFail(dmuonErr_, what);                                                            \
-  } while (0)
-
-#define DMUON_BLAS_TRY(expr, what)                                                                 \
-  do {                                                                                             \
-    const cublasStatus_t dmuonStatus_ = (expr);                                                    \
-    if (dmuonStatus_ != CUBLAS_STATUS_SUCCESS)                                                     \
-      return blasFail(dmuonStatus_, what);                                                         \
-  } while (0)
-
-// A kernel launch's configuration error, if any.
-#define DMUON_LAUNCH_CHECK(what) DMUON_CUDA_TRY(cudaGetLastError(), what)
-
-#define DMUON_RESULT_TRY(expr)                                                                     \
-  do {                                                                                             \
-    Result dmuonRes_ = (expr);                                                                     \
-    if (!dmuonRes_.ok())                                                                           \
-      return dmuonRes_;                                                                            \
-  } while (0)
-
-// Makes `device` current for a scope and restores the previous one.
-class DeviceGuard {
-public:
-  explicit DeviceGuard(int device) : device_(device) {
-    error_ = cudaGetDevice(&previous_);
-    if (error_ == cudaSuccess && previous_ != device_)
-      error_ = cudaSetDevice(device_);
-  }
-  ~DeviceGuard() {
-    if (error_ == cudaSuccess && previous_ != device_)
-      cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard &) = delete;
-  DeviceGuard &operator=(const DeviceGuard &) = delete;
-  Result status() const {
-    return error_ == cudaSuccess ? Result{} : cudaFail(error_, "selecting the CUDA device");
-  }
-
-private:
-  int device_;
-  int previous_ = -1;
-  cudaError_t error_ = cudaSuccess;
-};
-
-int blocksFor(int64_t n) {
-  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
-}
-
-size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // ---------------------------------------------------------------------------
 // Kernels
-
-// Deterministic block sum (fixed blockDim = kThreads): warp shuffles, then
-// the warp sums through shared memory. The result is valid in thread 0.
-__device__ double blockSum(double v) {
-  __shared__ double warpSums[kThreads / 32];
-  for (int off = 16; off > 0; off /= 2)
-    v += __shfl_down_sync(0xffffffffu, v, off);
-  const int lane = threadIdx.x % 32;
-  const int warp = threadIdx.x / 32;
-  if (lane == 0)
-    warpSums[warp] = v;
-  __syncthreads();
-  double total = 0.0;
-  if (threadIdx.x == 0)
-    for (int w = 0; w < kThreads / 32; ++w)
-      total += warpSums[w];
-  return total;
-}
-
-// First pass of ||x_b||^2: block (i, b) sums its grid-stride share of matrix b
-// into partials[b * gridDim.x + i].
-__global__ void normPartialKernel(const float *x, int64_t n, int64_t batch, double *partials) {
-  for (int64_t b = blockIdx.y; b < batch; b += gridDim.y) {
-    const float *m = x + b * n;
-    double acc = 0.0;
-    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-      const double v = m[i];
-      acc += v * v;
-    }
-    const double total = blockSum(acc);
-    if (threadIdx.x == 0)
-      partials[b * gridDim.x + blockIdx.x] = total;
-    __syncthreads(); // warpSums is reused by the next b
-  }
-}
 
 // Second pass: scales[b] = 1 / (normScale * sqrt(sum of b's partials) + eps),
 // the CPU's expression term by term.
@@ -217,18 +89,6 @@ __global__ void bf16ToF32Kernel(const bf16 *in, float *out, int64_t n) {
     out[i] = __bfloat162float(in[i]);
 }
 
-__global__ void f32ToBf16Kernel(const float *in, bf16 *out, int64_t n) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16_rn(in[i]);
-}
-
-__global__ void scaleCopyKernel(float *dst, const float *src, float scale, int64_t n) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dst[i] = __fmul_rn(src[i], scale);
-}
-
 // buf <- mu*buf + gw*g; u = nesterov ? gw*g + mu*buf : buf (gw: 1, or 1-mu
 // for the EMA form).
 __global__ void momentumKernel(float *buf, const float *g, float *u, float mu, float gw,
@@ -242,48 +102,11 @@ __global__ void momentumKernel(float *buf, const float *g, float *u, float mu, f
   }
 }
 
-// dst <- dst + scale*src.
-__global__ void scaleAddKernel(float *dst, const float *src, float scale, int64_t n) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dst[i] = __fadd_rn(dst[i], __fmul_rn(src[i], scale));
-}
-
-// *acc += the sum of `count` partials, in index order per thread and a fixed
-// tree across threads.
-__global__ void sumPartialsKernel(const double *partials, int count, double *acc) {
-  double part = 0.0;
-  for (int i = threadIdx.x; i < count; i += blockDim.x)
-    part += partials[i];
-  const double total = blockSum(part);
-  if (threadIdx.x == 0)
-    *acc += total;
-}
-
 // p <- p*decay - step*u.
 __global__ void updateKernel(float *p, const float *u, float decay, float step, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     p[i] = __fsub_rn(__fmul_rn(p[i], decay), __fmul_rn(step, u[i]));
-}
-
-struct AdamWScalars {
-  float b1, b2, ob1, ob2, eps, stepSize, bc2Sqrt, decay;
-};
-
-// kernels/cpu/MuonUpdate.cpp adamwStep, operation for operation.
-__global__ void adamwKernel(float *param, float *m, float *v, const float *grad, int64_t n,
-                            AdamWScalars k) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = grad[i];
-    const float mi = __fadd_rn(__fmul_rn(k.b1, m[i]), __fmul_rn(k.ob1, g));
-    const float vi = __fadd_rn(__fmul_rn(k.b2, v[i]), __fmul_rn(k.ob2, __fmul_rn(g, g)));
-    m[i] = mi;
-    v[i] = vi;
-    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), k.bc2Sqrt), k.eps);
-    param[i] = __fsub_rn(__fmul_rn(param[i], k.decay), __fmul_rn(k.stepSize, __fdiv_rn(mi, denom)));
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -304,13 +127,11 @@ NsShape nsShape(int64_t batch, int64_t rows, int64_t cols) {
   sh.tall = rows > cols;
   sh.s = std::min(rows, cols);
   sh.l = std::max(rows, cols);
-  const int64_t n = rows * cols;
-  sh.partials = static_cast<int>(
-      std::clamp<int64_t>((n + kThreads * 8 - 1) / (kThreads * 8), 1, kMaxNormPartials));
+  sh.partials = nsNormPartials(rows * cols);
   return sh;
 }
 
-// Carved out of the arena, in this order.
+// The arena's buffers, at the offsets of NsWorkspace.h.
 struct NsBuffers {
   float *u = nullptr; // muonStep's NS input/output (fp32, batch x rows x cols)
   bf16 *x = nullptr, *y = nullptr; // batch x s x l each
@@ -319,36 +140,27 @@ struct NsBuffers {
   float *scales = nullptr;         // batch
 };
 
-size_t nsLayout(const NsShape &sh, bool withU, char *base, NsBuffers *out) {
-  const auto sl = static_cast<size_t>(sh.batch * sh.s * sh.l);
-  const auto ss = static_cast<size_t>(sh.batch * sh.s * sh.s);
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    char *p = base ? base + off : nullptr;
-    off += alignUp(bytes);
-    return p;
-  };
-  char *u = withU ? take(sl * sizeof(float)) : nullptr;
-  char *x = take(sl * sizeof(bf16));
-  char *y = take(sl * sizeof(bf16));
-  char *a = take(ss * sizeof(bf16));
-  char *b = take(ss * sizeof(bf16));
-  char *partials = take(static_cast<size_t>(sh.batch * sh.partials) * sizeof(double));
-  char *scales = take(static_cast<size_t>(sh.batch) * sizeof(float));
-  if (out) {
-    out->u = reinterpret_cast<float *>(u);
-    out->x = reinterpret_cast<bf16 *>(x);
-    out->y = reinterpret_cast<bf16 *>(y);
-    out->a = reinterpret_cast<bf16 *>(a);
-    out->b = reinterpret_cast<bf16 *>(b);
-    out->partials = reinterpret_cast<double *>(partials);
-    out->scales = reinterpret_cast<float *>(scales);
-  }
-  return off;
+NsArenaLayout nsLayout(const NsShape &sh, bool withU) {
+  return nsArenaLayout(MatrixShape{sh.batch, sh.rows, sh.cols}, withU);
+}
+
+NsBuffers nsBuffers(const NsArenaLayout &at, bool withU, void *arena) {
+  char *base = static_cast<char *>(arena);
+  NsBuffers w;
+  w.u = withU ? reinterpret_cast<float *>(base + at.u) : nullptr;
+  w.x = reinterpret_cast<bf16 *>(base + at.x);
+  w.y = reinterpret_cast<bf16 *>(base + at.y);
+  w.a = reinterpret_cast<bf16 *>(base + at.a);
+  w.b = reinterpret_cast<bf16 *>(base + at.b);
+  w.partials = reinterpret_cast<double *>(base + at.partials);
+  w.scales = reinterpret_cast<float *>(base + at.scales);
+  return w;
 }
 
 // Grows the arena to `bytes` (never shrinks). The old buffer may still be read
-// by queued work, so the stream is drained before it is freed.
+// by queued work, so the stream is drained before it is freed (and cudaFree
+// synchronizes the device): reserveWorkspace sizes it up front so that no
+// step grows it.
 Result ensureArena(Context *ctx, size_t bytes) {
   if (bytes <= ctx->arenaBytes)
     return {};
@@ -530,6 +342,12 @@ Result createContext(int device, void *stream, Context **out) {
     return fail(cudaFail(e, "cudaMalloc (cuBLAS workspace)"));
   }
   ctx->blasWorkspaceBytes = kBlasWorkspaceBytes;
+  e = cudaMalloc(reinterpret_cast<void **>(&ctx->sumPartials), kSumOfSquaresBlocks * sizeof(double));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    ctx->sumPartials = nullptr;
+    return fail(cudaFail(e, "cudaMalloc (sum-of-squares partials)"));
+  }
   st = cublasSetWorkspace(ctx->blas, ctx->blasWorkspace, ctx->blasWorkspaceBytes);
   if (st != CUBLAS_STATUS_SUCCESS)
     return fail(blasFail(st, "cublasSetWorkspace"));
@@ -550,6 +368,8 @@ void destroyContext(Context *ctx) {
         cudaFree(ctx->blasWorkspace);
       if (ctx->arena)
         cudaFree(ctx->arena);
+      if (ctx->sumPartials)
+        cudaFree(ctx->sumPartials);
       cudaGetLastError();
     }
   }
@@ -560,9 +380,21 @@ Result reserveWorkspace(Context *ctx, int64_t batch, int64_t rows, int64_t cols)
   DMUON_RESULT_TRY(checkShape(ctx, batch, rows, cols));
   if (batch == 0 || rows == 0 || cols == 0)
     return {};
+  const MatrixShape shape{batch, rows, cols};
+  return reserveWorkspace(ctx, &shape, 1);
+}
+
+Result reserveWorkspace(Context *ctx, const MatrixShape *shapes, size_t count) {
+  if (!ctx)
+    return invalid("null dmuon::cuda::Context");
+  for (size_t i = 0; i < count; ++i)
+    DMUON_RESULT_TRY(checkShape(ctx, shapes[i].batch, shapes[i].rows, shapes[i].cols));
+  const size_t bytes = nsArenaBytesFor(shapes, count);
+  if (bytes == 0)
+    return {};
   DeviceGuard guard(ctx->device);
   DMUON_RESULT_TRY(guard.status());
-  return ensureArena(ctx, nsLayout(nsShape(batch, rows, cols), true, nullptr, nullptr));
+  return ensureArena(ctx, bytes);
 }
 
 int64_t workspaceBytes(const Context *ctx) {
@@ -591,9 +423,9 @@ Result newtonSchulz(Context *ctx, const float *in, float *out, int64_t batch, in
   DeviceGuard guard(ctx->device);
   DMUON_RESULT_TRY(guard.status());
   const NsShape sh = nsShape(batch, rows, cols);
-  DMUON_RESULT_TRY(ensureArena(ctx, nsLayout(sh, false, nullptr, nullptr)));
-  NsBuffers w;
-  nsLayout(sh, false, static_cast<char *>(ctx->arena), &w);
+  const NsArenaLayout at = nsLayout(sh, false);
+  DMUON_RESULT_TRY(ensureArena(ctx, at.bytes));
+  const NsBuffers w = nsBuffers(at, false, ctx->arena);
   return nsRun(ctx, in, out, sh, steps, set, w);
 }
 
@@ -607,9 +439,9 @@ Result muonStep(Context *ctx, float *param, float *momentum, const float *grad, 
   DeviceGuard guard(ctx->device);
   DMUON_RESULT_TRY(guard.status());
   const NsShape sh = nsShape(batch, rows, cols);
-  DMUON_RESULT_TRY(ensureArena(ctx, nsLayout(sh, true, nullptr, nullptr)));
-  NsBuffers w;
-  nsLayout(sh, true, static_cast<char *>(ctx->arena), &w);
+  const NsArenaLayout at = nsLayout(sh, true);
+  DMUON_RESULT_TRY(ensureArena(ctx, at.bytes));
+  const NsBuffers w = nsBuffers(at, true, ctx->arena);
   const int64_t total = batch * rows * cols;
 
   momentumKernel<<<blocksFor(total), kThreads, 0, ctx->stream>>>(
@@ -653,110 +485,6 @@ Result muonApply(Context *ctx, float *param, const float *ortho, int64_t n, int6
       static_cast<float>(static_cast<double>(h.lr) * lrScale(rows, cols, h.matchRmsAdamW));
   updateKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(param, ortho, decay, step, n);
   DMUON_LAUNCH_CHECK("launching the Muon update kernel");
-  return {};
-}
-
-Result adamwStep(Context *ctx, float *param, float *m, float *v, const float *grad, int64_t n,
-                 int64_t step, const AdamWHyper &h) {
-  if (!ctx)
-    return invalid("null dmuon::cuda::Context");
-  if (n < 0)
-    return invalid("adamwStep: negative size");
-  if (n == 0)
-    return {};
-  DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
-  // Host scalars exactly as kernels/cpu/MuonUpdate.cpp computes them.
-  const auto t = static_cast<double>(std::max<int64_t>(step, 1));
-  const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), t);
-  const double bc2 = 1.0 - std::pow(static_cast<double>(h.beta2), t);
-  AdamWScalars k{};
-  k.stepSize = static_cast<float>(static_cast<double>(h.lr) / bc1);
-  k.bc2Sqrt = static_cast<float>(std::sqrt(bc2));
-  k.decay =
-      static_cast<float>(1.0 - static_cast<double>(h.lr) * static_cast<double>(h.weightDecay));
-  k.b1 = h.beta1;
-  k.b2 = h.beta2;
-  k.ob1 = static_cast<float>(1.0 - static_cast<double>(h.beta1));
-  k.ob2 = static_cast<float>(1.0 - static_cast<double>(h.beta2));
-  k.eps = h.eps;
-  adamwKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(param, m, v, grad, n, k);
-  DMUON_LAUNCH_CHECK("launching the AdamW kernel");
-  return {};
-}
-
-Result packCast(Context *ctx, void *dst, PackedType type, const float *src, int64_t n) {
-  if (!ctx)
-    return invalid("null dmuon::cuda::Context");
-  if (n < 0)
-    return invalid("packCast: negative size");
-  if (type != PackedType::F32 && type != PackedType::BF16)
-    return invalid("packCast: unknown packed type " + std::to_string(static_cast<int>(type)));
-  if (n == 0)
-    return {};
-  DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
-  if (type == PackedType::F32) {
-    if (dst != src)
-      DMUON_CUDA_TRY(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
-                                     cudaMemcpyDeviceToDevice, ctx->stream),
-                     "cudaMemcpyAsync (packCast f32)");
-    return {};
-  }
-  f32ToBf16Kernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(src, static_cast<bf16 *>(dst), n);
-  DMUON_LAUNCH_CHECK("launching the bf16 pack kernel");
-  return {};
-}
-
-Result scaleCopy(Context *ctx, float *dst, const float *src, float scale, int64_t n) {
-  if (!ctx)
-    return invalid("null dmuon::cuda::Context");
-  if (n < 0)
-    return invalid("scaleCopy: negative size");
-  if (n == 0)
-    return {};
-  DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
-  scaleCopyKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(dst, src, scale, n);
-  DMUON_LAUNCH_CHECK("launching the scale-copy kernel");
-  return {};
-}
-
-Result scaleAdd(Context *ctx, float *dst, const float *src, float scale, int64_t n) {
-  if (!ctx)
-    return invalid("null dmuon::cuda::Context");
-  if (n < 0)
-    return invalid("scaleAdd: negative size");
-  if (n == 0)
-    return {};
-  DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
-  scaleAddKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(dst, src, scale, n);
-  DMUON_LAUNCH_CHECK("launching the scale-add kernel");
-  return {};
-}
-
-Result addSumOfSquares(Context *ctx, const float *x, int64_t n, double *acc) {
-  if (!ctx || !acc)
-    return invalid("addSumOfSquares: null context or accumulator");
-  if (n < 0)
-    return invalid("addSumOfSquares: negative size");
-  if (n == 0)
-    return {};
-  DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
-  // A fixed block count, so the partial sums (and the result) do not depend
-  // on the launch: the same bits every run.
-  constexpr int kBlocks = 256;
-  double *partials = nullptr;
-  DMUON_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void **>(&partials), kBlocks * sizeof(double),
-                                 ctx->stream),
-                 "cudaMallocAsync (sum of squares)");
-  normPartialKernel<<<dim3(kBlocks, 1), kThreads, 0, ctx->stream>>>(x, n, 1, partials);
-  sumPartialsKernel<<<1, kThreads, 0, ctx->stream>>>(partials, kBlocks, acc);
-  const cudaError_t launch = cudaGetLastError();
-  cudaFreeAsync(partials, ctx->stream);
-  DMUON_CUDA_TRY(launch, "launching the sum-of-squares kernels");
   return {};
 }
 

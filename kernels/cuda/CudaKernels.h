@@ -26,6 +26,7 @@ struct Result {
 
 // The hyper-parameter structs and enums are the CPU kernels' own.
 using kernels::AdamWHyper;
+using kernels::MatrixShape;
 using kernels::MuonHyper;
 using kernels::NsCoefficients;
 using kernels::PackedType;
@@ -43,10 +44,12 @@ Result createContext(int device, void *stream, Context **out);
 void destroyContext(Context *ctx);
 
 // Sizes the workspaces for newtonSchulz/muonStep on batch x rows x cols up
-// front (optional: they grow on demand, which synchronizes the stream once
-// before freeing the old buffer). Call it with the largest Muon tensor so that
-// no step allocates.
+// front (optional: they grow on demand, which synchronizes the stream and the
+// device before freeing the old buffer).
 Result reserveWorkspace(Context *ctx, int64_t batch, int64_t rows, int64_t cols);
+// The same for every shape a caller will run (the arena's size depends on the
+// shape, not just the element count: NsWorkspace.h), so that no step grows it.
+Result reserveWorkspace(Context *ctx, const MatrixShape *shapes, size_t count);
 // Device bytes the context holds: NS/Muon scratch plus the cuBLAS workspace.
 int64_t workspaceBytes(const Context *ctx);
 // Waits for the context's stream and reports any asynchronous error.

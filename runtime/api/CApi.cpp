@@ -319,6 +319,7 @@ void dmuon_runtime_options_init(dmuon_runtime_options_t *o) {
   o->struct_size = sizeof *o;
   o->version = DMUON_RUNTIME_OPTIONS_VERSION;
   o->backend = DMUON_BACKEND_MPI;
+  o->device = -1; // NCCL: the communicator's device
   o->mode = DMUON_MODE_FROM_PLAN;
   o->replicate_async = -1;
   o->manage_adamw = 1;

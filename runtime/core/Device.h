@@ -11,11 +11,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 namespace dmuon::rt {
 
 // The kernels' own types (kernels/Hyper.h), shared by every device.
 using kernels::AdamWHyper;
+using kernels::MatrixShape;
 using kernels::MuonHyper;
 using kernels::PackedType;
 
@@ -56,9 +58,11 @@ public:
   // `height` rows of `width` bytes between pitched buffers.
   virtual Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
                         size_t width, size_t height) = 0;
-  // Sizes NS scratch once for the largest matrix, so steps do not allocate.
-  virtual Status reserve(int64_t batch, int64_t rows, int64_t cols) {
-    (void)batch, (void)rows, (void)cols;
+  // Sizes NS scratch once for every shape the steps will run, so that no
+  // step allocates (the scratch a shape needs is not a function of its
+  // element count alone).
+  virtual Status reserve(const std::vector<MatrixShape> &shapes) {
+    (void)shapes;
     return Status::ok();
   }
   virtual Status synchronize() = 0;

@@ -7,20 +7,16 @@ namespace dmuon::rt {
 Status OwnerStep::init(const Context &ctx, std::vector<ParamRt> &params) {
   ctx_ = &ctx;
   params_ = &params;
-  int64_t big = 0, bigBatch = 1, bigRows = 0, bigCols = 0;
+  // Every owned Muon shape: gatheredMuonStep runs NS on the full matrix,
+  // muonStep on the local one.
+  std::vector<MatrixShape> shapes;
   for (const ParamRt &p : params) {
     if (!p.isOwner || !p.muon)
       continue;
-    const int64_t rows = p.comm ? p.plan->rows() : p.localRows;
-    const int64_t cols = p.comm ? p.plan->cols() : p.localCols;
-    if (p.localBatch * rows * cols > big) {
-      big = p.localBatch * rows * cols;
-      bigBatch = p.localBatch;
-      bigRows = rows;
-      bigCols = cols;
-    }
+    shapes.push_back({p.localBatch, p.comm ? p.plan->rows() : p.localRows,
+                      p.comm ? p.plan->cols() : p.localCols});
   }
-  return big > 0 ? ctx.device.reserve(bigBatch, bigRows, bigCols) : Status::ok();
+  return shapes.empty() ? Status::ok() : ctx.device.reserve(shapes);
 }
 
 Status OwnerStep::step(int64_t adamwStep) {

@@ -13,7 +13,7 @@ namespace dmuon::rt {
 
 // Bumped whenever Backend, Device or this entry point change, so a stale
 // plugin next to a newer libdmuon is refused instead of misbehaving.
-constexpr int kNcclPluginAbi = 1;
+constexpr int kNcclPluginAbi = 2; // 2: Device::reserve takes every shape
 constexpr const char *kNcclPluginEntry = "dmuon_nccl_plugin_create";
 constexpr const char *kNcclPluginFile = "libdmuon-nccl.so";
 

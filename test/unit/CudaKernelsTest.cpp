@@ -168,6 +168,8 @@ TEST(CudaApi, NullContextIsAnError) {
   EXPECT_EQ(cu::packCast(nullptr, nullptr, cu::PackedType::BF16, nullptr, 4).code, -1);
   EXPECT_EQ(cu::scaleCopy(nullptr, nullptr, nullptr, 1.0f, 4).code, -1);
   EXPECT_EQ(cu::workspaceBytes(nullptr), 0);
+  const cu::MatrixShape shape{1, 4, 4};
+  EXPECT_EQ(cu::reserveWorkspace(nullptr, &shape, 1).code, -1);
   cu::destroyContext(nullptr);
 }
 
@@ -437,6 +439,25 @@ TEST_F(CudaTest, WorkspaceIsReservedOnceAndReused) {
                                 cu::NsCoefficients::Original));
   ASSERT_CU_OK(cu::synchronize(ctx_));
   EXPECT_EQ(cu::workspaceBytes(ctx_), grown);
+}
+
+// Reserved for every shape at once, the arena serves each without growing,
+// including a squarer matrix with fewer elements than the thin one (it needs
+// more scratch: kernels/cuda/NsWorkspace.h).
+TEST_F(CudaTest, ReserveCoversEveryShape) {
+  const cu::MatrixShape shapes[] = {{1, 8, 8192}, {1, 220, 220}};
+  ASSERT_CU_OK(cu::reserveWorkspace(ctx_, shapes, 2));
+  const int64_t reserved = cu::workspaceBytes(ctx_);
+  cu::MuonHyper h;
+  for (const cu::MatrixShape &m : shapes) {
+    const std::vector<float> g = randomVector(static_cast<size_t>(m.rows * m.cols), 9);
+    DeviceBuffer<float> p(g), mom(std::vector<float>(g.size(), 0.0f)), grad(g);
+    ASSERT_CU_OK(cu::muonStep(ctx_, p.get(), mom.get(), grad.get(), 1, m.rows, m.cols, h));
+    ASSERT_CU_OK(cu::newtonSchulz(ctx_, p.get(), p.get(), 1, m.rows, m.cols, 5,
+                                  cu::NsCoefficients::Original));
+  }
+  ASSERT_CU_OK(cu::synchronize(ctx_));
+  EXPECT_EQ(cu::workspaceBytes(ctx_), reserved);
 }
 
 TEST_F(CudaTest, BadArgumentsAreErrors) {

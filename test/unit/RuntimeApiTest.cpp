@@ -234,6 +234,31 @@ TEST(RuntimeCreate, NcclWithoutAStreamOrPluginIsRefused) {
   dmuon_plan_destroy(plan);
 }
 
+// options.device defaults to the communicator's device (-1); any other
+// negative ordinal is refused before the plugin makes a CUDA call, so this
+// runs without a GPU.
+TEST(RuntimeCreate, NcclNegativeDeviceIsRefusedBeforeCuda) {
+  dmuon_runtime_options_t defaults;
+  dmuon_runtime_options_init(&defaults);
+  EXPECT_EQ(defaults.device, -1);
+
+  dmuon_plan_t plan = nullptr;
+  ASSERT_EQ(dmuon_plan_load_file(planPath("1").c_str(), &plan), DMUON_SUCCESS) << lastError();
+  dmuon_runtime_options_t o = mpiOptions();
+  o.backend = DMUON_BACKEND_NCCL;
+  o.device = -2;
+  dmuon_runtime_t rt = nullptr;
+  dmuon_status_t st = dmuon_runtime_create(plan, &o, &rt);
+  EXPECT_EQ(rt, nullptr);
+#ifdef DMUON_TEST_HAVE_NCCL_PLUGIN
+  EXPECT_EQ(st, DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("options.device is -2"), std::string::npos) << lastError();
+#else
+  EXPECT_EQ(st, DMUON_ERROR_UNSUPPORTED);
+#endif
+  dmuon_plan_destroy(plan);
+}
+
 class OneRank : public ::testing::Test {
 protected:
   void SetUp() override {

@@ -11,8 +11,12 @@
 namespace dmuon::rt {
 
 // `communicator` points at the host's ncclComm_t (the world), `stream` is the
-// host's compute cudaStream_t; the host keeps ownership of both.
-Status createNcclBackend(void *communicator, void *stream, int device,
+// host's compute cudaStream_t; the host keeps ownership of both. `device` is
+// the resolved device (devices/cuda/DeviceChoice.h, checked by the plugin).
+// The backend on the resolved device. The host's world is used for one
+// split only (the runtime's own world); `timeoutSeconds` (0: none) bounds
+// that split too.
+Status createNcclBackend(void *communicator, void *stream, int device, double timeoutSeconds,
                          std::unique_ptr<Backend> &out);
 
 } // namespace dmuon::rt

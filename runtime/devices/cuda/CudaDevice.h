@@ -9,6 +9,8 @@
 
 namespace dmuon::rt {
 
+// `device` is the resolved device (devices/cuda/DeviceChoice.h), `stream` the
+// host's compute cudaStream_t on it.
 Status createCudaDevice(int device, void *stream, std::unique_ptr<Device> &out);
 
 } // namespace dmuon::rt
