@@ -2,6 +2,7 @@
 
 #include "CostTable.h"
 #include "Passes.h"
+#include "PlanWriter.h"
 
 #include "llvm/Support/Timer.h"
 
@@ -24,6 +25,18 @@ constexpr PassEntry kPasses[] = {
     {Stage::layout, runLayout, "Lay out packed buffers"},
 };
 
+// --verify-each: the stage's plan as the readers would see it.
+bool verifyStage(const PlanModel &model, Diagnostics &diags, bool timing) {
+  llvm::NamedRegionTimer t("verify-each", "Verify each stage's plan", "dmuonc",
+                           "dmuonc pass execution timing report", timing);
+  const std::string err = verifyWrittenPlan(writePlan(model), model.stage);
+  if (err.empty())
+    return true;
+  diags.error(std::string("internal error: --verify-each: the plan after '") +
+              stageName(model.stage) + "' does not verify: " + err);
+  return false;
+}
+
 } // namespace
 
 bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &diags) {
@@ -42,6 +55,8 @@ bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &dia
       return false;
   }
   model.stage = Stage::frontend;
+  if (opts.verifyEach && !verifyStage(model, diags, timing))
+    return false;
   if (opts.stopAfter == Stage::frontend)
     return true;
   for (const PassEntry &p : kPasses) {
@@ -52,6 +67,8 @@ bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &dia
         return false;
     }
     model.stage = p.stage;
+    if (opts.verifyEach && !verifyStage(model, diags, timing))
+      return false;
     if (opts.stopAfter == p.stage)
       return true;
   }

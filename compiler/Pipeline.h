@@ -20,6 +20,9 @@ struct PipelineOptions {
   std::optional<std::string> dataCarryingDims;
   Stage stopAfter = Stage::complete;
   bool timePasses = false;
+  // --verify-each: after the frontend and after every pass, write the plan
+  // of that stage and run the readers' verifier on it (LLVM's -verify-each).
+  bool verifyEach = false;
 };
 
 // Fills `model` (whose options the caller has set). On success model.stage is

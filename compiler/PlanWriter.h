@@ -14,6 +14,11 @@ namespace dmuon {
 // fingerprint (FNV-1a 64 of the buffer with the fingerprint field at 0).
 std::vector<uint8_t> writePlan(const PlanModel &model);
 
+// The written plan checked by the verifier libdmuon and dmuon-plan read it
+// with (a partial plan of an earlier stage as such): "" if it passes, else
+// what is wrong. dmuonc never hands out a plan its own readers refuse.
+std::string verifyWrittenPlan(const std::vector<uint8_t> &plan, Stage stage);
+
 } // namespace dmuon
 
 #endif

@@ -355,4 +355,8 @@ std::vector<uint8_t> Writer::run() {
 
 std::vector<uint8_t> writePlan(const PlanModel &model) { return Writer(model).run(); }
 
+std::string verifyWrittenPlan(const std::vector<uint8_t> &plan, Stage stage) {
+  return planfile::verifyPlan(plan.data(), plan.size(), stage == Stage::complete);
+}
+
 } // namespace dmuon

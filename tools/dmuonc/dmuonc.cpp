@@ -119,6 +119,10 @@ cl::opt<std::string> dataCarryingDims(
     cl::value_desc("dims"), cl::cat(category));
 cl::opt<bool> timePasses("time-passes", cl::desc("Time each pass and print a report"),
                          cl::init(false), cl::cat(category));
+cl::opt<bool> verifyEach("verify-each",
+                         cl::desc("Verify the plan of every stage with the readers' verifier "
+                                  "(the final plan is always verified)"),
+                         cl::init(false), cl::cat(category));
 
 cl::OptionCategory optimCategory("Optimizer defaults recorded in the plan");
 cl::opt<double> lr("lr", cl::desc("Muon learning rate"), cl::init(0.02), cl::cat(optimCategory));
@@ -153,6 +157,7 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
   if (dataCarryingDims.getNumOccurrences())
     popts.dataCarryingDims = dataCarryingDims.getValue();
   popts.timePasses = timePasses;
+  popts.verifyEach = verifyEach;
   if (!stopAfter.empty()) {
     std::optional<dmuon::Stage> s = dmuon::parseStage(stopAfter);
     if (!s || *s == dmuon::Stage::complete) {
@@ -251,6 +256,19 @@ int run(dmuon::Diagnostics &diags) {
     NamedRegionTimer t("emit", "Write the plan", "dmuonc",
                        "dmuonc pass execution timing report", timePasses);
     plan = dmuon::writePlan(model);
+  }
+  {
+    NamedRegionTimer t("verify", "Verify the plan", "dmuonc",
+                       "dmuonc pass execution timing report", timePasses);
+    const std::string err = dmuon::verifyWrittenPlan(plan, model.stage);
+    if (!err.empty()) {
+      diags.error("internal error: the plan dmuonc wrote does not verify: " + err);
+      return 1;
+    }
+  }
+  {
+    NamedRegionTimer t("print", "Print the plan", "dmuonc",
+                       "dmuonc pass execution timing report", timePasses);
     if (emitKind != EmitKind::Bin) {
       const auto *root = dmuon::plan::GetPlan(plan.data());
       printed = emitKind == EmitKind::Text   ? dmuon::planfile::printText(*root)
