@@ -12,6 +12,9 @@ namespace dmuon {
 bool runSelect(PlanModel &model, Diagnostics &diags);
 bool runValidate(PlanModel &model, Diagnostics &diags);
 bool runGroup(PlanModel &model, Diagnostics &diags);
+// A check after group: refuses placements the partition and the runtime do
+// not support (passes/CheckPlacements.cpp). Changes nothing.
+bool runCheckPlacements(PlanModel &model, Diagnostics &diags);
 bool runPartition(PlanModel &model, Diagnostics &diags);
 bool runHooks(PlanModel &model, Diagnostics &diags);
 bool runLayout(PlanModel &model, Diagnostics &diags);

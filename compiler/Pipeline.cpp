@@ -6,23 +6,29 @@
 
 #include "llvm/Support/Timer.h"
 
+#include <optional>
+
 namespace dmuon {
 
 namespace {
 
+// A pass that computes a stage, or a check (no stage: it changes nothing,
+// so there is nothing to stop after or to verify).
 struct PassEntry {
-  Stage stage;
+  std::optional<Stage> stage;
   bool (*run)(PlanModel &, Diagnostics &);
   const char *description;
+  const char *timerName;
 };
 
 constexpr PassEntry kPasses[] = {
-    {Stage::select, runSelect, "Select Muon/AdamW roles"},
-    {Stage::validate, runValidate, "Validate shapes and placements"},
-    {Stage::group, runGroup, "Group params by sharding"},
-    {Stage::partition, runPartition, "Partition units over owner slots"},
-    {Stage::hooks, runHooks, "Choose hook boundaries"},
-    {Stage::layout, runLayout, "Lay out packed buffers"},
+    {Stage::select, runSelect, "Select Muon/AdamW roles", "select"},
+    {Stage::validate, runValidate, "Validate shapes and placements", "validate"},
+    {Stage::group, runGroup, "Group params by sharding", "group"},
+    {std::nullopt, runCheckPlacements, "Check supported placements", "check-placements"},
+    {Stage::partition, runPartition, "Partition units over owner slots", "partition"},
+    {Stage::hooks, runHooks, "Choose hook boundaries", "hooks"},
+    {Stage::layout, runLayout, "Lay out packed buffers", "layout"},
 };
 
 // --verify-each: the stage's plan as the readers would see it.
@@ -61,15 +67,17 @@ bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &dia
     return true;
   for (const PassEntry &p : kPasses) {
     {
-      llvm::NamedRegionTimer t(stageName(p.stage), p.description, "dmuonc",
+      llvm::NamedRegionTimer t(p.timerName, p.description, "dmuonc",
                                "dmuonc pass execution timing report", timing);
       if (!p.run(model, diags) || diags.hasErrors())
         return false;
     }
-    model.stage = p.stage;
+    if (!p.stage)
+      continue;
+    model.stage = *p.stage;
     if (opts.verifyEach && !verifyStage(model, diags, timing))
       return false;
-    if (opts.stopAfter == p.stage)
+    if (opts.stopAfter == *p.stage)
       return true;
   }
   model.stage = Stage::complete;
