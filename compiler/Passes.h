@@ -1,4 +1,4 @@
-// The planning passes of DESIGN.md §5, in pipeline order. Each does one job
+// The planning passes of docs/dmuonc.md#pipeline, in pipeline order. Each does one job
 // on the PlanModel, reports problems through Diagnostics and returns false if
 // it reported an error.
 #ifndef DMUON_COMPILER_PASSES_H

@@ -1,4 +1,5 @@
-// DTensor-style placements of a tensor on one mesh dim (spec 004).
+// DTensor-style placements of a tensor on one mesh dim (docs/dmuonc.md,
+// "Grouping" and "Model parallelism").
 #ifndef DMUON_COMPILER_PLACEMENT_H
 #define DMUON_COMPILER_PLACEMENT_H
 
@@ -19,14 +20,14 @@ struct Placement {
   int splitFactor = 1; // StridedShard
   std::string reduceOp = "sum"; // Partial
 
-  // StridedShard is a Shard for grouping purposes (spec 004 §6).
+  // StridedShard is a Shard for grouping purposes (docs/dmuonc.md#grouping).
   bool isShard() const {
     return kind == PlacementKind::shard || kind == PlacementKind::strided_shard;
   }
   bool isReplicate() const { return kind == PlacementKind::replicate; }
   // The spelling users write and the plan prints: Shard(0), Replicate, ...
   std::string str() const;
-  // The grouping key of spec 004 §4.4: StridedShard keys as Shard(dim).
+  // The grouping key (docs/dmuonc.md#grouping): StridedShard keys as Shard(dim).
   std::string groupKey() const;
 };
 

@@ -4,7 +4,7 @@
 //
 // Exporters rename weights after constant folding (`onnx::MatMul_507`); the
 // module path is then recovered from the first consuming node's name
-// (`/layers.0/linear1/MatMul` -> `layers.0.linear1.weight`), DESIGN.md §5.
+// (`/layers.0/linear1/MatMul` -> `layers.0.linear1.weight`), docs/dmuonc.md.
 #include "Frontend.h"
 
 #include "llvm/ADT/StringRef.h"

@@ -1,4 +1,4 @@
-// group: spec 004, exactly. A Muon param is no_comm iff no Shard/StridedShard
+// group: the grouping rule of docs/dmuonc.md#grouping, exactly. A Muon param is no_comm iff no Shard/StridedShard
 // placement touches its last two dims (for a flattened conv weight: any dim);
 // comm params are grouped by their placements key, and each group records
 // its replicate groups (the Cartesian-product rule of §2.3) for every rank.
@@ -12,7 +12,7 @@ namespace dmuon {
 
 namespace {
 
-// spec 004 §4.3 for one rank: vary every replicate mesh dim, keep the rest.
+// One rank's replicate group: vary every replicate mesh dim, keep the rest.
 std::vector<int64_t> replicateGroupOf(const Mesh &mesh, int64_t rank,
                                       const std::vector<int> &replicateDims) {
   std::vector<int64_t> group{rank};

@@ -1,4 +1,4 @@
-// hooks (spec 000 §3.2): which module's forward/backward hooks move each
+// hooks (docs/dmuonc.md#hooks): which module's forward/backward hooks move each
 // param the runtime moves (the owner and sharded routes). Independent of the
 // partition: one hook group may hold params of many owners. A root-level
 // param (embedding, final norm, head) is its own module's group, so its

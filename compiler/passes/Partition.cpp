@@ -1,4 +1,4 @@
-// partition (spec 000 §3.1): units -> global LPT over all G*R owner slots ->
+// partition (docs/partition.md): units -> global LPT over all G*R owner slots ->
 // owner slot per unit. Small params of one layer merge into one unit; units
 // of one layer prefer distinct slots; a bounded refinement follows LPT.
 #include "CostTable.h"

@@ -1,5 +1,5 @@
 // select: decides each param's role (muon | adamw) and its route (how it
-// travels and who steps it, DESIGN.md §6), records why, and fixes the
+// travels and who steps it, docs/dmuonc.md#routes), records why, and fixes the
 // matrix view Muon sees.
 #include "Passes.h"
 

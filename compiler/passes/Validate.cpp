@@ -1,5 +1,5 @@
 // validate: every shape and placement makes sense for the mesh, and every
-// Muon param is a matrix (spec 004 §2.1).
+// Muon param is a matrix (docs/dmuonc.md#grouping).
 #include "Passes.h"
 #include "common/PlanRules.h"
 

@@ -1,6 +1,6 @@
 // Muon in a few lines of libtorch, for the single-process reference runs.
 // It computes what libdmuon's CPU kernels compute (kernels/cpu/MuonKernels.h,
-// DESIGN.md §7), with the same roundings where they are observable:
+// docs/runtime.md#numerics), with the same roundings where they are observable:
 //   buf <- mu*buf + g;  u = nesterov ? g + mu*buf : buf
 //   X = u / (||u||_F + 1e-7)   (the norm accumulated in double, the scale
 //                              rounded to float once, as the kernel does)

@@ -36,7 +36,8 @@
  * applies AdamW (unless the host opted out). For gradient accumulation, run k
  * micro-batches (forward and backward, every hook) before step(), declaring
  * each but the last with dmuon_runtime_begin_micro_batch(rt, 0). Invariants
- * I1-I4 and the training loop: docs/runtime.md.
+ * The invariants I1-I4 (who owns, holds and steps what) and the training
+ * loop are defined in docs/runtime.md.
  */
 #ifndef DMUON_DMUON_H
 #define DMUON_DMUON_H
@@ -151,7 +152,7 @@ typedef struct dmuon_param_info {
   int owner_replicate;
 } dmuon_param_info_t;
 
-/* How a param travels (plan.fbs Route; DESIGN.md §6). */
+/* How a param travels (plan.fbs Route; docs/dmuonc.md, "Routes"). */
 typedef enum dmuon_route {
   DMUON_ROUTE_REPLICATED = 0, /* on every rank; gradients all-reduced */
   DMUON_ROUTE_OWNER = 1,      /* owner broadcast / reduce; the owner steps it (every Muon param) */

@@ -1,4 +1,4 @@
-// Model-parallel Muon params in libdmuon on the MPI backend (issue 7), run
+// Model-parallel Muon params in libdmuon on the MPI backend, run
 // under mpirun by ctest on meshes with a model-parallel dim:
 // dp_shard=2,tp=2 (4 ranks), dp_replicate=2,dp_shard=2,tp=2 and
 // dp_shard=4,ep=2 (8 ranks).

@@ -4,7 +4,7 @@
 // all four in one model).
 //
 // Over 10-step runs of the tiny model (examples/trainer/TinyModel.h):
-//   * I1-I4 (spec 000 §8) on every rank after every step, from
+//   * I1-I4 (docs/runtime.md#invariants) on every rank after every step, from
 //     dmuon_runtime_param_state and the plan's owner info;
 //   * equivalence with a single-process Muon+AdamW reference on the full
 //     global batch (the kernels of kernels/cpu): identical params and loss at

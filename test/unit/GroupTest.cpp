@@ -1,4 +1,5 @@
-// spec 004 §2.2 and §2.3, every example row.
+// The grouping rule (docs/dmuonc.md#grouping): every example of the
+// original specification's tables.
 #include "Diagnostics.h"
 #include "Passes.h"
 

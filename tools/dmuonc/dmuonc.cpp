@@ -61,7 +61,7 @@ cl::opt<unsigned long long> smallParamThreshold(
     cl::desc("Params with fewer elements merge per layer into one unit"),
     cl::init(5'000'000), cl::cat(category));
 cl::opt<dmuon::RoutePolicy> adamwRoute(
-    "adamw-route", cl::desc("How the non-Muon params travel (DESIGN.md §6)"),
+    "adamw-route", cl::desc("How the non-Muon params travel (docs/dmuonc.md#routes)"),
     cl::init(dmuon::RoutePolicy::by_size),
     cl::values(clEnumValN(dmuon::RoutePolicy::by_size, "auto",
                           "sharded at or above --sharded-threshold elements, else owner "

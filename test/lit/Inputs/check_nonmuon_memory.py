@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks a complete plan (dmuonc --emit=json) against issue 10's memory goal:
+"""Checks a complete plan (dmuonc --emit=json) against the non-Muon memory goal of docs/dmuonc.md#routes:
 no rank holds a full replica of a non-Muon param or its moments (none is
 replicated), and every rank's non-Muon state (fp32 values, both AdamW
 moments, gradients: 16 bytes an element, wherever the route keeps them) is
