@@ -37,7 +37,7 @@ install(FILES
 
 # The tools: dmuonc compiles plans, dmuon-plan verifies and prints them. The
 # schema goes beside the headers, for readers of plans built with flatc.
-if(TARGET dmuonc)
+if(DMUON_BUILD_COMPILER)
   install(TARGETS dmuonc dmuon-plan
     RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT tools)
 endif()

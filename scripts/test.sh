@@ -2,7 +2,8 @@
 # Installs dependencies, builds, and runs every test (lit, unit, MPI) with ctest.
 #
 #   scripts/test.sh          the normal build and its tests
-#   scripts/test.sh --all    then also the sanitizer build's tests
+#   scripts/test.sh --all    then also the runtime-only build's tests
+#                            (scripts/runtime-only.sh), the sanitizer build's
 #                            (scripts/sanitize.sh) and each fuzzer for
 #                            FUZZ_SECONDS (default 60; scripts/fuzz.sh): what CI runs
 set -euo pipefail
@@ -19,6 +20,7 @@ scripts/build.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 if [[ $all -eq 1 ]]; then
+  scripts/runtime-only.sh
   scripts/sanitize.sh
   FUZZ_SECONDS=${FUZZ_SECONDS:-60} scripts/fuzz.sh
 fi
