@@ -1,4 +1,5 @@
 #include "CostTable.h"
+#include "Frontend.h"
 
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -144,13 +145,12 @@ bool parseCostTable(std::string_view text, const std::string &name, Diagnostics 
 }
 
 bool loadCostTable(const std::string &path, Diagnostics &diags, CostTableMap &out) {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buf) {
-    diags.fileError(path, buf.getError().message());
+  std::unique_ptr<llvm::MemoryBuffer> buf =
+      readInputFile(path, diags, kMaxCostTableBytes, "a cost table");
+  if (!buf)
     return false;
-  }
-  llvm::StringRef contents = (*buf)->getBuffer();
-  unsigned id = diags.addBuffer(std::move(*buf));
+  llvm::StringRef contents = buf->getBuffer();
+  unsigned id = diags.addBuffer(std::move(buf));
   return parseBuffer(id, std::string_view(contents.data(), contents.size()), diags, out);
 }
 

@@ -185,7 +185,8 @@ bool OnnxFrontend::run() {
                             "(onnx.save_model(..., save_as_external_data=True))");
     return false;
   }
-  std::unique_ptr<llvm::MemoryBuffer> buf = readInputFile(path_, diags_);
+  std::unique_ptr<llvm::MemoryBuffer> buf =
+      readInputFile(path_, diags_, kMaxOnnxBytes, "an ONNX model");
   if (!buf)
     return false;
   return runOnBytes(std::string_view(buf->getBufferStart(), buf->getBufferSize()));

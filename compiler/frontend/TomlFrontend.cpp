@@ -1055,7 +1055,7 @@ bool TomlFrontend::run(const std::string_view *source) {
     mb = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(source->data(), source->size()),
                                               path_);
   } else {
-    mb = readInputFile(path_, diags_);
+    mb = readInputFile(path_, diags_, kMaxManifestBytes, "a TOML manifest");
     if (!mb)
       return false;
     if (mb->getBufferIdentifier() != path_)

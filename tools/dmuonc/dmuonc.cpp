@@ -3,6 +3,7 @@
 #include "Pipeline.h"
 #include "plan-print/PlanPrinter.h"
 #include "PlanWriter.h"
+#include "ToolSupport.h"
 #include "common/PlanRules.h"
 #include "dmuon/plan_version.h"
 
@@ -269,27 +270,21 @@ int run(dmuon::Diagnostics &diags) {
     out.os().write(reinterpret_cast<const char *>(plan.data()), plan.size());
   else
     out.os() << printed;
-  out.os().flush();
-  if (out.os().has_error()) {
-    diags.fileError(outputPath, out.os().error().message());
-    out.os().clear_error();
-    return 1;
-  }
-  out.keep();
-  return 0;
+  return dmuon::tools::keepOutput(out, outputPath, diags.toolName()) ? 0 : 1;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  dmuon::tools::treatBrokenPipeAsWriteError();
   cl::HideUnrelatedOptions({&category, &optimCategory});
   cl::SetVersionPrinter([](raw_ostream &os) {
     os << "dmuonc " DMUON_VERSION_STRING " (plan format " << DMUON_PLAN_FORMAT_MAJOR << "."
        << DMUON_PLAN_FORMAT_MINOR << ")\n";
   });
-  cl::ParseCommandLineOptions(argc, argv,
-                              "dmuon planning compiler: model + mesh -> plan.bin\n");
+  dmuon::tools::parseCommandLine(argc, argv,
+                                 "dmuon planning compiler: model + mesh -> plan.bin\n", "dmuonc");
   dmuon::Diagnostics diags("dmuonc");
   try {
     return run(diags);
