@@ -6,6 +6,7 @@
 // module path is then recovered from the first consuming node's name
 // (`/layers.0/linear1/MatMul` -> `layers.0.linear1.weight`), DESIGN.md §5.
 #include "Frontend.h"
+#include "common/ParamNames.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
@@ -290,6 +291,11 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
           p.nameNote = "recovered from node '" + use.node->name() + "'";
         }
       }
+    }
+    if (std::string why = common::paramNameProblem(p.name); !why.empty()) {
+      diags_.fileError(path_, "initializer name '" + common::printableName(p.name) + "' " + why +
+                                  "; " + common::paramNameRuleText());
+      ok = false;
     }
     model_.params.push_back(std::move(p));
   }

@@ -6,6 +6,7 @@
 // the copy index run once per template, so a 61-layer x 384-expert manifest
 // costs one name substitution and one hash insert per param.
 #include "Frontend.h"
+#include "common/ParamNames.h"
 #include "common/Routes.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -1008,6 +1009,14 @@ void TomlFrontend::expand(const std::vector<Item> &items) {
     if (p.name.empty()) {
       if (!leaf.duplicateReported)
         error(leaf.loc, "param '" + leaf.display + "' expands to an empty name");
+      leaf.duplicateReported = true;
+      failed_ = true;
+      continue;
+    }
+    if (std::string why = common::paramNameProblem(p.name); !why.empty()) {
+      if (!leaf.duplicateReported)
+        error(leaf.loc, "param name '" + common::printableName(p.name) + "' " + why + "; " +
+                            common::paramNameRuleText());
       leaf.duplicateReported = true;
       failed_ = true;
       continue;

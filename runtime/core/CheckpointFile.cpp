@@ -1,5 +1,6 @@
 #include "core/CheckpointFile.h"
 
+#include "common/ParamNames.h"
 #include "plan/PlanFile.h"
 
 #include <cerrno>
@@ -24,7 +25,9 @@ constexpr const char *kManifestName = "checkpoint";
 constexpr const char *kManifestHeader = "dmuon-checkpoint 1";
 // Guards against absurd sizes in a corrupt index before allocating.
 constexpr uint32_t kMaxEntries = 1u << 26;
-constexpr uint32_t kMaxNameBytes = 4096;
+// Names are stored with a 16-bit length; the plan allows no longer ones.
+constexpr uint32_t kMaxNameBytes = common::kMaxParamNameBytes;
+static_assert(kMaxNameBytes <= UINT16_MAX);
 
 Status ioError(const std::string &path, const std::string &what) {
   return {DMUON_ERROR_IO, "'" + path + "': " + what + ": " + std::strerror(errno)};
@@ -134,6 +137,10 @@ Status ShardWriter::open(const std::string &path) {
 }
 
 Status ShardWriter::add(const std::string &name, Kind kind, const void *data, uint64_t bytes) {
+  // The reader refuses what the index cannot hold: fail the save instead.
+  if (std::string why = common::paramNameProblem(name); !why.empty())
+    return {DMUON_ERROR_INVALID_ARGUMENT,
+            "cannot save param '" + common::printableName(name) + "': its name " + why};
   Entry e{name, kind, offset_, bytes,
           planfile::fnv1a64(static_cast<const uint8_t *>(data), static_cast<size_t>(bytes))};
   DMUON_RETURN_IF_ERROR(writeAll(fd_, data, static_cast<size_t>(bytes), tmp_));
@@ -230,6 +237,9 @@ Status readShardIndex(const std::string &path, ShardIndex &out) {
       return corrupt(path, "index entry " + std::to_string(i) + " is malformed");
     e.name.assign(reinterpret_cast<const char *>(p), len);
     p += len;
+    if (std::string why = common::paramNameProblem(e.name); !why.empty())
+      return corrupt(path, "index entry " + std::to_string(i) + ": the name '" +
+                               common::printableName(e.name) + "' " + why);
     if (!get(p, end, kind) || kind > static_cast<uint8_t>(Kind::AdamV) || !get(p, end, e.offset) ||
         !get(p, end, e.bytes) || !get(p, end, e.hash))
       return corrupt(path, "index entry '" + e.name + "' is malformed");
