@@ -117,6 +117,12 @@ bool parseBuffer(unsigned buffer, std::string_view text, Diagnostics &diags, Cos
                   "seconds must be a positive finite number, not '" +
                       llvm::Twine(llvm::StringRef(f[2].text.data(), f[2].text.size())) + "'");
       ok = false;
+    } else if (seconds > kMaxCostSeconds) {
+      diags.error(at(f[2].col),
+                  "seconds must be at most " + llvm::Twine(static_cast<int>(kMaxCostSeconds)) +
+                      " (a day), not '" +
+                      llvm::Twine(llvm::StringRef(f[2].text.data(), f[2].text.size())) + "'");
+      ok = false;
     }
     if (!ok)
       continue;

@@ -136,6 +136,8 @@ std::string Checker::checkParams() {
     }
     if (q->bytes() < 0 || q->reduce_bytes() < 0)
       return who + " has negative bytes";
+    if (q->bytes() > common::kMaxPlanByteCount || q->reduce_bytes() > common::kMaxPlanByteCount)
+      return who + " has more than 2^62 bytes";
     if (q->hook_group() >= 0 && q->offset() >= 0) {
       const fb::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q->hook_group()));
       if (q->offset() > h->buffer_bytes() || q->bytes() > h->buffer_bytes() - q->offset())

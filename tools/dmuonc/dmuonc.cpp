@@ -4,6 +4,7 @@
 #include "plan-print/PlanPrinter.h"
 #include "PlanWriter.h"
 #include "ToolSupport.h"
+#include "common/HyperRanges.h"
 #include "common/PlanRules.h"
 #include "dmuon/plan_version.h"
 
@@ -13,7 +14,6 @@
 #include "llvm/Support/Timer.h"
 #include "llvm/Support/ToolOutputFile.h"
 
-#include <cmath>
 #include <cstdio>
 #include <exception>
 
@@ -198,12 +198,30 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
     diags.error("--cost-table needs --cost-model=table");
     return false;
   }
-  if (!(qkClipTau > 0) || !std::isfinite(qkClipTau)) {
+  if (!dmuon::common::kQkClipTauRange.contains(qkClipTau)) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", qkClipTau.getValue());
     diags.error("--qk-clip-tau=" + std::string(text) + " must be a finite number > 0");
     return false;
   }
+  // The optimizer defaults the plan records, in the ranges the verifier and
+  // the runtime accept (common/HyperRanges.h).
+  const std::pair<const cl::opt<double> *, const dmuon::common::HyperRange &> hypers[] = {
+      {&lr, dmuon::common::kRateRange},
+      {&momentum, dmuon::common::kDecayRange},
+      {&weightDecay, dmuon::common::kRateRange},
+      {&adamwLr, dmuon::common::kRateRange},
+      {&adamwWeightDecay, dmuon::common::kRateRange}};
+  bool hypersOk = true;
+  for (const auto &[opt, range] : hypers) {
+    std::string flag = "--" + opt->ArgStr.str();
+    if (std::string e = dmuon::common::hyperRangeError(flag.c_str(), *opt, range); !e.empty()) {
+      diags.error(e);
+      hypersOk = false;
+    }
+  }
+  if (!hypersOk)
+    return false;
   if (costModel == dmuon::CostModel::table && costTable.empty()) {
     diags.error("--cost-model=table needs --cost-table=<file>");
     return false;
