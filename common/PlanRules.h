@@ -19,6 +19,14 @@ namespace dmuon::common {
 // in 64 bits.
 inline constexpr int64_t kMaxElements = int64_t(1) << 48;
 
+// The most any byte count, offset or per-rank figure of a plan may be. Below
+// 2^63 with room to spare, so that the sum of two such values (an offset
+// plus a size, one figure plus another) never overflows 64 bits.
+inline constexpr int64_t kMaxPlanByteCount = int64_t(1) << 62;
+
+// The most ranks a plan's mesh (and a checkpoint's world_size) may have.
+inline constexpr int64_t kMaxWorldSize = int64_t(1) << 30;
+
 // Bytes per element of a reduce buffer: gradients are averaged in fp32, so
 // the owner's fp32 master sees an fp32 mean (a param's reduce_bytes).
 inline constexpr int64_t kReduceElementBytes = 4;

@@ -1,4 +1,5 @@
 #include "CostTable.h"
+#include "Frontend.h"
 
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -116,6 +117,12 @@ bool parseBuffer(unsigned buffer, std::string_view text, Diagnostics &diags, Cos
                   "seconds must be a positive finite number, not '" +
                       llvm::Twine(llvm::StringRef(f[2].text.data(), f[2].text.size())) + "'");
       ok = false;
+    } else if (seconds > kMaxCostSeconds) {
+      diags.error(at(f[2].col),
+                  "seconds must be at most " + llvm::Twine(static_cast<int>(kMaxCostSeconds)) +
+                      " (a day), not '" +
+                      llvm::Twine(llvm::StringRef(f[2].text.data(), f[2].text.size())) + "'");
+      ok = false;
     }
     if (!ok)
       continue;
@@ -144,13 +151,12 @@ bool parseCostTable(std::string_view text, const std::string &name, Diagnostics 
 }
 
 bool loadCostTable(const std::string &path, Diagnostics &diags, CostTableMap &out) {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buf) {
-    diags.fileError(path, buf.getError().message());
+  std::unique_ptr<llvm::MemoryBuffer> buf =
+      readInputFile(path, diags, kMaxCostTableBytes, "a cost table");
+  if (!buf)
     return false;
-  }
-  llvm::StringRef contents = (*buf)->getBuffer();
-  unsigned id = diags.addBuffer(std::move(*buf));
+  llvm::StringRef contents = buf->getBuffer();
+  unsigned id = diags.addBuffer(std::move(buf));
   return parseBuffer(id, std::string_view(contents.data(), contents.size()), diags, out);
 }
 

@@ -21,6 +21,12 @@ namespace dmuon {
 
 using CostTableMap = std::map<std::pair<int64_t, int64_t>, double>;
 
+// The longest measured time a table may give one matrix, in seconds (a
+// day). A param's cost is at most 2^48 matrices of it, and 10M params of
+// such costs still sum to a finite double: loads, bounds and imbalance stay
+// meaningful.
+inline constexpr double kMaxCostSeconds = 86400;
+
 // Reads and checks `path`, reporting every malformed line as
 // "path:line:col: error: ..." with the source line. Returns false on error.
 bool loadCostTable(const std::string &path, Diagnostics &diags, CostTableMap &out);

@@ -43,8 +43,16 @@ public:
   MeshSource addMeshSource(std::string_view text);
   const std::string &toolName() const { return tool_; }
 
+  // Errors past this many are counted but not shown (a manifest of 10M
+  // params with the same mistake gives one screenful, not 10M errors).
+  static constexpr unsigned kMaxShownErrors = 100;
+  // The most columns of a source line a diagnostic echoes.
+  static constexpr size_t kMaxEchoedColumns = 200;
+
 private:
   void print(llvm::SMLoc loc, llvm::SourceMgr::DiagKind kind, const llvm::Twine &msg);
+  void printLocated(unsigned buffer, llvm::SMLoc loc, llvm::SourceMgr::DiagKind kind,
+                    const llvm::Twine &msg);
 
   std::string tool_;
   llvm::raw_ostream &os_;

@@ -6,6 +6,7 @@
 // module path is then recovered from the first consuming node's name
 // (`/layers.0/linear1/MatMul` -> `layers.0.linear1.weight`), docs/dmuonc.md.
 #include "Frontend.h"
+#include "common/ParamNames.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
@@ -185,7 +186,8 @@ bool OnnxFrontend::run() {
                             "(onnx.save_model(..., save_as_external_data=True))");
     return false;
   }
-  std::unique_ptr<llvm::MemoryBuffer> buf = readInputFile(path_, diags_);
+  std::unique_ptr<llvm::MemoryBuffer> buf =
+      readInputFile(path_, diags_, kMaxOnnxBytes, "an ONNX model");
   if (!buf)
     return false;
   return runOnBytes(std::string_view(buf->getBufferStart(), buf->getBufferSize()));
@@ -289,6 +291,11 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
           p.nameNote = "recovered from node '" + use.node->name() + "'";
         }
       }
+    }
+    if (std::string why = common::paramNameProblem(p.name); !why.empty()) {
+      diags_.fileError(path_, "initializer name '" + common::printableName(p.name) + "' " + why +
+                                  "; " + common::paramNameRuleText());
+      ok = false;
     }
     model_.params.push_back(std::move(p));
   }

@@ -6,6 +6,7 @@
 // the copy index run once per template, so a 61-layer x 384-expert manifest
 // costs one name substitution and one hash insert per param.
 #include "Frontend.h"
+#include "common/ParamNames.h"
 #include "common/Routes.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -1012,6 +1013,14 @@ void TomlFrontend::expand(const std::vector<Item> &items) {
       failed_ = true;
       continue;
     }
+    if (std::string why = common::paramNameProblem(p.name); !why.empty()) {
+      if (!leaf.duplicateReported)
+        error(leaf.loc, "param name '" + common::printableName(p.name) + "' " + why + "; " +
+                            common::paramNameRuleText());
+      leaf.duplicateReported = true;
+      failed_ = true;
+      continue;
+    }
     p.shape = leaf.shape;
     p.dtype = leaf.dtype;
     p.placements = leaf.placements;
@@ -1055,7 +1064,7 @@ bool TomlFrontend::run(const std::string_view *source) {
     mb = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(source->data(), source->size()),
                                               path_);
   } else {
-    mb = readInputFile(path_, diags_);
+    mb = readInputFile(path_, diags_, kMaxManifestBytes, "a TOML manifest");
     if (!mb)
       return false;
     if (mb->getBufferIdentifier() != path_)

@@ -11,10 +11,28 @@ namespace {
 
 using common::kMaxElements;
 
+// The bytes a param adds to the plan's buffers and per-rank figures, with
+// margin: 8 bytes per local element (the widest dtype; fp32 masters,
+// gradients and momentum; AdamW's two fp32 moments), a sharded param's
+// padding to G equal shards, and the alignment gap after it.
+int64_t footprintBytes(const Param &p, int64_t localElements, int64_t G, int64_t alignment) {
+  const int64_t padding = p.route == Route::sharded ? G : 0;
+  return (localElements + padding) * 8 + alignment;
+}
+
 } // namespace
 
 bool runValidate(PlanModel &model, Diagnostics &diags) {
   const Mesh &mesh = model.mesh;
+  // Every byte count later passes compute is at most 2·(world + 4) times the
+  // params' footprint: a packed buffer or offset holds at most all of it, a
+  // rank sends or receives each byte at most twice per peer (Z3 unshards
+  // twice), and its memory figures count it a few times. Bounding that keeps
+  // every figure of the plan below kMaxPlanByteCount, without overflow.
+  const int64_t maxFootprint =
+      common::kMaxPlanByteCount / (2 * (mesh.worldSize() + 4));
+  int64_t footprint = 0;
+  bool footprintReported = false;
   for (Param &p : model.params) {
     const int ndim = static_cast<int>(p.shape.size());
     // Built only for a diagnostic: most params of a large model have none.
@@ -100,6 +118,17 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
         else
           p.localShape[d] = p.shape[d] / divisor[d];
       }
+    }
+    // local <= 2^48 elements and footprint <= maxFootprint: no overflow.
+    footprint +=
+        footprintBytes(p, p.localNumElements(), mesh.numShards(), model.options.alignment);
+    if (footprint > maxFootprint && !footprintReported) {
+      diags.error(p.loc, describe() + ": the params up to this one need more than " +
+                             std::to_string(maxFootprint) +
+                             " bytes at 8 bytes per element, too many for a mesh of " +
+                             std::to_string(mesh.worldSize()) +
+                             " ranks: the plan's per-rank byte figures would pass 2^62");
+      footprintReported = true;
     }
     MatrixView local = matrixViewOf(p.localShape, p.conv);
     p.localBatch = local.batch;

@@ -1,6 +1,7 @@
 // The C ABI of include/dmuon/dmuon.h over the executor. Nothing here throws
 // across the boundary: every failure becomes a status and a message.
 #include "dmuon/dmuon.h"
+#include "common/ParamNames.h"
 #include "common/Routes.h"
 
 #include "backends/mpi/MpiBackend.h"
@@ -63,9 +64,18 @@ Status requireRuntime(dmuon_runtime *rt) {
   return Status::ok();
 }
 
+// A name longer than any the plan allows cannot match one; say so without
+// reading past the limit.
 Status requireName(const char *name) {
   if (!name)
     return dmuon::rt::invalidArgument("param name is null");
+  const size_t n = ::strnlen(name, dmuon::common::kMaxParamNameBytes + 1);
+  if (n > dmuon::common::kMaxParamNameBytes)
+    return dmuon::rt::invalidArgument("param name '" +
+                                      dmuon::common::printableName(std::string_view(name, n)) +
+                                      "' is longer than " +
+                                      std::to_string(dmuon::common::kMaxParamNameBytes) +
+                                      " bytes; " + dmuon::common::paramNameRuleText());
   return Status::ok();
 }
 

@@ -1,9 +1,13 @@
 #include "core/CheckpointFile.h"
 
+#include "common/HyperRanges.h"
+#include "common/ParamNames.h"
+#include "common/PlanRules.h"
 #include "plan/PlanFile.h"
 
 #include <cerrno>
 #include <cinttypes>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,7 +28,9 @@ constexpr const char *kManifestName = "checkpoint";
 constexpr const char *kManifestHeader = "dmuon-checkpoint 1";
 // Guards against absurd sizes in a corrupt index before allocating.
 constexpr uint32_t kMaxEntries = 1u << 26;
-constexpr uint32_t kMaxNameBytes = 4096;
+// Names are stored with a 16-bit length; the plan allows no longer ones.
+constexpr uint32_t kMaxNameBytes = common::kMaxParamNameBytes;
+static_assert(kMaxNameBytes <= UINT16_MAX);
 
 Status ioError(const std::string &path, const std::string &what) {
   return {DMUON_ERROR_IO, "'" + path + "': " + what + ": " + std::strerror(errno)};
@@ -134,6 +140,10 @@ Status ShardWriter::open(const std::string &path) {
 }
 
 Status ShardWriter::add(const std::string &name, Kind kind, const void *data, uint64_t bytes) {
+  // The reader refuses what the index cannot hold: fail the save instead.
+  if (std::string why = common::paramNameProblem(name); !why.empty())
+    return {DMUON_ERROR_INVALID_ARGUMENT,
+            "cannot save param '" + common::printableName(name) + "': its name " + why};
   Entry e{name, kind, offset_, bytes,
           planfile::fnv1a64(static_cast<const uint8_t *>(data), static_cast<size_t>(bytes))};
   DMUON_RETURN_IF_ERROR(writeAll(fd_, data, static_cast<size_t>(bytes), tmp_));
@@ -230,6 +240,9 @@ Status readShardIndex(const std::string &path, ShardIndex &out) {
       return corrupt(path, "index entry " + std::to_string(i) + " is malformed");
     e.name.assign(reinterpret_cast<const char *>(p), len);
     p += len;
+    if (std::string why = common::paramNameProblem(e.name); !why.empty())
+      return corrupt(path, "index entry " + std::to_string(i) + ": the name '" +
+                               common::printableName(e.name) + "' " + why);
     if (!get(p, end, kind) || kind > static_cast<uint8_t>(Kind::AdamV) || !get(p, end, e.offset) ||
         !get(p, end, e.bytes) || !get(p, end, e.hash))
       return corrupt(path, "index entry '" + e.name + "' is malformed");
@@ -333,40 +346,84 @@ Status readManifest(const std::string &dir, Manifest &out) {
   std::getline(in, line); // header
   while (std::getline(in, line)) {
     std::istringstream ls(line);
-    std::string key, value;
-    ls >> key >> value;
-    if (key == "step")
-      out.step = std::strtoll(value.c_str(), nullptr, 10);
-    else if (key == "adamw_step")
-      out.adamwStep = std::strtoll(value.c_str(), nullptr, 10);
-    else if (key == "plan_fingerprint")
-      out.planFingerprint = std::strtoull(value.c_str(), nullptr, 16);
-    else if (key == "model_fingerprint")
-      out.modelFingerprint = std::strtoull(value.c_str(), nullptr, 16);
-    else if (key == "world_size")
-      out.worldSize = std::atoi(value.c_str());
-    else if (key == "steps_applied")
-      out.stepsApplied = std::strtoll(value.c_str(), nullptr, 10);
-    else if (key == "steps_skipped")
-      out.stepsSkipped = std::strtoll(value.c_str(), nullptr, 10);
-    else if (key.rfind("hyper_", 0) == 0) {
-      double *slot = key == "hyper_lr"                   ? &out.hyper.lr
-                     : key == "hyper_momentum"           ? &out.hyper.momentum
-                     : key == "hyper_weight_decay"       ? &out.hyper.weight_decay
-                     : key == "hyper_adamw_lr"           ? &out.hyper.adamw_lr
-                     : key == "hyper_adamw_weight_decay" ? &out.hyper.adamw_weight_decay
-                                                         : nullptr;
-      if (!slot)
-        return corrupt(path, "unknown manifest line '" + line + "'");
-      *slot = std::strtod(value.c_str(), nullptr);
+    std::string key, value, extra;
+    ls >> key >> value >> extra;
+    // Each value checked whole and in range: a manifest is input like any.
+    auto bad = [&](const std::string &what) {
+      return corrupt(path, "manifest line '" + common::printableName(line) + "': " + what);
+    };
+    auto count = [&](int64_t max, int64_t &field) {
+      char *end = nullptr;
+      errno = 0;
+      long long v = value.empty() || value[0] == '-' || value[0] == '+'
+                        ? -1
+                        : std::strtoll(value.c_str(), &end, 10);
+      if (v < 0 || errno != 0 || !end || *end != '\0' || v > max)
+        return false;
+      field = v;
+      return true;
+    };
+    auto hex64 = [&](uint64_t &field) {
+      char *end = nullptr;
+      errno = 0;
+      if (value.size() != 18 || value.compare(0, 2, "0x") != 0)
+        return false;
+      field = std::strtoull(value.c_str() + 2, &end, 16);
+      return errno == 0 && end && *end == '\0';
+    };
+    if (!extra.empty())
+      return bad("expected '<key> <value>'");
+    constexpr int64_t kMaxStep = INT64_MAX;
+    if (key == "step") {
+      if (!count(kMaxStep, out.step))
+        return bad("step must be an integer >= 0");
+    } else if (key == "adamw_step") {
+      if (!count(kMaxStep, out.adamwStep))
+        return bad("adamw_step must be an integer >= 0");
+    } else if (key == "plan_fingerprint") {
+      if (!hex64(out.planFingerprint))
+        return bad("plan_fingerprint must be 0x and 16 hex digits");
+    } else if (key == "model_fingerprint") {
+      if (!hex64(out.modelFingerprint))
+        return bad("model_fingerprint must be 0x and 16 hex digits");
+    } else if (key == "world_size") {
+      int64_t world = 0;
+      if (!count(common::kMaxWorldSize, world) || world < 1)
+        return bad("world_size must be an integer between 1 and " +
+                   std::to_string(common::kMaxWorldSize));
+      out.worldSize = static_cast<int>(world);
+    } else if (key == "steps_applied") {
+      if (!count(kMaxStep, out.stepsApplied))
+        return bad("steps_applied must be an integer >= 0");
+    } else if (key == "steps_skipped") {
+      if (!count(kMaxStep, out.stepsSkipped))
+        return bad("steps_skipped must be an integer >= 0");
+    } else if (key.rfind("hyper_", 0) == 0) {
+      const std::pair<double *, const common::HyperRange *> slot =
+          key == "hyper_lr"                   ? std::pair{&out.hyper.lr, &common::kRateRange}
+          : key == "hyper_momentum"           ? std::pair{&out.hyper.momentum, &common::kDecayRange}
+          : key == "hyper_weight_decay"       ? std::pair{&out.hyper.weight_decay, &common::kRateRange}
+          : key == "hyper_adamw_lr"           ? std::pair{&out.hyper.adamw_lr, &common::kRateRange}
+          : key == "hyper_adamw_weight_decay" ? std::pair{&out.hyper.adamw_weight_decay,
+                                                          &common::kRateRange}
+                                              : std::pair<double *, const common::HyperRange *>{};
+      if (!slot.first)
+        return bad("unknown key");
+      char *end = nullptr;
+      const double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || !end || *end != '\0')
+        return bad(key + " must be a number");
+      if (std::string e = common::hyperRangeError(key.c_str(), v, *slot.second); !e.empty())
+        return bad(e);
+      *slot.first = v;
       out.hasHyper = true;
-    }
-    else if (key == "shard") {
+    } else if (key == "shard") {
       if (value.empty() || value.find('/') != std::string::npos)
-        return corrupt(path, "bad shard name '" + value + "'");
+        return corrupt(path, "bad shard name '" + common::printableName(value) + "'");
       out.shards.push_back(value);
-    } else
-      return corrupt(path, "unknown manifest line '" + line + "'");
+    } else {
+      return corrupt(path, "unknown manifest line '" + common::printableName(line) + "'");
+    }
   }
   return Status::ok();
 }

@@ -1,5 +1,6 @@
 #include "core/Config.h"
 
+#include "common/HyperRanges.h"
 #include "common/PlanRules.h"
 #include "plan/PlanFile.h"
 
@@ -65,6 +66,35 @@ Status Config::resolve(const fbp::Plan &plan, const dmuon_runtime_options_t &o, 
                  : clip == DMUON_CLIP_NONE ? DMUON_CLIP_NONE
                                            : DMUON_CLIP_ADAMW_ONLY;
   verdict = Status::ok();
+  // Every numeric option in range (NaN: take the plan's, checked by the
+  // verifier); a flag is -1 (the plan's), 0 or 1.
+  const std::pair<const char *, int> flags[] = {{"replicate_async", o.replicate_async},
+                                                {"nesterov", o.nesterov}};
+  for (const auto &[name, value] : flags)
+    if (verdict && (value < -1 || value > 1))
+      verdict = invalidArgument("options." + std::string(name) + "=" + std::to_string(value) +
+                                " must be -1 (the plan's), 0 or 1");
+  if (verdict && o.manage_adamw != 0 && o.manage_adamw != 1)
+    verdict = invalidArgument("options.manage_adamw=" + std::to_string(o.manage_adamw) +
+                              " must be 0 or 1");
+  const struct {
+    const char *name;
+    double value;
+    const common::HyperRange &range;
+  } hypers[] = {{"options.lr", o.lr, common::kRateRange},
+                {"options.momentum", o.momentum, common::kDecayRange},
+                {"options.weight_decay", o.weight_decay, common::kRateRange},
+                {"options.adamw_lr", o.adamw_lr, common::kRateRange},
+                {"options.adamw_beta1", o.adamw_beta1, common::kDecayRange},
+                {"options.adamw_beta2", o.adamw_beta2, common::kDecayRange},
+                {"options.adamw_eps", o.adamw_eps, common::kEpsRange},
+                {"options.adamw_weight_decay", o.adamw_weight_decay, common::kRateRange}};
+  for (const auto &h : hypers)
+    if (verdict && !std::isnan(h.value))
+      if (std::string e = common::hyperRangeError(h.name, h.value, h.range); !e.empty())
+        verdict = invalidArgument(e);
+  if (!verdict)
+    return Status::ok();
   if (!common::nsStepsInRange(m.nsSteps))
     verdict = invalidArgument("ns_steps=" + std::to_string(m.nsSteps) + " must be " +
                               common::nsStepsRangeText());

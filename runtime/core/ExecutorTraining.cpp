@@ -2,6 +2,7 @@
 // declarations, hyper-parameters for a schedule (agreed on by every rank,
 // like the options at create), per-param-group scales, the gradient norm.
 #include "core/Executor.h"
+#include "common/HyperRanges.h"
 #include "plan/PlanFile.h"
 
 #include <cmath>
@@ -30,13 +31,13 @@ Status agreeOnSetting(Backend &backend, const Status &verdict, uint64_t hash,
   return Status::ok();
 }
 
-// Applies `value` unless it is NaN; refuses what is outside [lo, hi).
-Status takeValue(double value, const char *name, double lo, double hi, float &out) {
+// Applies `value` unless it is NaN (keep the current one); refuses what is
+// outside `range`.
+Status takeValue(double value, const char *name, const common::HyperRange &range, float &out) {
   if (std::isnan(value))
     return Status::ok();
-  if (!std::isfinite(value) || !(value >= lo) || !(value < hi))
-    return invalidArgument(std::string("hyper-parameter ") + name + "=" + formatNumber(value) +
-                           " is out of range");
+  if (std::string e = common::hyperRangeError(name, value, range); !e.empty())
+    return invalidArgument("hyper-parameter " + e);
   out = static_cast<float>(value);
   return Status::ok();
 }
@@ -53,16 +54,15 @@ Status Executor::beginMicroBatch(bool isLast) {
 
 Status Executor::setHyperParams(const dmuon_hyper_params_t &h) {
   Config next = config_;
-  const double inf = INFINITY;
-  Status verdict = takeValue(h.lr, "lr", 0, inf, next.muon.lr);
+  Status verdict = takeValue(h.lr, "lr", common::kRateRange, next.muon.lr);
   if (verdict)
-    verdict = takeValue(h.momentum, "momentum", 0, 1, next.muon.momentum);
+    verdict = takeValue(h.momentum, "momentum", common::kDecayRange, next.muon.momentum);
   if (verdict)
-    verdict = takeValue(h.weight_decay, "weight_decay", 0, inf, next.muon.weightDecay);
+    verdict = takeValue(h.weight_decay, "weight_decay", common::kRateRange, next.muon.weightDecay);
   if (verdict)
-    verdict = takeValue(h.adamw_lr, "adamw_lr", 0, inf, next.adamw.lr);
+    verdict = takeValue(h.adamw_lr, "adamw_lr", common::kRateRange, next.adamw.lr);
   if (verdict)
-    verdict = takeValue(h.adamw_weight_decay, "adamw_weight_decay", 0, inf,
+    verdict = takeValue(h.adamw_weight_decay, "adamw_weight_decay", common::kRateRange,
                         next.adamw.weightDecay);
   DMUON_RETURN_IF_ERROR(
       agreeOnSetting(*backend_, verdict, next.hyperHash(), "set_hyper_params"));

@@ -2,8 +2,10 @@
 // segments, and stats (PlanChecker.h).
 #include "plan/PlanChecker.h"
 
+#include "common/PlanRules.h"
 #include "common/Routes.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace dmuon::planfile::detail {
@@ -70,6 +72,12 @@ std::string Checker::checkHooks() {
       return e;
     if (h->buffer_bytes() < 0 || h->reduce_buffer_bytes() < 0)
       return who + " has a negative buffer size";
+    // Offsets and sizes inside the buffers are at most these: their sums
+    // stay in 64 bits.
+    if (h->buffer_bytes() > common::kMaxPlanByteCount ||
+        h->reduce_buffer_bytes() > common::kMaxPlanByteCount)
+      return who + " has a buffer of more than 2^62 bytes (" +
+             std::to_string(std::max(h->buffer_bytes(), h->reduce_buffer_bytes())) + ")";
     if (!h->segments())
       continue;
     for (uint32_t j = 0; j < h->segments()->size(); ++j) {
@@ -206,9 +214,12 @@ std::string Checker::checkStats() {
           {"adam_moment_bytes", r->adam_moment_bytes()},
           {"grad_bytes", r->grad_bytes()},
           {"memory_bytes", r->memory_bytes()}};
-      for (const auto &[name, value] : figures)
+      for (const auto &[name, value] : figures) {
         if (value < 0)
           return who + "." + name + " is negative (" + std::to_string(value) + ")";
+        if (value > common::kMaxPlanByteCount)
+          return who + "." + name + " is " + std::to_string(value) + ", more than 2^62";
+      }
     }
   }
   return {};

@@ -3,6 +3,7 @@
 // complete plan what the executor trusts without checking again.
 #include "plan/PlanChecker.h"
 
+#include "common/ParamNames.h"
 #include "common/PlanRules.h"
 #include "common/Routes.h"
 
@@ -56,6 +57,10 @@ std::string Checker::checkParams() {
     const fb::Param *q = p_.params()->Get(i);
     if (!q->name() || q->name()->size() == 0)
       return "param #" + std::to_string(i) + " has no name";
+    if (std::string why = common::paramNameProblem(q->name()->string_view()); !why.empty())
+      return "param #" + std::to_string(i) + ": the name '" +
+             common::printableName(q->name()->string_view()) + "' " + why + " (" +
+             common::paramNameRuleText() + ")";
     std::string who = "param '" + q->name()->str() + "'";
     if (complete()) {
       auto [it, inserted] = byName.try_emplace(q->name()->string_view(), i);
@@ -131,6 +136,8 @@ std::string Checker::checkParams() {
     }
     if (q->bytes() < 0 || q->reduce_bytes() < 0)
       return who + " has negative bytes";
+    if (q->bytes() > common::kMaxPlanByteCount || q->reduce_bytes() > common::kMaxPlanByteCount)
+      return who + " has more than 2^62 bytes";
     if (q->hook_group() >= 0 && q->offset() >= 0) {
       const fb::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q->hook_group()));
       if (q->offset() > h->buffer_bytes() || q->bytes() > h->buffer_bytes() - q->offset())

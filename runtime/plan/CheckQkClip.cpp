@@ -2,13 +2,13 @@
 // what the runtime's clip (optim/QkClip) relies on without checking again.
 #include "plan/PlanChecker.h"
 
-#include <cmath>
+#include "common/HyperRanges.h"
 
 namespace dmuon::planfile::detail {
 
 std::string Checker::checkQkClip() {
   if (const fb::Options *o = p_.options())
-    if (!(o->qk_clip_tau() > 0) || !std::isfinite(o->qk_clip_tau()))
+    if (!common::kQkClipTauRange.contains(o->qk_clip_tau()))
       return "options.qk_clip_tau is " + std::to_string(o->qk_clip_tau()) +
              " (must be finite and > 0)";
   const auto *pairs = p_.qk_clip();

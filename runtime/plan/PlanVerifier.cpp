@@ -6,10 +6,13 @@
 #include "plan/PlanVerifier.h"
 
 #include "common/Hex.h"
+#include "common/HyperRanges.h"
 #include "common/PlanRules.h"
 #include "dmuon/plan_version.h"
 #include "plan/Fingerprint.h"
 #include "plan/PlanChecker.h"
+
+#include <tuple>
 
 namespace dmuon::planfile {
 
@@ -33,6 +36,20 @@ std::string Checker::run(bool requireComplete) {
       if (!enumOk(od->lr_scale(), fb::LrScale::MIN, fb::LrScale::MAX))
         return "unknown options.optimizer.lr_scale " +
                std::to_string(static_cast<int>(od->lr_scale()));
+      // The runtime applies these unless its options override them.
+      const std::tuple<const char *, double, const common::HyperRange &> hypers[] = {
+          {"options.optimizer.lr", od->lr(), common::kRateRange},
+          {"options.optimizer.momentum", od->momentum(), common::kDecayRange},
+          {"options.optimizer.weight_decay", od->weight_decay(), common::kRateRange},
+          {"options.optimizer.adamw_lr", od->adamw_lr(), common::kRateRange},
+          {"options.optimizer.adamw_beta1", od->adamw_beta1(), common::kDecayRange},
+          {"options.optimizer.adamw_beta2", od->adamw_beta2(), common::kDecayRange},
+          {"options.optimizer.adamw_eps", od->adamw_eps(), common::kEpsRange},
+          {"options.optimizer.adamw_weight_decay", od->adamw_weight_decay(),
+           common::kRateRange}};
+      for (const auto &[name, value, range] : hypers)
+        if (std::string e = common::hyperRangeError(name, value, range); !e.empty())
+          return e;
     }
   }
   if (p_.stage() == fb::Stage::complete) {
@@ -94,7 +111,7 @@ std::string Checker::checkMesh() {
     return "plan has no mesh";
   if (!m->dims() || m->dims()->size() == 0)
     return "mesh has no dims";
-  constexpr int64_t kMaxWorld = int64_t(1) << 30;
+  constexpr int64_t kMaxWorld = common::kMaxWorldSize;
   int64_t product = 1;
   for (uint32_t i = 0; i < m->dims()->size(); ++i) {
     const fb::MeshDim *d = m->dims()->Get(i);

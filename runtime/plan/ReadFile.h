@@ -8,8 +8,13 @@
 
 namespace dmuon::planfile {
 
-// Reads a whole file. Returns an empty string on success, else a message.
+// Reads a whole file of at most the largest a plan can be (2 GiB,
+// common::kMaxPlanBytes); a larger file, a FIFO or a device giving more is
+// refused without being read whole. Returns an empty string on success,
+// else a message.
 std::string readFile(const std::string &path, std::vector<uint8_t> &out);
+// The same with another limit.
+std::string readFile(const std::string &path, std::vector<uint8_t> &out, uint64_t maxBytes);
 
 } // namespace dmuon::planfile
 

@@ -6,6 +6,7 @@
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
 #include "plan-print/PlanPrinter.h"
+#include "ToolSupport.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -160,12 +161,14 @@ int diffPlans(const std::string &a, const std::string &b, raw_ostream &os) {
 
 int main(int argc, char **argv) {
   InitLLVM x(argc, argv);
+  tools::treatBrokenPipeAsWriteError();
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "dmuon-plan: verify and print a dmuon plan (plan.bin)\n\n"
-                              "  dmuon-plan plan.bin [--emit=text|json|summary|html] [-o out]\n"
-                              "  dmuon-plan plan.bin --verify-only\n"
-                              "  dmuon-plan diff a.bin b.bin   (exit 0 if equivalent, 2 if not)\n");
+  tools::parseCommandLine(argc, argv,
+                          "dmuon-plan: verify and print a dmuon plan (plan.bin)\n\n"
+                          "  dmuon-plan plan.bin [--emit=text|json|summary|html] [-o out]\n"
+                          "  dmuon-plan plan.bin --verify-only\n"
+                          "  dmuon-plan diff a.bin b.bin   (exit 0 if equivalent, 2 if not)\n",
+                          kTool);
 
   bool isDiff = positional.size() == 3 && positional[0] == "diff";
   if (!isDiff && positional.size() != 1) {
@@ -183,8 +186,8 @@ int main(int argc, char **argv) {
 
   if (isDiff) {
     int rc = diffPlans(positional[1], positional[2], out.os());
-    if (rc != 1)
-      out.keep();
+    if (rc != 1 && !tools::keepOutput(out, outputFile, kTool))
+      return 1;
     return rc;
   }
 
@@ -215,6 +218,5 @@ int main(int argc, char **argv) {
       break;
     }
   }
-  out.keep();
-  return 0;
+  return tools::keepOutput(out, outputFile, kTool) ? 0 : 1;
 }

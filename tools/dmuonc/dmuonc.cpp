@@ -3,6 +3,8 @@
 #include "Pipeline.h"
 #include "plan-print/PlanPrinter.h"
 #include "PlanWriter.h"
+#include "ToolSupport.h"
+#include "common/HyperRanges.h"
 #include "common/PlanRules.h"
 #include "dmuon/plan_version.h"
 
@@ -12,7 +14,6 @@
 #include "llvm/Support/Timer.h"
 #include "llvm/Support/ToolOutputFile.h"
 
-#include <cmath>
 #include <cstdio>
 #include <exception>
 
@@ -202,12 +203,30 @@ bool buildOptions(dmuon::Diagnostics &diags, dmuon::PipelineOptions &popts,
     diags.error("--cost-table needs --cost-model=table");
     return false;
   }
-  if (!(qkClipTau > 0) || !std::isfinite(qkClipTau)) {
+  if (!dmuon::common::kQkClipTauRange.contains(qkClipTau)) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", qkClipTau.getValue());
     diags.error("--qk-clip-tau=" + std::string(text) + " must be a finite number > 0");
     return false;
   }
+  // The optimizer defaults the plan records, in the ranges the verifier and
+  // the runtime accept (common/HyperRanges.h).
+  const std::pair<const cl::opt<double> *, const dmuon::common::HyperRange &> hypers[] = {
+      {&lr, dmuon::common::kRateRange},
+      {&momentum, dmuon::common::kDecayRange},
+      {&weightDecay, dmuon::common::kRateRange},
+      {&adamwLr, dmuon::common::kRateRange},
+      {&adamwWeightDecay, dmuon::common::kRateRange}};
+  bool hypersOk = true;
+  for (const auto &[opt, range] : hypers) {
+    std::string flag = "--" + opt->ArgStr.str();
+    if (std::string e = dmuon::common::hyperRangeError(flag.c_str(), *opt, range); !e.empty()) {
+      diags.error(e);
+      hypersOk = false;
+    }
+  }
+  if (!hypersOk)
+    return false;
   if (costModel == dmuon::CostModel::table && costTable.empty()) {
     diags.error("--cost-model=table needs --cost-table=<file>");
     return false;
@@ -287,27 +306,21 @@ int run(dmuon::Diagnostics &diags) {
     out.os().write(reinterpret_cast<const char *>(plan.data()), plan.size());
   else
     out.os() << printed;
-  out.os().flush();
-  if (out.os().has_error()) {
-    diags.fileError(outputPath, out.os().error().message());
-    out.os().clear_error();
-    return 1;
-  }
-  out.keep();
-  return 0;
+  return dmuon::tools::keepOutput(out, outputPath, diags.toolName()) ? 0 : 1;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  dmuon::tools::treatBrokenPipeAsWriteError();
   cl::HideUnrelatedOptions({&category, &optimCategory});
   cl::SetVersionPrinter([](raw_ostream &os) {
     os << "dmuonc " DMUON_VERSION_STRING " (plan format " << DMUON_PLAN_FORMAT_MAJOR << "."
        << DMUON_PLAN_FORMAT_MINOR << ")\n";
   });
-  cl::ParseCommandLineOptions(argc, argv,
-                              "dmuon planning compiler: model + mesh -> plan.bin\n");
+  dmuon::tools::parseCommandLine(argc, argv,
+                                 "dmuon planning compiler: model + mesh -> plan.bin\n", "dmuonc");
   dmuon::Diagnostics diags("dmuonc");
   try {
     return run(diags);

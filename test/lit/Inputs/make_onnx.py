@@ -14,6 +14,9 @@ KIND:
             different from the node order (checks model order).
   corrupt   bytes that are not a protobuf message.
   empty     a valid model with no floating-point initializers.
+  badnames  initializers named with a newline, a tab, and 4097 bytes, and
+            one good name (names must be 1 to 4096 bytes without control
+            characters).
 
 Only onnx.helper/numpy_helper are used, so Debian's python3-onnx (1.12) works.
 """
@@ -134,6 +137,12 @@ def main():
             [helper.make_node("Relu", ["x"], ["y"], name="/Relu")], "empty",
             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+        onnx.save_model(make_model(graph), out)
+    elif kind == "badnames":
+        inits = [f32("good.weight", [4, 4]), f32("bad\nname.weight", [4, 4]),
+                 f32("tab\tname", [4]), f32("x" * 4097, [4])]
+        graph = helper.make_graph(
+            [], "badnames", [], [], initializer=inits)
         onnx.save_model(make_model(graph), out)
     else:
         sys.exit(f"make_onnx.py: unknown kind '{kind}'\n{__doc__}")

@@ -1,0 +1,83 @@
+// Reading an input file whole, but never more than a limit: a huge file, a
+// FIFO or /dev/zero is refused with a message instead of being read until
+// memory runs out. The plan reader (runtime/plan/ReadFile.cpp) and dmuonc's
+// frontends use it.
+#ifndef DMUON_COMMON_BOUNDEDREAD_H
+#define DMUON_COMMON_BOUNDEDREAD_H
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <sys/stat.h>
+
+namespace dmuon::common {
+
+// The largest plan: FlatBuffers offsets are 32-bit signed, so no plan buffer
+// reaches 2 GiB (FLATBUFFERS_MAX_BUFFER_SIZE is 2^31 - 1).
+inline constexpr uint64_t kMaxPlanBytes = (uint64_t(1) << 31) - 2;
+
+// A limit for a message, to the nearest GiB or MiB: "2 GiB", "64 MiB".
+inline std::string bytesText(uint64_t bytes) {
+  if (bytes >= (uint64_t(1) << 30))
+    return std::to_string((bytes + (uint64_t(1) << 29)) >> 30) + " GiB";
+  if (bytes >= (uint64_t(1) << 20))
+    return std::to_string((bytes + (uint64_t(1) << 19)) >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+// Reads `path` into `out` (a std::string or std::vector of bytes). Returns
+// empty on success, else the reason ("larger than 2 GiB (the limit for ...)"
+// when the file holds more than `maxBytes`). `what` names the kind of file
+// for that message, e.g. "a plan".
+template <typename Buffer>
+std::string readFileBounded(const std::string &path, uint64_t maxBytes, const char *what,
+                            Buffer &out) {
+  out.clear();
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return std::strerror(errno);
+  auto tooLarge = [&] {
+    return "the file is larger than " + bytesText(maxBytes) + ", the limit for " + what;
+  };
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      std::fclose(f);
+      return std::strerror(EISDIR);
+    }
+    // A regular file's size is known up front; anything else (a FIFO, a
+    // device) is read until the limit.
+    if (S_ISREG(st.st_mode)) {
+      if (static_cast<uint64_t>(st.st_size) > maxBytes) {
+        std::fclose(f);
+        return tooLarge();
+      }
+      out.reserve(static_cast<size_t>(st.st_size));
+    }
+  }
+  char chunk[1 << 16];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (n > maxBytes - out.size()) {
+      std::fclose(f);
+      out.clear();
+      out.shrink_to_fit();
+      return tooLarge();
+    }
+    out.insert(out.end(), chunk, chunk + n);
+  }
+  if (std::ferror(f)) {
+    int err = errno;
+    std::fclose(f);
+    out.clear();
+    return err ? std::strerror(err) : "read error";
+  }
+  std::fclose(f);
+  return {};
+}
+
+} // namespace dmuon::common
+
+#endif
