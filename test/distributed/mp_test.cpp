@@ -54,6 +54,7 @@
 #include "kernels/cpu/MuonKernels.h"
 
 #include "MpiCheck.h"
+#include "ReferenceHyper.h"
 
 #include <mpi.h>
 
@@ -76,14 +77,10 @@ constexpr uint64_t kSeed = 11;
 
 // The hyper-parameters compiled into the plans (CMakeLists.txt passes them
 // to dmuonc); the runtime takes them from the plan, the reference from here.
-struct Hyper {
-  double lr = 0.02, momentum = 0.95, weightDecay = 0.01;
-  int nesterov = 1, nsSteps = 5;
-  double adamwLr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, adamwWeightDecay = 0.01;
-};
-const Hyper kHyper;
 
 using mpicheck::fail;
+using reference::adamwHyper;
+using reference::muonHyper;
 using mpicheck::gFailures;
 using mpicheck::gRank;
 using mpicheck::gWorld;
@@ -444,28 +441,6 @@ struct Trajectory {
   std::vector<double> norms; // global gradient norm per step
   Tensors initial, final;    // full params
 };
-
-dmuon::kernels::MuonHyper muonHyper() {
-  dmuon::kernels::MuonHyper mh;
-  mh.lr = static_cast<float>(kHyper.lr);
-  mh.momentum = static_cast<float>(kHyper.momentum);
-  mh.weightDecay = static_cast<float>(kHyper.weightDecay);
-  mh.nesterov = kHyper.nesterov != 0;
-  mh.nsSteps = kHyper.nsSteps;
-  mh.matchRmsAdamW = false;
-  mh.coefficients = dmuon::kernels::NsCoefficients::Original;
-  return mh;
-}
-
-dmuon::kernels::AdamWHyper adamwHyper() {
-  dmuon::kernels::AdamWHyper ah;
-  ah.lr = static_cast<float>(kHyper.adamwLr);
-  ah.beta1 = static_cast<float>(kHyper.beta1);
-  ah.beta2 = static_cast<float>(kHyper.beta2);
-  ah.eps = static_cast<float>(kHyper.eps);
-  ah.weightDecay = static_cast<float>(kHyper.adamwWeightDecay);
-  return ah;
-}
 
 // Single process: Muon (whole matrices; the experts batched) + AdamW on the
 // full model and the full global batch.

@@ -29,6 +29,7 @@
 #include "kernels/cpu/MuonKernels.h"
 
 #include "MpiCheck.h"
+#include "ReferenceHyper.h"
 
 #include <mpi.h>
 
@@ -54,6 +55,9 @@ using mpicheck::gRank;
 using mpicheck::gWorld;
 using mpicheck::globalFailures;
 using mpicheck::info;
+using reference::adamwHyper;
+using reference::kHyper;
+using reference::muonHyper;
 
 // ------------------------------------------------------------- set-up
 struct Mesh {
@@ -75,14 +79,6 @@ Mesh parseMesh(const std::string &s) {
   return m;
 }
 
-// The hyper-parameters of every run and of the reference.
-struct Hyper {
-  double lr = 0.02, momentum = 0.95, weightDecay = 0.01;
-  int nesterov = 1, nsSteps = 5;
-  double adamwLr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, adamwWeightDecay = 0.01;
-};
-
-const Hyper kHyper;
 constexpr uint64_t kSeed = 7;
 
 dmuon_runtime_options_t makeOptions(MPI_Comm *comm, dmuon_mode_t mode, int replicateAsync) {
@@ -114,16 +110,6 @@ struct Trajectory {
   Params final;              // gathered after the last step
 };
 
-dmuon::kernels::AdamWHyper adamwHyper() {
-  dmuon::kernels::AdamWHyper ah;
-  ah.lr = static_cast<float>(kHyper.adamwLr);
-  ah.beta1 = static_cast<float>(kHyper.beta1);
-  ah.beta2 = static_cast<float>(kHyper.beta2);
-  ah.eps = static_cast<float>(kHyper.eps);
-  ah.weightDecay = static_cast<float>(kHyper.adamwWeightDecay);
-  return ah;
-}
-
 // ------------------------------------------------------------ reference
 // Single-process Muon + AdamW on the full global batch.
 Trajectory runReference(const dmuon::Plan &plan, const tiny::Config &cfg) {
@@ -134,14 +120,7 @@ Trajectory runReference(const dmuon::Plan &plan, const tiny::Config &cfg) {
   std::vector<float> x(static_cast<size_t>(cfg.globalBatch * cfg.inDim));
   std::vector<float> t(static_cast<size_t>(cfg.globalBatch * cfg.outDim));
 
-  k::MuonHyper mh;
-  mh.lr = static_cast<float>(kHyper.lr);
-  mh.momentum = static_cast<float>(kHyper.momentum);
-  mh.weightDecay = static_cast<float>(kHyper.weightDecay);
-  mh.nesterov = kHyper.nesterov != 0;
-  mh.nsSteps = kHyper.nsSteps;
-  mh.matchRmsAdamW = false; // the plans' default lr scale
-  mh.coefficients = k::NsCoefficients::Original;
+  const k::MuonHyper mh = muonHyper();
   const k::AdamWHyper ah = adamwHyper();
 
   struct State {
