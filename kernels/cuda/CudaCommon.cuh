@@ -7,6 +7,7 @@
 #define DMUON_KERNELS_CUDA_CUDACOMMON_CUH
 
 #include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/DeviceGuard.h"
 #include "kernels/cuda/NsWorkspace.h"
 
 #include <cublas_v2.h>
@@ -79,29 +80,11 @@ inline Result blasFail(cublasStatus_t s, const char *what) {
       return dmuonRes_;                                                                            \
   } while (0)
 
-// Makes `device` current for a scope and restores the previous one.
-class DeviceGuard {
-public:
-  explicit DeviceGuard(int device) : device_(device) {
-    error_ = cudaGetDevice(&previous_);
-    if (error_ == cudaSuccess && previous_ != device_)
-      error_ = cudaSetDevice(device_);
-  }
-  ~DeviceGuard() {
-    if (error_ == cudaSuccess && previous_ != device_)
-      cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard &) = delete;
-  DeviceGuard &operator=(const DeviceGuard &) = delete;
-  Result status() const {
-    return error_ == cudaSuccess ? Result{} : cudaFail(error_, "selecting the CUDA device");
-  }
-
-private:
-  int device_;
-  int previous_ = -1;
-  cudaError_t error_ = cudaSuccess;
-};
+// A DeviceGuard's failure as the kernels report it.
+inline Result statusOf(const DeviceGuard &guard) {
+  return guard.error() == cudaSuccess ? Result{}
+                                      : cudaFail(guard.error(), "selecting the CUDA device");
+}
 
 inline int blocksFor(int64_t n) {
   return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));

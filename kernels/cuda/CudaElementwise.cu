@@ -74,7 +74,7 @@ Result adamwStep(Context *ctx, float *param, float *m, float *v, const float *gr
   if (n == 0)
     return {};
   DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
+  DMUON_RESULT_TRY(statusOf(guard));
   // Host scalars exactly as kernels/cpu/MuonUpdate.cpp computes them.
   const auto t = static_cast<double>(std::max<int64_t>(step, 1));
   const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), t);
@@ -104,7 +104,7 @@ Result packCast(Context *ctx, void *dst, PackedType type, const float *src, int6
   if (n == 0)
     return {};
   DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
+  DMUON_RESULT_TRY(statusOf(guard));
   if (type == PackedType::F32) {
     if (dst != src)
       DMUON_CUDA_TRY(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
@@ -125,7 +125,7 @@ Result scaleCopy(Context *ctx, float *dst, const float *src, float scale, int64_
   if (n == 0)
     return {};
   DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
+  DMUON_RESULT_TRY(statusOf(guard));
   scaleCopyKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(dst, src, scale, n);
   DMUON_LAUNCH_CHECK("launching the scale-copy kernel");
   return {};
@@ -139,7 +139,7 @@ Result scaleAdd(Context *ctx, float *dst, const float *src, float scale, int64_t
   if (n == 0)
     return {};
   DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
+  DMUON_RESULT_TRY(statusOf(guard));
   scaleAddKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(dst, src, scale, n);
   DMUON_LAUNCH_CHECK("launching the scale-add kernel");
   return {};
@@ -153,7 +153,7 @@ Result addSumOfSquares(Context *ctx, const float *x, int64_t n, double *acc) {
   if (n == 0)
     return {};
   DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
+  DMUON_RESULT_TRY(statusOf(guard));
   normPartialKernel<<<dim3(kSumOfSquaresBlocks, 1), kThreads, 0, ctx->stream>>>(
       x, n, 1, ctx->sumPartials);
   sumPartialsKernel<<<1, kThreads, 0, ctx->stream>>>(ctx->sumPartials, kSumOfSquaresBlocks, acc);

@@ -318,7 +318,7 @@ Result createContext(int device, void *stream, Context **out) {
     return invalid("createContext: null output pointer");
   *out = nullptr;
   DeviceGuard guard(device);
-  DMUON_RESULT_TRY(guard.status());
+  DMUON_RESULT_TRY(statusOf(guard));
   auto *ctx = new Context;
   ctx->device = device;
   ctx->stream = static_cast<cudaStream_t>(stream);
@@ -360,7 +360,7 @@ void destroyContext(Context *ctx) {
     return;
   {
     DeviceGuard guard(ctx->device);
-    if (guard.status().ok()) {
+    if (statusOf(guard).ok()) {
       cudaStreamSynchronize(ctx->stream);
       if (ctx->blas)
         cublasDestroy(ctx->blas);
@@ -393,7 +393,7 @@ Result reserveWorkspace(Context *ctx, const MatrixShape *shapes, size_t count) {
   if (bytes == 0)
     return {};
   DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
+  DMUON_RESULT_TRY(statusOf(guard));
   return ensureArena(ctx, bytes);
 }
 
@@ -407,7 +407,7 @@ Result synchronize(Context *ctx) {
   if (!ctx)
     return invalid("null dmuon::cuda::Context");
   DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
+  DMUON_RESULT_TRY(statusOf(guard));
   DMUON_CUDA_TRY(cudaStreamSynchronize(ctx->stream), "cudaStreamSynchronize");
   DMUON_CUDA_TRY(cudaGetLastError(), "asynchronous CUDA error");
   return {};
@@ -421,7 +421,7 @@ Result newtonSchulz(Context *ctx, const float *in, float *out, int64_t batch, in
   if (batch == 0 || rows == 0 || cols == 0)
     return {};
   DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
+  DMUON_RESULT_TRY(statusOf(guard));
   const NsShape sh = nsShape(batch, rows, cols);
   const NsArenaLayout at = nsLayout(sh, false);
   DMUON_RESULT_TRY(ensureArena(ctx, at.bytes));
@@ -437,7 +437,7 @@ Result muonStep(Context *ctx, float *param, float *momentum, const float *grad, 
   if (batch == 0 || rows == 0 || cols == 0)
     return {};
   DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
+  DMUON_RESULT_TRY(statusOf(guard));
   const NsShape sh = nsShape(batch, rows, cols);
   const NsArenaLayout at = nsLayout(sh, true);
   DMUON_RESULT_TRY(ensureArena(ctx, at.bytes));
@@ -464,7 +464,7 @@ Result muonMomentum(Context *ctx, float *momentum, const float *grad, float *u, 
   if (n <= 0)
     return {};
   DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
+  DMUON_RESULT_TRY(statusOf(guard));
   momentumKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(momentum, grad, u, h.momentum,
                                                               gradWeight(h), h.nesterov, n);
   DMUON_LAUNCH_CHECK("launching the momentum kernel");
@@ -478,7 +478,7 @@ Result muonApply(Context *ctx, float *param, const float *ortho, int64_t n, int6
   if (n <= 0)
     return {};
   DeviceGuard guard(ctx->device);
-  DMUON_RESULT_TRY(guard.status());
+  DMUON_RESULT_TRY(statusOf(guard));
   const auto decay =
       static_cast<float>(1.0 - static_cast<double>(h.lr) * static_cast<double>(h.weightDecay));
   const auto step =

@@ -6,6 +6,7 @@
 #define DMUON_RUNTIME_DEVICES_CUDA_CUDADEVICEGUARD_H
 
 #include "core/Status.h"
+#include "kernels/cuda/DeviceGuard.h"
 
 #include <cuda_runtime.h>
 
@@ -13,31 +14,15 @@
 
 namespace dmuon::rt {
 
-class CudaDeviceGuard {
+class CudaDeviceGuard : public cuda::DeviceGuard {
 public:
-  explicit CudaDeviceGuard(int device) : device_(device) {
-    error_ = cudaGetDevice(&previous_);
-    if (error_ == cudaSuccess && previous_ != device_)
-      error_ = cudaSetDevice(device_);
-  }
-  ~CudaDeviceGuard() {
-    if (error_ == cudaSuccess && previous_ != device_)
-      cudaSetDevice(previous_);
-  }
-  CudaDeviceGuard(const CudaDeviceGuard &) = delete;
-  CudaDeviceGuard &operator=(const CudaDeviceGuard &) = delete;
-
+  using cuda::DeviceGuard::DeviceGuard;
   Status status() const {
-    if (error_ == cudaSuccess)
+    if (error() == cudaSuccess)
       return Status::ok();
-    return backendError("selecting CUDA device " + std::to_string(device_) +
-                        " failed: " + cudaGetErrorString(error_));
+    return backendError("selecting CUDA device " + std::to_string(device()) +
+                        " failed: " + cudaGetErrorString(error()));
   }
-
-private:
-  int device_;
-  int previous_ = -1;
-  cudaError_t error_ = cudaSuccess;
 };
 
 // Opens a CudaDeviceGuard named `guard` and returns its failure, if any.
