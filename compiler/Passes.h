@@ -26,6 +26,11 @@ void computeRankFigures(PlanModel &model);
 bool validateQkClip(PlanModel &model, Diagnostics &diags);
 
 
+// Whether mesh dim `meshDim` is a model-parallel dim whose Shard or
+// StridedShard touches the param's matrix dims (for a flattened conv weight:
+// any dim): the dims a comm param's NS gathers over (passes/Group.cpp).
+bool shardsMatrixDims(const Param &p, const Mesh &mesh, int meshDim);
+
 // The default layer key of a param: its lowest ancestor module ending in
 // layers.N, blocks.N or h.N, else its parent module ("" for a root param).
 std::string defaultLayerOf(const std::string &paramName);

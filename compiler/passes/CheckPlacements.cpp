@@ -31,13 +31,11 @@ bool checkModelParallel(const Param &p, const Mesh &mesh, Diagnostics &diags) {
     }
   if (p.group != ShardingGroupKind::comm || p.gatherMeshDim >= 0)
     return true;
-  const int ndim = static_cast<int>(p.shape.size());
   std::string dims, strided;
   int count = 0;
   for (size_t d = 0; d < p.placements.size(); ++d) {
     const Placement &pl = p.placements[d];
-    if (mesh.isOwnershipDim(static_cast<int>(d)) || !pl.isShard() ||
-        !(p.conv || pl.dim >= ndim - 2))
+    if (!shardsMatrixDims(p, mesh, static_cast<int>(d)))
       continue;
     ++count;
     dims += (dims.empty() ? "'" : ", '") + mesh.dims[d].name + "'";

@@ -34,6 +34,12 @@ std::vector<int64_t> replicateGroupOf(const Mesh &mesh, int64_t rank,
 
 } // namespace
 
+bool shardsMatrixDims(const Param &p, const Mesh &mesh, int meshDim) {
+  const Placement &pl = p.placements[static_cast<size_t>(meshDim)];
+  const int ndim = static_cast<int>(p.shape.size());
+  return !mesh.isOwnershipDim(meshDim) && pl.isShard() && (p.conv || pl.dim >= ndim - 2);
+}
+
 bool runGroup(PlanModel &model, Diagnostics &) {
   const Mesh &mesh = model.mesh;
   // Every param's data-carrying dims: its gradient is averaged over those it
@@ -73,17 +79,15 @@ bool runGroup(PlanModel &model, Diagnostics &) {
     p.group = ShardingGroupKind::comm;
     // The mesh dim gathered for NS: the one model-parallel mesh dim whose
     // Shard touches the matrix dims. Anything else (several such mesh dims,
-    // StridedShard) is not supported yet; partition reports it.
+    // StridedShard) is not supported yet; check-placements reports it.
     int gatherDims = 0, gatherMeshDim = -1;
     bool strided = false;
     for (size_t d = 0; d < p.placements.size(); ++d) {
-      const Placement &pl = p.placements[d];
-      if (mesh.isOwnershipDim(static_cast<int>(d)) || !pl.isShard() ||
-          !(p.conv || pl.dim >= ndim - 2))
+      if (!shardsMatrixDims(p, mesh, static_cast<int>(d)))
         continue;
       ++gatherDims;
       gatherMeshDim = static_cast<int>(d);
-      strided = strided || pl.kind == PlacementKind::strided_shard;
+      strided = strided || p.placements[d].kind == PlacementKind::strided_shard;
     }
     if (gatherDims == 1 && !strided) {
       p.gatherMeshDim = gatherMeshDim;
