@@ -138,14 +138,7 @@ TEST(RuntimeCreate, TheRuntimeKeepsItsPlanAlive) {
     ASSERT_EQ(dmuon_runtime_bind_param(rt, names[i].c_str(), v.data(), sizes[i]), DMUON_SUCCESS)
         << err();
   }
-  for (int g = 0; g < groups; ++g) {
-    ASSERT_EQ(dmuon_runtime_pre_forward(rt, g), DMUON_SUCCESS) << err();
-    ASSERT_EQ(dmuon_runtime_post_forward(rt, g), DMUON_SUCCESS) << err();
-  }
-  for (int g = groups - 1; g >= 0; --g) {
-    ASSERT_EQ(dmuon_runtime_pre_backward(rt, g), DMUON_SUCCESS) << err();
-    ASSERT_EQ(dmuon_runtime_post_backward(rt, g), DMUON_SUCCESS) << err();
-  }
+  ASSERT_NO_FATAL_FAILURE(runAllHooks(rt, groups));
   EXPECT_EQ(dmuon_runtime_step(rt), DMUON_SUCCESS) << err();
   void *view = nullptr;
   EXPECT_EQ(dmuon_runtime_param_view(rt, n, &view), DMUON_ERROR_INVALID_ARGUMENT);
@@ -356,14 +349,7 @@ TEST_F(OneRank, TrainingLoopCallsCheckTheirArguments) {
   EXPECT_EQ(dmuon_runtime_step(rt), DMUON_ERROR_INVALID_STATE);
   EXPECT_NE(err().find("declared not the last"), std::string::npos) << err();
   // The last micro-batch, then the step; a third forward before it is refused.
-  for (int g = 0; g < n; ++g) {
-    ASSERT_EQ(dmuon_runtime_pre_forward(rt, g), DMUON_SUCCESS) << err();
-    ASSERT_EQ(dmuon_runtime_post_forward(rt, g), DMUON_SUCCESS) << err();
-  }
-  for (int g = n - 1; g >= 0; --g) {
-    ASSERT_EQ(dmuon_runtime_pre_backward(rt, g), DMUON_SUCCESS) << err();
-    ASSERT_EQ(dmuon_runtime_post_backward(rt, g), DMUON_SUCCESS) << err();
-  }
+  ASSERT_NO_FATAL_FAILURE(runAllHooks(rt, n));
   EXPECT_EQ(dmuon_runtime_pre_forward(rt, 0), DMUON_ERROR_INVALID_STATE);
   EXPECT_NE(err().find("after the step's last micro-batch"), std::string::npos) << err();
   EXPECT_EQ(dmuon_runtime_step(rt), DMUON_SUCCESS) << err();
@@ -458,14 +444,7 @@ TEST(HostRoute, TheRuntimeLeavesHostParamsAlone) {
   EXPECT_GT(hostParams, 0);
   // Every param the runtime holds is bound: the hooks and a step run.
   const int n = dmuon_plan_num_hook_groups(plan);
-  for (int g = 0; g < n; ++g) {
-    ASSERT_EQ(dmuon_runtime_pre_forward(rt, g), DMUON_SUCCESS) << err();
-    ASSERT_EQ(dmuon_runtime_post_forward(rt, g), DMUON_SUCCESS) << err();
-  }
-  for (int g = n - 1; g >= 0; --g) {
-    ASSERT_EQ(dmuon_runtime_pre_backward(rt, g), DMUON_SUCCESS) << err();
-    ASSERT_EQ(dmuon_runtime_post_backward(rt, g), DMUON_SUCCESS) << err();
-  }
+  ASSERT_NO_FATAL_FAILURE(runAllHooks(rt, n));
   EXPECT_EQ(dmuon_runtime_step(rt), DMUON_SUCCESS) << err();
   dmuon_memory_report_t mem{};
   mem.struct_size = sizeof mem;

@@ -35,6 +35,19 @@ inline dmuon_runtime_options_t mpiOptions() {
   return o;
 }
 
+// One forward and backward of a micro-batch through all `groups` hook
+// groups in order, writing no gradient (they stay as the hooks leave them).
+inline void runAllHooks(dmuon_runtime_t rt, int groups) {
+  for (int g = 0; g < groups; ++g) {
+    ASSERT_EQ(dmuon_runtime_pre_forward(rt, g), DMUON_SUCCESS) << dmuon_runtime_last_error(rt);
+    ASSERT_EQ(dmuon_runtime_post_forward(rt, g), DMUON_SUCCESS) << dmuon_runtime_last_error(rt);
+  }
+  for (int g = groups - 1; g >= 0; --g) {
+    ASSERT_EQ(dmuon_runtime_pre_backward(rt, g), DMUON_SUCCESS) << dmuon_runtime_last_error(rt);
+    ASSERT_EQ(dmuon_runtime_post_backward(rt, g), DMUON_SUCCESS) << dmuon_runtime_last_error(rt);
+  }
+}
+
 class OneRank : public ::testing::Test {
 protected:
   void SetUp() override {
