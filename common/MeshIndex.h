@@ -65,6 +65,46 @@ int64_t slotRank(const Dims &dims, int shardDim, int replicateDim, int64_t s, in
   return rank;
 }
 
+// The data index of a mesh coordinate (docs/plan-format.md, "Owner slots and
+// ranks"): its coordinates on the data-carrying dims (`isData(i)` for dim i),
+// row-major over them in mesh order; 0 on a mesh without such dims.
+template <typename Dims, typename Coord, typename IsData, typename SizeOf = DimSize>
+int64_t dataIndexOf(const Dims &dims, const Coord &coord, IsData isData, SizeOf sizeOf = {}) {
+  int64_t index = 0;
+  int i = 0;
+  for (const auto &d : dims) {
+    if (isData(i))
+      index = index * sizeOf(d) + static_cast<int64_t>(coord[static_cast<size_t>(i)]);
+    ++i;
+  }
+  return index;
+}
+
+// Rank of owner (s, r, data index d): as slotRank, with the data-carrying
+// dims at the coordinates of `d` (the inverse of dataIndexOf); -1 for a
+// negative s, r or d.
+template <typename Dims, typename IsData, typename SizeOf = DimSize>
+int64_t ownerRank(const Dims &dims, int shardDim, int replicateDim, IsData isData, int64_t s,
+                  int64_t r, int64_t d, SizeOf sizeOf = {}) {
+  if (s < 0 || r < 0 || d < 0)
+    return -1;
+  std::vector<int64_t> sizes;
+  for (const auto &dim : dims)
+    sizes.push_back(sizeOf(dim) > 0 ? sizeOf(dim) : 1);
+  std::vector<int64_t> coord(sizes.size(), 0);
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (static_cast<int>(i) == shardDim)
+      coord[i] = s;
+    else if (static_cast<int>(i) == replicateDim)
+      coord[i] = r;
+    else if (isData(static_cast<int>(i))) {
+      coord[i] = d % sizes[i];
+      d /= sizes[i];
+    }
+  }
+  return rowMajorRank(sizes, coord);
+}
+
 } // namespace dmuon::common
 
 #endif

@@ -53,6 +53,55 @@ int64_t Mesh::slotRank(int64_t shard, int64_t replicate) const {
   return common::slotRank(dims, shardDim, replicateDim, shard, replicate, sizeOf);
 }
 
+int64_t Mesh::dataIndexOf(const std::vector<int64_t> &coord) const {
+  return common::dataIndexOf(dims, coord, [&](int i) { return dims[i].carriesData; }, sizeOf);
+}
+
+int64_t Mesh::ownerRank(int64_t shard, int64_t replicate, int64_t dataIndex) const {
+  return common::ownerRank(
+      dims, shardDim, replicateDim, [&](int i) { return dims[i].carriesData; }, shard, replicate,
+      dataIndex, sizeOf);
+}
+
+int64_t Mesh::sizeOfDims(const std::vector<int> &meshDims) const {
+  int64_t n = 1;
+  for (int d : meshDims)
+    n *= dims[d].size;
+  return n;
+}
+
+namespace {
+
+// The coordinates of data index d, one per mesh dim (0 on the others).
+std::vector<int64_t> dataCoords(const Mesh &mesh, int64_t d) {
+  std::vector<int64_t> coord(mesh.dims.size(), 0);
+  for (size_t i = mesh.dims.size(); i-- > 0;)
+    if (mesh.dims[i].carriesData) {
+      coord[i] = d % mesh.dims[i].size;
+      d /= mesh.dims[i].size;
+    }
+  return coord;
+}
+
+} // namespace
+
+int64_t Mesh::projectDataIndex(int64_t dataIndex, const std::vector<int> &onDims) const {
+  const std::vector<int64_t> coord = dataCoords(*this, dataIndex);
+  int64_t index = 0;
+  for (int d : onDims)
+    index = index * dims[d].size + coord[d];
+  return index;
+}
+
+int64_t Mesh::embedDataIndex(int64_t index, const std::vector<int> &onDims) const {
+  std::vector<int64_t> coord(dims.size(), 0);
+  for (size_t k = onDims.size(); k-- > 0;) {
+    coord[onDims[k]] = index % dims[onDims[k]].size;
+    index /= dims[onDims[k]].size;
+  }
+  return dataIndexOf(coord);
+}
+
 std::string Mesh::str() const {
   std::string s;
   for (const MeshDim &d : dims) {

@@ -43,6 +43,18 @@ struct Mesh {
   int64_t rankOf(const std::vector<int64_t> &coord) const;
   // Slot index s + r*G; the rank of slot (s, r) with every other dim at 0.
   int64_t slotRank(int64_t shard, int64_t replicate) const;
+  // Fine slots: an owner slot (s, r) and a data index d (the coordinates on
+  // the data-carrying dims, row-major over them); index slot * D + d.
+  int64_t numFineSlots() const { return numSlots() * dataCarryingSize(); }
+  int64_t dataIndexOf(const std::vector<int64_t> &coord) const;
+  // The rank of fine slot (s, r, d) with every model-parallel dim at 0.
+  int64_t ownerRank(int64_t shard, int64_t replicate, int64_t dataIndex) const;
+  // Data index d's coordinates on `onDims` (data-carrying dims, ascending),
+  // row-major over them; and the data index with coordinates from such an
+  // index on `onDims` and 0 on the other data-carrying dims.
+  int64_t projectDataIndex(int64_t dataIndex, const std::vector<int> &onDims) const;
+  int64_t embedDataIndex(int64_t index, const std::vector<int> &onDims) const;
+  int64_t sizeOfDims(const std::vector<int> &meshDims) const;
   std::string str() const; // "dp_replicate=2,dp_shard=4"
 };
 

@@ -105,6 +105,9 @@ struct Unit {
   std::vector<int> params;
   double cost = 0;
   int slot = -1;
+  // The owner's data index (Mesh::dataIndexOf): its coordinates on the
+  // data-carrying dims its params are Replicate on, 0 on the others.
+  int64_t dataIndex = 0;
 };
 
 struct CommGroup {
@@ -120,6 +123,7 @@ struct Segment {
   int64_t ownerRank = -1;
   int64_t offset = 0, bytes = 0, reduceOffset = 0, reduceBytes = 0;
   std::vector<int> params;
+  int64_t dataIndex = 0; // the owner's (Unit::dataIndex)
 };
 
 struct HookGroup {

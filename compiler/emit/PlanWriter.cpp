@@ -44,15 +44,17 @@ private:
   }
   bool reached(Stage s) const { return m_.stage >= s; }
   int64_t numShards() const { return m_.mesh.numShards(); }
-  // Owner coordinates of a slot index (slot = replicate * G + shard).
-  void slotCoords(int slot, int32_t &shard, int32_t &replicate, int32_t &rank) const {
+  // Owner coordinates of a slot index (slot = replicate * G + shard) and a
+  // data index.
+  void slotCoords(int slot, int64_t dataIndex, int32_t &shard, int32_t &replicate,
+                  int32_t &rank) const {
     shard = replicate = rank = -1;
     int64_t g = numShards();
     if (slot < 0 || g <= 0 || slot >= m_.mesh.numSlots())
       return;
     shard = static_cast<int32_t>(slot % g);
     replicate = static_cast<int32_t>(slot / g);
-    rank = static_cast<int32_t>(m_.mesh.slotRank(shard, replicate));
+    rank = static_cast<int32_t>(m_.mesh.ownerRank(shard, replicate, dataIndex));
   }
 
   Offset<fb::Mesh> writeMesh();
@@ -123,9 +125,15 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
   auto layer = reached(Stage::partition) ? optString(p.layer) : Offset<String>();
 
   int32_t ownerShard = -1, ownerReplicate = -1, ownerRank = -1;
+  int64_t ownerData = 0;
   if (reached(Stage::partition) && p.unit >= 0 &&
-      p.unit < static_cast<int>(m_.units.size()))
-    slotCoords(m_.units[p.unit].slot, ownerShard, ownerReplicate, ownerRank);
+      p.unit < static_cast<int>(m_.units.size())) {
+    ownerData = m_.units[p.unit].dataIndex;
+    slotCoords(m_.units[p.unit].slot, ownerData, ownerShard, ownerReplicate, ownerRank);
+  }
+  auto dataDims = reached(Stage::group) && !p.dataDims.empty()
+                      ? intVector(p.dataDims)
+                      : Offset<flatbuffers::Vector<int32_t>>();
 
   fb::ParamBuilder pb(b_);
   pb.add_name(name);
@@ -158,6 +166,7 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
     pb.add_comm_group(p.commGroup);
     pb.add_gather_mesh_dim(p.gatherMeshDim);
     pb.add_gather_tensor_dim(p.gatherTensorDim);
+    pb.add_data_dims(dataDims);
   }
   if (reached(Stage::partition)) {
     pb.add_layer(layer);
@@ -165,6 +174,7 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
     pb.add_owner_shard(ownerShard);
     pb.add_owner_replicate(ownerReplicate);
     pb.add_owner_rank(ownerRank);
+    pb.add_owner_data_index(static_cast<int32_t>(ownerData));
     pb.add_cost(p.cost);
     pb.add_ns_form(p.nsForm);
   }
@@ -186,7 +196,8 @@ Offset<fb::Unit> Writer::writeUnit(const Unit &u) {
   auto name = b_.CreateString(u.name);
   auto layer = b_.CreateString(u.layer);
   auto params = intVector(u.params);
-  return fb::CreateUnit(b_, name, layer, params, u.cost, u.slot);
+  return fb::CreateUnit(b_, name, layer, params, u.cost, u.slot,
+                       static_cast<int32_t>(u.dataIndex));
 }
 
 Offset<fb::CommGroup> Writer::writeCommGroup(const CommGroup &g) {
@@ -208,12 +219,13 @@ Offset<fb::HookGroup> Writer::writeHookGroup(const HookGroup &h) {
   if (reached(Stage::layout)) {
     for (const Segment &s : h.segments) {
       int32_t shard, replicate, rank;
-      slotCoords(s.slot, shard, replicate, rank);
+      slotCoords(s.slot, s.dataIndex, shard, replicate, rank);
       if (s.ownerRank >= 0)
         rank = static_cast<int32_t>(s.ownerRank);
       auto segParams = intVector(s.params);
       segs.push_back(fb::CreateSegment(b_, rank, shard, replicate, s.offset, s.bytes,
-                                       s.reduceOffset, s.reduceBytes, segParams));
+                                       s.reduceOffset, s.reduceBytes, segParams,
+                                       static_cast<int32_t>(s.dataIndex)));
     }
   }
   auto segVec = b_.CreateVector(segs);
@@ -253,7 +265,7 @@ Offset<fb::Stats> Writer::writeStats() {
   auto ranksVec = b_.CreateVector(ranks);
   auto lbKind = partitioned ? optString(s.lowerBoundKind) : Offset<String>();
   fb::StatsBuilder sb(b_);
-  sb.add_slots(static_cast<int32_t>(m_.mesh.numSlots()));
+  sb.add_slots(static_cast<int32_t>(m_.mesh.numFineSlots()));
   sb.add_slot_load(slotLoad);
   if (partitioned) {
     sb.add_total_cost(s.totalCost);

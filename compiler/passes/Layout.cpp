@@ -23,7 +23,7 @@ using common::kReduceElementBytes;
 bool runLayout(PlanModel &model, Diagnostics &) {
   const Mesh &mesh = model.mesh;
   const int64_t align = model.options.alignment;
-  const int64_t G = mesh.numShards(), S = G * mesh.numReplicas();
+  const int64_t G = mesh.numShards(), D = mesh.dataCarryingSize();
 
   // Every rank holds and moves its local shard; a sharded param's buffers
   // hold it padded to G equal flat shards.
@@ -39,11 +39,10 @@ bool runLayout(PlanModel &model, Diagnostics &) {
     }
   }
 
-  // compute_index of comm params: per owner slot and gather mesh dim, LPT
-  // over the coordinates of that dim (largest cost first, ties by name; each
-  // to the coordinate with the least comm NS load so far, ties to the lower).
-  // commBySlot: the comm params each slot owns, in that order.
-  std::vector<std::vector<int>> commBySlot(S);
+  // compute_index of comm params: per owner (fine slot) and gather mesh dim,
+  // LPT over the coordinates of that dim (largest cost first, ties by name;
+  // each to the coordinate with the least comm NS load so far, ties to the
+  // lower).
   {
     std::vector<int> comm;
     for (size_t i = 0; i < model.params.size(); ++i) {
@@ -60,11 +59,11 @@ bool runLayout(PlanModel &model, Diagnostics &) {
         return x.name < y.name;
       return a < b;
     });
-    std::map<std::pair<int, int>, std::vector<double>> load; // (slot, mesh dim)
+    std::map<std::pair<int64_t, int>, std::vector<double>> load; // (fine slot, mesh dim)
     for (int i : comm) {
       Param &p = model.params[i];
-      const int slot = model.units[p.unit].slot;
-      std::vector<double> &l = load[{slot, p.gatherMeshDim}];
+      const Unit &u = model.units[p.unit];
+      std::vector<double> &l = load[{u.slot * D + u.dataIndex, p.gatherMeshDim}];
       if (l.empty())
         l.assign(static_cast<size_t>(mesh.dims[p.gatherMeshDim].size), 0.0);
       size_t best = 0;
@@ -73,27 +72,31 @@ bool runLayout(PlanModel &model, Diagnostics &) {
           best = c;
       l[best] += p.cost;
       p.computeIndex = static_cast<int>(best);
-      commBySlot[slot].push_back(i);
     }
   }
 
   for (HookGroup &g : model.hookGroups) {
-    std::map<int64_t, Segment> byOwner; // ascending owner rank
+    // One segment per owner and data class: ascending owner rank, then the
+    // data-carrying dims its params are Replicate on (the group its phase-2
+    // reduce and replicate broadcast span).
+    std::map<std::pair<int64_t, std::vector<int>>, Segment> byOwner;
     std::vector<int> sharded;
     for (int i : g.params) {
-      if (model.params[i].route == Route::sharded) {
+      const Param &p = model.params[i];
+      if (p.route == Route::sharded) {
         sharded.push_back(i);
         continue;
       }
-      int slot = model.units[model.params[i].unit].slot;
-      int64_t rank = mesh.slotRank(slot % G, slot / G);
-      Segment &seg = byOwner[rank];
-      seg.slot = slot;
+      const Unit &u = model.units[p.unit];
+      const int64_t rank = mesh.ownerRank(u.slot % G, u.slot / G, u.dataIndex);
+      Segment &seg = byOwner[{rank, p.dataDims}];
+      seg.slot = u.slot;
+      seg.dataIndex = u.dataIndex;
       seg.ownerRank = rank;
       seg.params.push_back(i);
     }
     int64_t offset = 0, reduceOffset = 0;
-    for (auto &[rank, seg] : byOwner) {
+    for (auto &[key, seg] : byOwner) {
       seg.offset = offset;
       seg.reduceOffset = reduceOffset;
       for (int i : seg.params) {

@@ -26,12 +26,14 @@ struct Size {
   double count;
 };
 
-// Items grouped by size, largest first.
-std::vector<Size> distinctSizes(const std::vector<double> &cost) {
+// Items grouped by size, largest first; item i counts copies[i] times
+// (once each without copies).
+std::vector<Size> distinctSizes(const std::vector<double> &cost,
+                                const std::vector<double> &copies) {
   std::map<double, double, std::greater<double>> m;
-  for (double c : cost)
-    if (c > 0)
-      m[c] += 1;
+  for (size_t i = 0; i < cost.size(); ++i)
+    if (cost[i] > 0)
+      m[cost[i]] += copies.empty() ? 1.0 : copies[i];
   std::vector<Size> out;
   out.reserve(m.size());
   for (auto &[w, n] : m)
@@ -153,9 +155,14 @@ bool refutedByKnapsack(const std::vector<Size> &sz, double C, double S, double t
 } // namespace
 
 LowerBound strongLowerBound(const std::vector<double> &cost, int slotsIn) {
+  return strongLowerBound(cost, {}, slotsIn);
+}
+
+LowerBound strongLowerBound(const std::vector<double> &cost, const std::vector<double> &copies,
+                            int slotsIn) {
   LowerBound lb;
   const double S = std::max(1, slotsIn);
-  std::vector<Size> sz = distinctSizes(cost);
+  std::vector<Size> sz = distinctSizes(cost, copies);
   if (sz.empty())
     return lb;
   double total = 0;

@@ -24,6 +24,9 @@ struct LowerBound {
 // `slots` slots. Cost O(n log n + d^2 log(range)) for d distinct item sizes
 // (d is a few dozen on real models; bounded work otherwise).
 LowerBound strongLowerBound(const std::vector<double> &cost, int slots);
+// The same with item i present copies[i] times (a whole number each).
+LowerBound strongLowerBound(const std::vector<double> &cost, const std::vector<double> &copies,
+                            int slots);
 
 } // namespace dmuon
 

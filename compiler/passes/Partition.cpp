@@ -33,6 +33,91 @@ bool isDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// Places the units over the fine slots (docs/partition.md, "Data-carrying
+// dims"). A unit of data class c (its params Replicate on the data-carrying
+// dims classDims[c]) takes one class slot k = slot * D_c + e, e its
+// coordinates on those dims, and runs on every fine slot that shares them:
+// the ones that differ on the other data-carrying dims, which shard its
+// params. The classes are placed coarsest first (fewest dims), each by
+// partitionUnits on top of the loads the earlier ones left, a class slot
+// starting at the largest load of the fine slots it covers. The result's
+// slotOf is the owner slot (s + r * G), `dataIndex` the data index per unit,
+// and its loads are per fine slot.
+PartitionResult partitionFine(const Mesh &mesh, const std::vector<std::vector<int>> &classDims,
+                              const PartitionProblem &all, const std::vector<int> &unitClass,
+                              const PartitionOptions &opts, double target,
+                              std::vector<int64_t> &dataIndex) {
+  const int64_t S = mesh.numSlots(), D = mesh.dataCarryingSize();
+  const size_t n = all.cost.size();
+  dataIndex.assign(n, 0);
+  PartitionResult res;
+  res.slotOf.assign(n, -1);
+  res.load.assign(static_cast<size_t>(S * D), 0.0);
+  std::vector<int> order(classDims.size());
+  for (size_t c = 0; c < order.size(); ++c)
+    order[c] = static_cast<int>(c);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    if (classDims[a].size() != classDims[b].size())
+      return classDims[a].size() < classDims[b].size();
+    return classDims[a] < classDims[b];
+  });
+  bool first = true;
+  for (int c : order) {
+    const std::vector<int> &dims = classDims[c];
+    const int64_t Dc = mesh.sizeOfDims(dims);
+    std::vector<int64_t> projOf(static_cast<size_t>(D));
+    for (int64_t d = 0; d < D; ++d)
+      projOf[d] = mesh.projectDataIndex(d, dims);
+    PartitionProblem sub;
+    sub.slots = static_cast<int>(S * Dc);
+    std::vector<size_t> members;
+    for (size_t u = 0; u < n; ++u)
+      if (unitClass[u] == c) {
+        members.push_back(u);
+        sub.cost.push_back(all.cost[u]);
+        sub.layer.push_back(all.layer[u]);
+        sub.name.push_back(all.name[u]);
+      }
+    if (members.empty())
+      continue;
+    PartitionOptions o = opts;
+    if (first) {
+      // Nothing placed yet: this class alone, against its own bound (the
+      // later classes fill around it).
+      if (order.size() > 1) {
+        const double own = strongLowerBound(sub.cost, sub.slots).value;
+        o.lowerBound = own;
+        if (o.layerTarget > 0)
+          o.layerTarget = target * own;
+      }
+    } else {
+      sub.initialLoad.assign(static_cast<size_t>(sub.slots), 0.0);
+      for (int64_t slot = 0; slot < S; ++slot)
+        for (int64_t d = 0; d < D; ++d) {
+          double &l = sub.initialLoad[static_cast<size_t>(slot * Dc + projOf[d])];
+          l = std::max(l, res.load[static_cast<size_t>(slot * D + d)]);
+        }
+    }
+    first = false;
+    const PartitionResult r = partitionUnits(sub, o);
+    for (size_t j = 0; j < members.size(); ++j) {
+      const size_t u = members[j];
+      const int64_t k = r.slotOf[j], slot = k / Dc, e = k % Dc;
+      res.slotOf[u] = static_cast<int>(slot);
+      dataIndex[u] = mesh.embedDataIndex(e, dims);
+      for (int64_t d = 0; d < D; ++d)
+        if (projOf[d] == e)
+          res.load[static_cast<size_t>(slot * D + d)] += all.cost[u];
+    }
+    res.lptMaxLoad = std::max(res.lptMaxLoad, r.lptMaxLoad);
+    res.refinementMoves += r.refinementMoves;
+    res.lptLayerViolations += r.lptLayerViolations;
+    res.layerViolations += r.layerViolations;
+  }
+  res.maxLoad = res.load.empty() ? 0 : *std::max_element(res.load.begin(), res.load.end());
+  return res;
+}
+
 } // namespace
 
 std::string defaultLayerOf(const std::string &paramName) {
@@ -75,6 +160,19 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   // riding with their layer's owners (no NS, partition cost 0).
   std::vector<int> ownerParams;
   std::vector<double> paramCosts;             // per Muon param, for the bound
+  std::vector<double> paramCopies;            // per Muon param: its fine slots' share
+  // Data classes: the data-carrying dims an owner-routed param is Replicate
+  // on (its owner picks coordinates there; it runs on every coordinate of
+  // the others, which shard it).
+  const int64_t D = mesh.dataCarryingSize();
+  std::map<std::vector<int>, int> classIds;
+  std::vector<std::vector<int>> classDims;
+  auto classOf = [&](const Param &p) {
+    auto [it, added] = classIds.try_emplace(p.dataDims, static_cast<int>(classDims.size()));
+    if (added)
+      classDims.push_back(p.dataDims);
+    return it->second;
+  };
   std::vector<double> pcost(model.params.size(), 0.0); // partition cost per param
   std::set<std::pair<int64_t, int64_t>> missing;
   for (size_t i = 0; i < model.params.size(); ++i) {
@@ -114,33 +212,41 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
     layerIds.try_emplace(p.layer, static_cast<int>(layerIds.size()));
     ownerParams.push_back(static_cast<int>(i));
     paramCosts.push_back(pcost[i]);
+    paramCopies.push_back(static_cast<double>(D / mesh.sizeOfDims(p.dataDims)));
   }
   if (diags.hasErrors())
     return false;
-  const int slots = static_cast<int>(mesh.numSlots());
-  LowerBound lb = strongLowerBound(paramCosts, slots);
+  // The bound is for the relaxation over the fine slots in which each param
+  // is as many free items as the fine slots it runs on.
+  const int slots = static_cast<int>(mesh.numFineSlots());
+  LowerBound lb = strongLowerBound(paramCosts, paramCopies, slots);
 
   // Units: a param is its own unit unless it is small; small params of one
   // layer share a unit (one owner, one packed broadcast). If one merged unit
   // per layer costs balance (fine-grained MoE layers are all small params),
   // the layer's small params are split, in model order, into units of at
   // most `cap` — merging only as far as balance allows.
+  constexpr double kTarget = 1.01;
   struct Attempt {
     std::vector<Unit> units;
+    std::vector<int> unitClass;
+    std::vector<int64_t> dataIndex; // per unit
     std::vector<int> unitOfParam; // per entry of ownerParams (every owner-routed param)
     PartitionResult result;
     double cap = 0;
   };
   auto buildUnits = [&](double cap, Attempt &a, const PartitionOptions &popts) {
     a.cap = cap;
-    std::unordered_map<std::string, int> openSmall; // layer -> unit being filled
+    // (layer, data class) -> unit being filled
+    std::map<std::pair<std::string, int>, int> openSmall;
     std::vector<int> unitLayer;
     for (size_t k = 0; k < ownerParams.size(); ++k) {
       const Param &p = model.params[ownerParams[k]];
       const int layer = layerIds.find(p.layer)->second;
+      const int cls = classOf(p);
       int unit = -1;
       if (p.numElements() < model.options.smallParamThreshold) {
-        auto it = openSmall.find(p.layer);
+        auto it = openSmall.find({p.layer, cls});
         if (it != openSmall.end() && cap > 0 &&
             a.units[it->second].cost + pcost[ownerParams[k]] > cap &&
             !a.units[it->second].params.empty())
@@ -153,7 +259,8 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
           unit = static_cast<int>(a.units.size());
           a.units.push_back(std::move(u));
           unitLayer.push_back(layer);
-          it = openSmall.emplace(p.layer, unit).first;
+          a.unitClass.push_back(cls);
+          it = openSmall.emplace(std::make_pair(p.layer, cls), unit).first;
         }
         unit = it->second;
       } else {
@@ -163,6 +270,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
         unit = static_cast<int>(a.units.size());
         a.units.push_back(std::move(u));
         unitLayer.push_back(layer);
+        a.unitClass.push_back(cls);
       }
       a.unitOfParam.push_back(unit);
       a.units[unit].params.push_back(ownerParams[k]);
@@ -183,10 +291,9 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
       problem.cost.push_back(u.cost);
       problem.name.push_back(u.name);
     }
-    a.result = partitionUnits(problem, popts);
+    a.result = partitionFine(mesh, classDims, problem, a.unitClass, popts, kTarget, a.dataIndex);
   };
 
-  constexpr double kTarget = 1.01;
   // First the strict same-layer rule; if it costs balance, the rule becomes
   // a preference bounded by the target.
   PartitionOptions popts;
@@ -238,14 +345,16 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   for (size_t k = 0; k < ownerParams.size(); ++k)
     model.params[ownerParams[k]].unit = best.unitOfParam[k];
   const PartitionResult &result = best.result;
-  for (size_t u = 0; u < model.units.size(); ++u)
+  for (size_t u = 0; u < model.units.size(); ++u) {
     model.units[u].slot = result.slotOf[u];
+    model.units[u].dataIndex = best.dataIndex[u];
+  }
 
   Stats &st = model.stats;
   st.slotLoad = result.load;
   st.totalCost = 0;
-  for (double c : paramCosts)
-    st.totalCost += c;
+  for (size_t k = 0; k < paramCosts.size(); ++k)
+    st.totalCost += paramCosts[k] * paramCopies[k];
   st.lowerBound = lb.value;
   st.lowerBoundKind = lb.kind;
   st.simpleLowerBound = lb.simple;

@@ -523,6 +523,9 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
   PartitionResult res;
   res.slotOf.assign(n, -1);
   res.load.assign(S, 0.0);
+  const bool preloaded = !pb.initialLoad.empty();
+  if (preloaded)
+    res.load = pb.initialLoad;
 
   const std::vector<int> order = unitOrder(pb);
   std::vector<int> rankOf(n);
@@ -533,7 +536,7 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
   // not use yet; the least-loaded slot overall once the layer uses them all.
   std::set<std::pair<double, int>> bySlot;
   for (int s = 0; s < S; ++s)
-    bySlot.insert({0.0, s});
+    bySlot.insert({res.load[s], s});
   LayerSlotCounts counts;
   std::unordered_map<int, int> slotsUsedByLayer;
   for (int u : order) {
@@ -567,7 +570,8 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
   // Karmarkar–Karp differencing, then the same refinement; kept only if its
   // maximum is lower. It ignores the layer rule, so only when that rule is a
   // preference, and only while n * S is small (it costs O(n S log n)).
-  if (opt.layerTarget > 0 && static_cast<int64_t>(n) * S <= 4'000'000 && n > S) {
+  // Neither it nor the patterns below know initial loads.
+  if (opt.layerTarget > 0 && !preloaded && static_cast<int64_t>(n) * S <= 4'000'000 && n > S) {
     std::vector<int> kkSlot = differencing(pb, order, S);
     std::vector<double> kkLoad(S, 0.0);
     LayerSlotCounts kkCounts;
@@ -590,7 +594,7 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
   // matrices on one slot): patternPartition, then the same refinement. Like
   // differencing it ignores the layer rule, so only when that is a
   // preference, and not once the maximum meets the proven bound.
-  if (opt.layerTarget > 0 && opt.patterns && n > S &&
+  if (opt.layerTarget > 0 && opt.patterns && !preloaded && n > S &&
       static_cast<int64_t>(n) * S <= 40'000'000 &&
       *std::max_element(res.load.begin(), res.load.end()) >
           opt.lowerBound * (1 + 1e-12)) {

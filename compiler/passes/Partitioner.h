@@ -16,6 +16,9 @@ struct PartitionProblem {
   std::vector<int> layer;         // per unit; units of one layer prefer distinct slots
   std::vector<std::string> name;  // per unit; the tie-break after cost
   int slots = 1;
+  // Per slot, the load already on it before these units (empty: none):
+  // units placed by an earlier, coarser problem (see runPartition).
+  std::vector<double> initialLoad;
 };
 
 struct PartitionResult {

@@ -1,8 +1,9 @@
 // Part of layout: every rank's memory and per-step communication figures,
 // the ones the runtime's counters and its allocation report are checked
 // against (accounting rules: docs/plan-format.md). Ranks that differ only in
-// model-parallel dims see the same data-parallel traffic of their local
-// shards; comm params' gather/scatter and NS are added per rank.
+// pure model-parallel dims (and data-carrying dims that shard what they
+// own) see the same data-parallel traffic of their local shards; comm
+// params' gather/scatter and NS are added per rank.
 #include "Passes.h"
 #include "common/PlanRules.h"
 
@@ -25,22 +26,28 @@ int64_t alongDataSize(const Mesh &mesh, const Param &p) {
   return n;
 }
 
-// The owner route, per owner slot: masters on the owner's shard column (I2),
-// optimizer state and reduced gradients on the owner, the two-phase reduce
-// and the replicate broadcast. `staging[s][g]`: the bytes shard column s
-// stages for hook group g's replicate broadcast (HSDP only).
-std::vector<RankFigures> ownerRouteBySlot(const PlanModel &model,
-                                          std::vector<std::vector<int64_t>> &staging) {
+// The owner route, per fine slot (s, r, d) (index (r * G + s) * D + d):
+// masters on the owner's shard column (I2: every replica and data
+// coordinate of shard s), optimizer state and reduced gradients on the
+// owner, the two-phase reduce and the replicate broadcast, whose second
+// phase spans the segment's column: dp_replicate and the data-carrying dims
+// its params are Replicate on. `staging[s][g]`: the bytes shard column s
+// stages for hook group g's replicate broadcasts.
+std::vector<RankFigures> ownerRouteByFineSlot(const PlanModel &model,
+                                              std::vector<std::vector<int64_t>> &staging) {
   const Mesh &mesh = model.mesh;
-  const int64_t G = mesh.numShards(), R = mesh.numReplicas(), S = G * R;
+  const int64_t G = mesh.numShards(), R = mesh.numReplicas(), D = mesh.dataCarryingSize();
   const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
-  std::vector<RankFigures> bySlot(S);
+  std::vector<RankFigures> byFine(static_cast<size_t>(G * R * D));
   std::vector<int64_t> columnBytes(G, 0), columnReduceBytes(G, 0);
   int64_t totalBytes = 0, totalReduceBytes = 0;
   staging.assign(static_cast<size_t>(G), std::vector<int64_t>(model.hookGroups.size(), 0));
   for (size_t gi = 0; gi < model.hookGroups.size(); ++gi) {
     for (const Segment &seg : model.hookGroups[gi].segments) {
       const int64_t so = seg.slot % G, ro = seg.slot / G;
+      const std::vector<int> &dataDims = model.params[seg.params.front()].dataDims;
+      const int64_t column = R * mesh.sizeOfDims(dataDims);
+      const int64_t ownerData = mesh.projectDataIndex(seg.dataIndex, dataDims);
       columnBytes[so] += seg.bytes;
       columnReduceBytes[so] += seg.reduceBytes;
       totalBytes += seg.bytes;
@@ -56,46 +63,48 @@ std::vector<RankFigures> ownerRouteBySlot(const PlanModel &model,
         if (p.role == Role::muon && p.group != ShardingGroupKind::comm)
           flops += p.cost;
       }
-      if (R > 1)
+      if (column > 1)
         staging[so][gi] += master;
-      for (int64_t r = 0; r < R; ++r) {
-        RankFigures &f = bySlot[r * G + so];
-        f.masterBytes += master;
-        if (R > 1) {
-          // Phase 2 reduce down the shard column, then the replicate
-          // broadcast of the updated fp32 master.
-          if (r == ro) {
-            f.reduceRecv += (R - 1) * seg.reduceBytes;
-            f.replicateSend += (R - 1) * master;
-          } else {
-            f.reduceSend += seg.reduceBytes;
-            f.replicateRecv += master;
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t d = 0; d < D; ++d) {
+          RankFigures &f = byFine[static_cast<size_t>((r * G + so) * D + d)];
+          const bool owner = r == ro && mesh.projectDataIndex(d, dataDims) == ownerData;
+          f.masterBytes += master;
+          if (column > 1) {
+            // Phase 2 reduce down the column, then the replicate broadcast
+            // of the updated fp32 master.
+            if (owner) {
+              f.reduceRecv += (column - 1) * seg.reduceBytes;
+              f.replicateSend += (column - 1) * master;
+            } else {
+              f.reduceSend += seg.reduceBytes;
+              f.replicateRecv += master;
+            }
+          }
+          if (owner) {
+            f.ownedParams += static_cast<int>(seg.params.size());
+            f.ownedElements += elements;
+            f.momentumBytes += muonElements * kValueBytes;
+            f.adamMomentBytes += adamwElements * kMomentBytes;
+            f.gradBytes += elements * kReduceElementBytes; // I3, from reduce to step
+            f.nsFlops += flops;
           }
         }
-        if (r == ro) {
-          f.ownedParams += static_cast<int>(seg.params.size());
-          f.ownedElements += elements;
-          f.momentumBytes += muonElements * kValueBytes;
-          f.adamMomentBytes += adamwElements * kMomentBytes;
-          f.gradBytes += elements * kReduceElementBytes; // I3, from reduce to step
-          f.nsFlops += flops;
-        }
-      }
     }
   }
   if (G > 1) {
-    for (int64_t slot = 0; slot < S; ++slot) {
-      RankFigures &f = bySlot[slot];
-      const int64_t s = slot % G;
-      // Broadcast per unshard inside each replicate row; phase 1 reduce to
-      // the row's shard owner.
+    for (size_t fine = 0; fine < byFine.size(); ++fine) {
+      RankFigures &f = byFine[fine];
+      const int64_t s = static_cast<int64_t>(fine) / D % G;
+      // Broadcast per unshard inside each shard group; phase 1 reduce to
+      // the group's shard owner.
       f.broadcastSend += unshardsPerStep * (G - 1) * columnBytes[s];
       f.broadcastRecv += unshardsPerStep * (totalBytes - columnBytes[s]);
       f.reduceRecv += (G - 1) * columnReduceBytes[s];
       f.reduceSend += totalReduceBytes - columnReduceBytes[s];
     }
   }
-  return bySlot;
+  return byFine;
 }
 
 // The sharded and replicated routes: the same on every rank.
@@ -201,17 +210,20 @@ void computeRankFigures(PlanModel &model) {
   const Mesh &mesh = model.mesh;
   const int64_t G = mesh.numShards();
 
-  // Comm params' gather/scatter: per owner slot, the comm params it owns.
-  std::vector<std::vector<int>> commBySlot(static_cast<size_t>(mesh.numSlots()));
+  const int64_t D = mesh.dataCarryingSize();
+  // Comm params' gather/scatter: per fine slot, the comm params it owns.
+  std::vector<std::vector<int>> commByFine(static_cast<size_t>(mesh.numFineSlots()));
   for (size_t i = 0; i < model.params.size(); ++i) {
     const Param &p = model.params[i];
     if (p.role == Role::muon && p.group == ShardingGroupKind::comm && p.unit >= 0 &&
-        p.gatherMeshDim >= 0)
-      commBySlot[model.units[p.unit].slot].push_back(static_cast<int>(i));
+        p.gatherMeshDim >= 0) {
+      const Unit &u = model.units[p.unit];
+      commByFine[static_cast<size_t>(u.slot * D + u.dataIndex)].push_back(static_cast<int>(i));
+    }
   }
 
   std::vector<std::vector<int64_t>> staging;
-  const std::vector<RankFigures> bySlot = ownerRouteBySlot(model, staging);
+  const std::vector<RankFigures> byFine = ownerRouteByFineSlot(model, staging);
   const RankFigures others = otherRoutes(model);
 
   // Per shard column: the peak of buffers (the staging differs by column).
@@ -219,23 +231,14 @@ void computeRankFigures(PlanModel &model) {
   for (int64_t s = 0; s < G; ++s)
     peakOfColumn[s] = peakBuffers(model, staging[s]);
 
-  // Owned Muon and owner-routed params' averaged gradients along the
-  // data-carrying dims they are Replicate on, by their owners.
-  std::vector<int64_t> slotAlongData(mesh.numSlots(), 0);
-  for (const Param &p : model.params) {
-    if (p.route != Route::owner || p.unit < 0)
-      continue;
-    if (alongDataSize(mesh, p) > 1)
-      slotAlongData[model.units[p.unit].slot] += p.localNumElements() * kValueBytes;
-  }
-
   model.stats.ranks.clear();
   for (int64_t rank = 0; rank < mesh.worldSize(); ++rank) {
     std::vector<int64_t> c = mesh.coordOf(rank);
     const int64_t s = mesh.shardDim >= 0 ? c[mesh.shardDim] : 0;
     const int64_t r = mesh.replicateDim >= 0 ? c[mesh.replicateDim] : 0;
-    RankFigures f = bySlot[r * G + s];
-    for (int i : commBySlot[r * G + s]) {
+    const int64_t fine = (r * G + s) * D + mesh.dataIndexOf(c);
+    RankFigures f = byFine[static_cast<size_t>(fine)];
+    for (int i : commByFine[static_cast<size_t>(fine)]) {
       // Gathered over the gather mesh dim to the computing member,
       // orthogonalized there, scattered back (fp32 local slices).
       const Param &p = model.params[i];
@@ -253,7 +256,6 @@ void computeRankFigures(PlanModel &model) {
     f.rank = rank;
     f.peakBufferBytes = peakOfColumn[s];
     f.allreduceBytes = others.allreduceBytes;
-    f.dataAllreduceBytes = slotAlongData[r * G + s];
     f.allgatherSend = others.allgatherSend;
     f.allgatherRecv = others.allgatherRecv;
     f.reduceScatterSend = others.reduceScatterSend;

@@ -147,7 +147,11 @@ typedef struct dmuon_param_info {
   dmuon_dtype_t dtype;
   dmuon_role_t role;
   int hook_group;   /* -1 unless the hooks move it (owner and sharded routes) */
-  int owner_rank;   /* -1 unless it travels the owner route */
+  /* -1 unless it travels the owner route. Else the rank with dp_shard =
+   * owner_shard, dp_replicate = owner_replicate, the data-carrying dims the
+   * param is Replicate on at its owner's coordinates, and every other dim at
+   * 0 (a rank there owns its own shard: docs/runtime.md). */
+  int owner_rank;
   int owner_shard;  /* -1 unless it travels the owner route */
   int owner_replicate;
 } dmuon_param_info_t;

@@ -305,7 +305,6 @@ Status Executor::measureGradients() {
   if (gradientsMeasured_)
     return Status::ok();
   DMUON_RETURN_IF_ERROR(finishBackward());
-  DMUON_RETURN_IF_ERROR(ownerRoute_.sumAlongData());
   DMUON_RETURN_IF_ERROR(shardedRoute_.sumAlongData());
   DMUON_RETURN_IF_ERROR(replicatedRoute_.reduce());
   DMUON_RETURN_IF_ERROR(gradNorm_.measure(params_, replicatedRoute_, norms_));

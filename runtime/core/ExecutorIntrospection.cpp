@@ -40,11 +40,14 @@ Status Executor::gatherParam(const std::string &name, float *out, int64_t numel)
     }
     return device_->download(out, all.bytes(), bytes);
   }
-  // The global owner's master, broadcast over the data-parallel group in a
-  // temporary device buffer (collectives work on device memory).
+  // The master of the rank at the owner slot in this rank's data-parallel
+  // group (on the owner's column: it keeps one, current once its replicate
+  // broadcast has landed), broadcast over the group in a temporary device
+  // buffer (collectives work on device memory).
+  DMUON_RETURN_IF_ERROR(ownerRoute_.waitReplicate(p.group));
   DeviceArray tmp;
   DMUON_RETURN_IF_ERROR(tmp.allocate(*device_, bytes));
-  if (p.isOwner)
+  if (topo_.s == p.so && topo_.r == p.ro)
     DMUON_RETURN_IF_ERROR(device_->copy(tmp.bytes(), p.master.bytes(), bytes));
   RequestId id;
   DMUON_RETURN_IF_ERROR(backend_->broadcast(CommGroup::DataParallel, tmp.bytes(), bytes,

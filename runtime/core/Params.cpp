@@ -8,6 +8,20 @@ namespace dmuon::rt {
 
 namespace fbp = dmuon::plan;
 
+namespace {
+
+// Whether `p` is Replicate on a data-carrying dim of more than one rank.
+bool spansData(const fbp::Param &p, const fbp::Mesh &mesh) {
+  const auto *pls = p.placements();
+  for (flatbuffers::uoffset_t d = 0; pls && d < pls->size() && d < mesh.dims()->size(); ++d)
+    if (mesh.dims()->Get(d)->carries_data() && mesh.dims()->Get(d)->size() > 1 &&
+        pls->Get(d)->kind() == fbp::PlacementKind::replicate)
+      return true;
+  return false;
+}
+
+} // namespace
+
 Status checkExecutable(const LoadedPlan &plan) {
   const fbp::Mesh &mesh = *plan.root().mesh();
   for (int i = 0; i < plan.numParams(); ++i) {
@@ -43,6 +57,12 @@ Status checkExecutable(const LoadedPlan &plan) {
       return unsupported("Muon param '" + p.name()->str() +
                          "' is sharded on a matrix dim but the plan names no gather group; "
                          "recompile it with this dmuonc (not supported yet otherwise)");
+    if (plan.root().format_minor() < 4 && spansData(p, mesh))
+      return unsupported("param '" + p.name()->str() +
+                         "' is Replicate on a data-carrying mesh dim in a plan of format 1." +
+                         std::to_string(plan.root().format_minor()) +
+                         ", which does not record its data group (data_dims) and whose owners "
+                         "do not span those dims; recompile the plan with this dmuonc");
     const fbp::Route route = common::effectiveRoute(p);
     if ((route == fbp::Route::owner || route == fbp::Route::sharded) &&
         p.dtype() != fbp::DType::f32 && p.dtype() != fbp::DType::bf16)
@@ -57,11 +77,15 @@ Status checkExecutable(const LoadedPlan &plan) {
 namespace {
 
 // A param Replicate on a model-parallel dim has the same gradient at every
-// coordinate of it; coordinate 0 speaks for them all.
-bool firstModelParallelCopy(const fbp::Param &pp, const Topology &topo) {
+// coordinate of it; coordinate 0 speaks for them all, except on the dims in
+// `ownedAcross` (an owner's data dims: the owner is unique there).
+bool firstModelParallelCopy(const fbp::Param &pp, const Topology &topo,
+                            const std::vector<int> &ownedAcross = {}) {
   const auto *pls = pp.placements();
   for (size_t d = 0; d < topo.coord.size(); ++d) {
-    if (static_cast<int>(d) == topo.shardDim || static_cast<int>(d) == topo.replicateDim)
+    if (static_cast<int>(d) == topo.shardDim || static_cast<int>(d) == topo.replicateDim ||
+        std::find(ownedAcross.begin(), ownedAcross.end(), static_cast<int>(d)) !=
+            ownedAcross.end())
       continue;
     const bool sharded =
         pls && d < pls->size() &&
@@ -72,6 +96,37 @@ bool firstModelParallelCopy(const fbp::Param &pp, const Topology &topo) {
       return false;
   }
   return true;
+}
+
+// The owner route: the owner (s, r, data index) of the param's unit, and
+// the column its phase-2 reduce and replicate broadcast span (dp_replicate
+// and `dataDims`, in mesh order; CommGroup::Replicate when that is all).
+Status ownerColumn(const fbp::Param &pp, const fbp::Unit &unit, const std::vector<int> &dataDims,
+                   Topology &topo, Backend &backend, ParamRt &p) {
+  p.so = unit.slot() % topo.G;
+  p.ro = unit.slot() / topo.G;
+  p.group = pp.hook_group();
+  std::vector<int> owner = topo.withDataIndex(unit.data_index());
+  if (topo.shardDim >= 0)
+    owner[topo.shardDim] = p.so;
+  if (topo.replicateDim >= 0)
+    owner[topo.replicateDim] = p.ro;
+  std::vector<int> dims;
+  for (int d = 0; d < static_cast<int>(topo.dimSizes.size()); ++d)
+    if ((d == topo.replicateDim ||
+         std::find(dataDims.begin(), dataDims.end(), d) != dataDims.end()) &&
+        topo.dimSizes[d] > 1)
+      dims.push_back(d);
+  p.columnSize = topo.sizeAlong(dims);
+  p.columnRoot = topo.indexAlong(dims, owner);
+  p.columnMine = topo.indexAlong(dims, topo.coord);
+  p.keepsMaster = p.so == topo.s;
+  p.isOwner = p.keepsMaster && p.columnMine == p.columnRoot;
+  if (dims.size() == 1 && dims[0] == topo.replicateDim)
+    p.column = CommGroup::Replicate;
+  else if (p.columnSize > 1)
+    DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, dims, p.column));
+  return Status::ok();
 }
 
 } // namespace
@@ -128,24 +183,21 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
       }
       p.concatLocal = shape->Get(td);
     }
+    // The data-carrying dims it is Replicate on (the verifier checked the
+    // list against the placements in plans from 1.4 on; older ones spanning
+    // such dims are refused above).
     std::vector<int> dataDims;
-    for (size_t d = 0; d < topo.carriesData.size(); ++d)
-      if (topo.carriesData[d] && pp.placements() && d < pp.placements()->size() &&
-          pp.placements()->Get(static_cast<flatbuffers::uoffset_t>(d))->kind() ==
-              fbp::PlacementKind::replicate)
-        dataDims.push_back(static_cast<int>(d));
+    if (pp.data_dims() && plan.root().format_minor() >= 4)
+      dataDims.assign(pp.data_dims()->begin(), pp.data_dims()->end());
+    if (p.route == Route::Owner) {
+      DMUON_RETURN_IF_ERROR(ownerColumn(pp, *units->Get(pp.unit()), dataDims, topo, backend, p));
+      p.countsInNorm = p.isOwner && firstModelParallelCopy(pp, topo, dataDims);
+      continue;
+    }
     p.alongSize = topo.sizeAlong(dataDims);
     if (p.alongSize > 1)
       DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, dataDims, p.alongData));
-    if (p.route == Route::Owner) {
-      const int slot = units->Get(pp.unit())->slot();
-      p.so = slot % topo.G;
-      p.ro = slot / topo.G;
-      p.group = pp.hook_group();
-      p.keepsMaster = p.so == topo.s;
-      p.isOwner = p.keepsMaster && p.ro == topo.r;
-      p.countsInNorm = p.isOwner && firstModelParallelCopy(pp, topo);
-    } else if (p.route == Route::Sharded) {
+    if (p.route == Route::Sharded) {
       p.group = pp.hook_group();
       p.shardElements = pp.shard_elements();
       p.shardBegin = std::min(p.numel, static_cast<int64_t>(topo.s) * p.shardElements);

@@ -33,10 +33,18 @@ struct ParamRt {
   // and how its chunks concatenate along the gathered tensor dim.
   int64_t localBatch = 1, localRows = 0, localCols = 0;
   bool comm = false;
-  // The data-carrying dims it is Replicate on: its averaged gradient is
-  // summed along them too (alongData; alongSize ranks, 1: none).
+  // Replicated and sharded routes: the data-carrying dims it is Replicate
+  // on; its averaged gradient is summed along them too (alongData;
+  // alongSize ranks, 1: none).
   CommGroup alongData = CommGroup::World;
   int alongSize = 1;
+  // Owner route: its owner's column, the ranks of its shard column that
+  // differ from this one on dp_replicate and on the data-carrying dims it is
+  // Replicate on (its data group less dp_shard): the phase-2 reduce and the
+  // replicate broadcast span it. columnSize ranks, the owner at index
+  // columnRoot, this rank at columnMine.
+  CommGroup column = CommGroup::Replicate;
+  int columnSize = 1, columnRoot = 0, columnMine = 0;
   CommGroup gatherGroup = CommGroup::World;
   int gatherSize = 1, gatherCoord = 0, computeIndex = 0;
   int64_t concatOuter = 1, concatInner = 1, concatLocal = 1;

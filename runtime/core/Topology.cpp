@@ -49,17 +49,31 @@ Status Topology::groupAlong(Backend &backend, const std::vector<int> &dims, Comm
     // Colour: the group's rank at coordinate 0 along the dims; key: the
     // row-major index along them.
     std::vector<int> c0 = coord;
-    int key = 0;
-    for (int d : dims) {
+    for (int d : dims)
       c0[d] = 0;
-      key = key * dimSizes[d] + coord[d];
-    }
     CommGroup g;
-    DMUON_RETURN_IF_ERROR(backend.createGroup({rankOf(c0), key}, g));
+    DMUON_RETURN_IF_ERROR(backend.createGroup({rankOf(c0), indexAlong(dims, coord)}, g));
     it = along.emplace(dims, g).first;
   }
   out = it->second;
   return Status::ok();
+}
+
+int Topology::indexAlong(const std::vector<int> &dims, const std::vector<int> &c) const {
+  int index = 0;
+  for (int d : dims)
+    index = index * dimSizes[d] + c[d];
+  return index;
+}
+
+std::vector<int> Topology::withDataIndex(int64_t dataIndex) const {
+  std::vector<int> c = coord;
+  for (size_t i = c.size(); i-- > 0;)
+    if (carriesData[i]) {
+      c[i] = static_cast<int>(dataIndex % dimSizes[i]);
+      dataIndex /= dimSizes[i];
+    }
+  return c;
 }
 
 int Topology::sizeAlong(const std::vector<int> &dims) const {

@@ -43,6 +43,12 @@ struct Topology {
   // must be the same on every rank).
   Status groupAlong(Backend &backend, const std::vector<int> &dims, CommGroup &out);
   int sizeAlong(const std::vector<int> &dims) const;
+  // This rank's coordinate with the data-carrying dims at those of data
+  // index `dataIndex` (docs/plan-format.md, "Owner slots and ranks").
+  std::vector<int> withDataIndex(int64_t dataIndex) const;
+  // The row-major index of coordinate `c` along `dims` (in that order): its
+  // rank in the groupAlong(dims) communicator.
+  int indexAlong(const std::vector<int> &dims, const std::vector<int> &c) const;
 };
 
 } // namespace dmuon::rt

@@ -21,6 +21,8 @@ std::string Checker::checkUnits() {
       return e;
     if (auto e = range(who + ": slot", u->slot(), slots, "owner slots", true); !e.empty())
       return e;
+    if (auto e = dataIndexInRange(who, u->data_index()); !e.empty())
+      return e;
   }
   return {};
 }
@@ -89,6 +91,8 @@ std::string Checker::checkHooks() {
         return e;
       if (auto e = ownerSlotInRange(sw, s->owner_shard(), s->owner_replicate()); !e.empty())
         return e;
+      if (auto e = dataIndexInRange(sw + ": owner", s->owner_data_index()); !e.empty())
+        return e;
       if (s->offset() < 0 || s->bytes() < 0 || s->offset() > h->buffer_bytes() ||
           s->bytes() > h->buffer_bytes() - s->offset())
         return sw + ": bytes [" + std::to_string(s->offset()) + ", +" +
@@ -128,9 +132,13 @@ std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, cons
   if (!s.params())
     return sw + " has no params vector";
   const int64_t slot = s.owner_shard() + s.owner_replicate() * G_;
-  if (auto e = ownerRankMatchesSlot(sw, s.owner_rank(), s.owner_shard(), s.owner_replicate());
+  if (auto e = ownerRankMatchesSlot(sw, s.owner_rank(), s.owner_shard(), s.owner_replicate(),
+                                    s.owner_data_index());
       !e.empty())
     return e;
+  // One reduce and replicate group per segment: its params share data_dims.
+  const flatbuffers::Vector<int32_t> *segDataDims = nullptr;
+  bool first = true;
   for (int32_t pi : *s.params()) {
     const fb::Param *q = p_.params()->Get(static_cast<uint32_t>(pi));
     const std::string pw = sw + ": param '" + str(q->name()) + "'";
@@ -138,10 +146,22 @@ std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, cons
       return pw + " does not travel the owner route";
     if (q->hook_group() != hi)
       return pw + " belongs to hook group " + std::to_string(q->hook_group());
-    const int64_t pslot = p_.units()->Get(static_cast<uint32_t>(q->unit()))->slot();
+    const fb::Unit *u = p_.units()->Get(static_cast<uint32_t>(q->unit()));
+    const int64_t pslot = u->slot();
     if (pslot != slot)
       return pw + " is owned by slot " + slotStr(pslot) + ", not the segment's slot " +
              slotStr(slot);
+    if (u->data_index() != s.owner_data_index())
+      return pw + " is owned at data index " + std::to_string(u->data_index()) +
+             ", not the segment's " + std::to_string(s.owner_data_index());
+    auto sameDims = [](const flatbuffers::Vector<int32_t> *a,
+                       const flatbuffers::Vector<int32_t> *b) {
+      return size(a) == size(b) && (size(a) == 0 || std::equal(a->begin(), a->end(), b->begin()));
+    };
+    if (first)
+      segDataDims = q->data_dims(), first = false;
+    else if (!sameDims(segDataDims, q->data_dims()))
+      return pw + " has other data_dims than the segment's first param";
     if (++segmentsOf_[static_cast<size_t>(pi)] > 1)
       return pw + " is listed more than once in the segments of hook group " +
              std::to_string(hi) + " '" + str(h.name()) + "'";
@@ -161,7 +181,10 @@ std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, cons
 
 std::string Checker::checkStats() {
   const fb::Stats *s = p_.stats();
-  int64_t slots = G_ * R_;
+  const int64_t slots = G_ * R_ * D_;
+  const std::string slotsWhy =
+      D_ > 1 ? " (num_shards*num_replicas*" + std::to_string(D_) + " data indices)"
+             : " (num_shards*num_replicas)";
   if (!s) {
     if (reached(fb::Stage::partition))
       return "plan has no stats";
@@ -171,11 +194,11 @@ std::string Checker::checkStats() {
     return {};
   if (s->slots() != slots)
     return "stats.slots is " + std::to_string(s->slots()) + ", expected " +
-           std::to_string(slots) + " (num_shards*num_replicas)";
+           std::to_string(slots) + slotsWhy;
   int64_t loads = s->slot_load() ? s->slot_load()->size() : 0;
   if (loads != slots)
     return "stats.slot_load has " + std::to_string(loads) + " entries, expected " +
-           std::to_string(slots) + " (num_shards*num_replicas)";
+           std::to_string(slots) + slotsWhy;
   if (complete() || (s->ranks() && s->ranks()->size() != 0)) {
     if (!s->ranks())
       return "stats.ranks is missing, expected " + std::to_string(world_) +

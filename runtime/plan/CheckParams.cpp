@@ -7,6 +7,7 @@
 #include "common/PlanRules.h"
 #include "common/Routes.h"
 
+#include <algorithm>
 #include <string_view>
 #include <unordered_map>
 
@@ -128,12 +129,17 @@ std::string Checker::checkParams() {
     if (hasOwner) {
       if (auto e = ownerSlotInRange(who, q->owner_shard(), q->owner_replicate()); !e.empty())
         return e;
+      if (auto e = dataIndexInRange(who + ": owner", q->owner_data_index()); !e.empty())
+        return e;
       if (auto e = ownerRankInRange(who, q->owner_rank()); !e.empty())
         return e;
-      if (auto e = ownerRankMatchesSlot(who, q->owner_rank(), q->owner_shard(), q->owner_replicate());
+      if (auto e = ownerRankMatchesSlot(who, q->owner_rank(), q->owner_shard(),
+                                        q->owner_replicate(), q->owner_data_index());
           !e.empty())
         return e;
     }
+    if (auto e = checkDataDims(*q, who); !e.empty())
+      return e;
     if (q->bytes() < 0 || q->reduce_bytes() < 0)
       return who + " has negative bytes";
     if (q->bytes() > common::kMaxPlanByteCount || q->reduce_bytes() > common::kMaxPlanByteCount)
@@ -155,6 +161,36 @@ std::string Checker::checkParams() {
     if (complete())
       if (auto e = checkCompleteParam(*q, who); !e.empty())
         return e;
+  }
+  return {};
+}
+
+// data_dims (1.4 on, from the group stage): the data-carrying dims the param
+// is Replicate on, and an owner's data index has coordinates on those only.
+std::string Checker::checkDataDims(const fb::Param &q, const std::string &who) const {
+  if (p_.format_minor() < 4 || !reached(fb::Stage::group))
+    return {};
+  const std::vector<int> want = expectedDataDims(q);
+  const auto *got = q.data_dims();
+  if (!got ? !want.empty() : !std::equal(got->begin(), got->end(), want.begin(), want.end())) {
+    std::string list;
+    for (int d : want)
+      list += (list.empty() ? "" : ",") + std::to_string(d);
+    return who + ": data_dims do not list the data-carrying mesh dims it is Replicate on [" +
+           list + "]";
+  }
+  // Coordinates of the owner's data index on the dims that shard the param
+  // are 0: every coordinate there has its own owner.
+  int64_t d = q.owner_data_index();
+  for (size_t i = dataDim_.size(); d > 0 && i-- > 0;) {
+    if (!dataDim_[i])
+      continue;
+    const int64_t c = d % dimSizes_[i];
+    d /= dimSizes_[i];
+    if (c != 0 && std::find(want.begin(), want.end(), static_cast<int>(i)) == want.end())
+      return who + ": owner data index " + std::to_string(q.owner_data_index()) +
+             " has coordinate " + std::to_string(c) + " on mesh dim " + std::to_string(i) +
+             ", which shards the param";
   }
   return {};
 }
@@ -195,6 +231,9 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &w
   if (q.owner_shard() != slot % G_ || q.owner_replicate() != slot / G_)
     return who + ": owner slot (" + std::to_string(q.owner_shard()) + "," +
            std::to_string(q.owner_replicate()) + ") is not its unit's slot " + slotStr(slot);
+  if (q.owner_data_index() != u->data_index())
+    return who + ": owner data index " + std::to_string(q.owner_data_index()) +
+           " is not its unit's " + std::to_string(u->data_index());
 
   // Placement in its hook group's buffers.
   if (q.hook_group() < 0)

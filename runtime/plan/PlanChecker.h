@@ -79,13 +79,22 @@ private:
   int64_t world_ = 1, G_ = 1, R_ = 1;
   int64_t numParams_ = 0, numUnits_ = 0, numComm_ = 0, numHooks_ = 0;
   std::vector<int64_t> dimSizes_;
+  std::vector<bool> dataDim_; // per mesh dim: carries data
+  int64_t D_ = 1; // data indices (1.4 on: the data-carrying dims' sizes multiplied)
   // Complete plans: how many segments list each param.
   std::vector<int> segmentsOf_;
   int64_t adamwElements_ = 0;
   int shardDim_ = -1, replicateDim_ = -1;
 
-  int64_t slotRank(int64_t s, int64_t r) const {
-    return common::slotRank(dimSizes_, shardDim_, replicateDim_, s, r);
+  int64_t ownerRank(int64_t s, int64_t r, int64_t d) const {
+    return common::ownerRank(
+        dimSizes_, shardDim_, replicateDim_, [&](int i) { return dataDim_[i]; }, s, r, d);
+  }
+  std::string dataIndexInRange(const std::string &who, int64_t d) const {
+    if (d < 0 || d >= D_)
+      return who + ": data index " + std::to_string(d) + " out of range (plan has " +
+             std::to_string(D_) + (D_ == 1 ? " data index)" : " data indices)");
+    return {};
   }
   // The owner fields of a param or segment: "<who>: owner_rank 9 out of
   // range (world size 8)" and the like, or empty.
@@ -104,16 +113,29 @@ private:
              " out of range (mesh has " + std::to_string(R_) + " replicas)";
     return {};
   }
-  // The owner rank is the rank of the owner slot (shard, replicate).
+  // The owner rank is the rank of the owner (shard, replicate, data index).
   std::string ownerRankMatchesSlot(const std::string &who, int64_t rank, int64_t shard,
-                               int64_t replicate) const {
-    const int64_t want = slotRank(shard, replicate);
+                                   int64_t replicate, int64_t dataIndex) const {
+    const int64_t want = ownerRank(shard, replicate, dataIndex);
     if (rank != want)
       return who + ": owner_rank " + std::to_string(rank) + " is not the rank " +
              std::to_string(want) + " of its owner slot (" + std::to_string(shard) + "," +
-             std::to_string(replicate) + ")";
+             std::to_string(replicate) +
+             (D_ > 1 ? ", data index " + std::to_string(dataIndex) : std::string()) + ")";
     return {};
   }
+  // The data-carrying dims a param is Replicate on, ascending: what its
+  // data_dims must say (1.4 on).
+  std::vector<int> expectedDataDims(const fb::Param &q) const {
+    std::vector<int> dims;
+    const auto *pls = q.placements();
+    for (size_t d = 0; d < dataDim_.size(); ++d)
+      if (dataDim_[d] && pls && d < pls->size() &&
+          pls->Get(static_cast<uint32_t>(d))->kind() == fb::PlacementKind::replicate)
+        dims.push_back(static_cast<int>(d));
+    return dims;
+  }
+  std::string checkDataDims(const fb::Param &q, const std::string &who) const;
 };
 
 } // namespace dmuon::planfile::detail

@@ -125,6 +125,7 @@ std::string Checker::checkMesh() {
     if (product > kMaxWorld)
       return "mesh has more than " + std::to_string(kMaxWorld) + " ranks";
     dimSizes_.push_back(d->size());
+    dataDim_.push_back(d->carries_data());
   }
   if (m->world_size() != product)
     return "mesh world_size is " + std::to_string(m->world_size()) +
@@ -148,6 +149,15 @@ std::string Checker::checkMesh() {
   if (m->num_replicas() != r)
     return "mesh num_replicas is " + std::to_string(m->num_replicas()) + ", expected " +
            std::to_string(r) + " (the size of its replicate dim)";
+  for (int i = 0; i < n; ++i)
+    if (dataDim_[i] && (i == shardDim_ || i == replicateDim_))
+      return "mesh dim '" + str(m->dims()->Get(static_cast<uint32_t>(i))->name()) +
+             "' is an ownership dim and cannot carry data";
+  // Owners pick coordinates on the data-carrying dims from 1.4 on.
+  if (p_.format_minor() >= 4)
+    for (int i = 0; i < n; ++i)
+      if (dataDim_[i])
+        D_ *= dimSizes_[i];
   world_ = product;
   G_ = g;
   R_ = r;

@@ -1,6 +1,7 @@
-// The sum of a param's averaged gradient along the data-carrying dims it is
-// Replicate on (their ranks saw other tokens), shared by the routes that
-// hold such gradients; counted as an all-reduce.
+// The sum of a sharded-route param's averaged gradient shard along the
+// data-carrying dims it is Replicate on (their ranks saw other tokens);
+// counted as an all-reduce. (The owner route's column spans those dims
+// instead; the replicated route batches its all-reduces by group.)
 #ifndef DMUON_RUNTIME_ROUTES_ALONGDATA_H
 #define DMUON_RUNTIME_ROUTES_ALONGDATA_H
 

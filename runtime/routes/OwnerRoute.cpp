@@ -1,5 +1,4 @@
 #include "routes/OwnerRoute.h"
-#include "routes/AlongData.h"
 
 namespace dmuon::rt {
 
@@ -21,7 +20,6 @@ Status OwnerRoute::init(const Context &ctx, std::vector<ParamRt> &params,
     for (const fbp::Segment *sp : *hg.segments()) {
       Segment seg;
       seg.so = sp->owner_shard();
-      seg.ro = sp->owner_replicate();
       seg.offset = sp->offset();
       seg.bytes = sp->bytes();
       seg.reduceOffset = sp->reduce_offset();
@@ -29,6 +27,16 @@ Status OwnerRoute::init(const Context &ctx, std::vector<ParamRt> &params,
       for (int pi : *sp->params()) {
         seg.params.push_back(pi);
         seg.masterElements += params[pi].numel;
+      }
+      // Its params share owner and data dims (the verifier checked): the
+      // first one's column is the segment's.
+      if (!seg.params.empty()) {
+        const ParamRt &first = params[seg.params.front()];
+        seg.owner = first.isOwner;
+        seg.column = first.column;
+        seg.columnSize = first.columnSize;
+        seg.columnRoot = first.columnRoot;
+        seg.columnMine = first.columnMine;
       }
       grp.segments.push_back(std::move(seg));
     }
@@ -167,17 +175,16 @@ Status OwnerRoute::issuePhase2(int g) {
     DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
   grp.phase1.clear();
   const Topology &t = ctx_->topo;
-  if (t.R == 1)
-    return Status::ok();
-  // Phase 2: down the owner's shard column onto the global owner, and each
-  // shard over the replicas.
+  // Phase 2: down the owner's column onto the global owner, and each shard
+  // over the replicas.
   CollectiveGroup coalesced(ctx_->backend);
   DMUON_RETURN_IF_ERROR(coalesced.opened());
   for (const Segment &seg : grp.segments)
-    if (seg.so == t.s)
-      DMUON_RETURN_IF_ERROR(reduceSegment(grp, seg, CommGroup::Replicate, seg.ro, t.r, t.R,
-                                          grp.phase2));
-  DMUON_RETURN_IF_ERROR(sharded_->allReduceReplicas(g, grp.grad.bytes(), grp.phase2));
+    if (seg.so == t.s && seg.columnSize > 1)
+      DMUON_RETURN_IF_ERROR(reduceSegment(grp, seg, seg.column, seg.columnRoot, seg.columnMine,
+                                          seg.columnSize, grp.phase2));
+  if (t.R > 1)
+    DMUON_RETURN_IF_ERROR(sharded_->allReduceReplicas(g, grp.grad.bytes(), grp.phase2));
   return coalesced.close();
 }
 
@@ -215,14 +222,13 @@ Status OwnerRoute::retire(int g) {
   for (RequestId id : grp.phase2)
     DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
   grp.phase2.clear();
-  const Topology &t = ctx_->topo;
   Device &dev = ctx_->device;
   // AVG over every rank whose data met here: G*R, and the data-carrying dims
-  // (summed along them later, or already summed by the host's all-to-all
-  // for a param they shard).
-  const float scale = 1.0f / static_cast<float>(t.dataParallelSize);
+  // (summed over them in the column, or already summed by the host's
+  // all-to-all for a param they shard).
+  const float scale = 1.0f / static_cast<float>(ctx_->topo.dataParallelSize);
   for (const Segment &seg : grp.segments) {
-    if (seg.so != t.s || seg.ro != t.r)
+    if (!seg.owner)
       continue;
     for (int i : seg.params) {
       ParamRt &p = (*params_)[i];
@@ -242,20 +248,10 @@ Status OwnerRoute::retire(int g) {
   return Status::ok();
 }
 
-Status OwnerRoute::sumAlongData() {
-  for (ParamRt &p : *params_)
-    if (p.isOwner)
-      DMUON_RETURN_IF_ERROR(
-          rt::sumAlongData(*ctx_, p, p.reducedGrad.floats(), static_cast<size_t>(p.numel)));
-  return Status::ok();
-}
-
 // -------------------------------------------------------------- replicate
 
 Status OwnerRoute::broadcastReplicas() {
   const Topology &t = ctx_->topo;
-  if (t.R == 1)
-    return Status::ok();
   Device &dev = ctx_->device;
   for (size_t g = 0; g < groups_.size(); ++g) {
     Group &grp = groups_[g];
@@ -263,13 +259,13 @@ Status OwnerRoute::broadcastReplicas() {
     DMUON_RETURN_IF_ERROR(coalesced.opened());
     for (size_t si = 0; si < grp.segments.size(); ++si) {
       const Segment &seg = grp.segments[si];
-      if (seg.so != t.s)
+      if (seg.so != t.s || seg.columnSize == 1)
         continue;
       PendingReplicate pr;
       pr.segment = static_cast<int>(si);
       const size_t bytes = static_cast<size_t>(seg.masterElements) * sizeof(float);
       DMUON_RETURN_IF_ERROR(pr.staging.allocate(dev, bytes, &ctx_->memory.buffers));
-      if (seg.ro == t.r) {
+      if (seg.owner) {
         size_t off = 0;
         for (int i : seg.params) {
           const ParamRt &p = (*params_)[i];
@@ -278,9 +274,10 @@ Status OwnerRoute::broadcastReplicas() {
           off += static_cast<size_t>(p.numel);
         }
       }
-      DMUON_RETURN_IF_ERROR(ctx_->backend.broadcast(CommGroup::Replicate, pr.staging.bytes(),
-                                                    bytes, seg.ro, pr.request));
-      ctx_->counters.countFanOut(DMUON_COLLECTIVE_REPLICATE, seg.ro == t.r, t.R - 1, bytes);
+      DMUON_RETURN_IF_ERROR(ctx_->backend.broadcast(seg.column, pr.staging.bytes(), bytes,
+                                                    seg.columnRoot, pr.request));
+      ctx_->counters.countFanOut(DMUON_COLLECTIVE_REPLICATE, seg.owner, seg.columnSize - 1,
+                                 bytes);
       grp.replicate.push_back(std::move(pr));
     }
     DMUON_RETURN_IF_ERROR(coalesced.close());
@@ -296,7 +293,7 @@ Status OwnerRoute::waitReplicate(int g) {
   for (PendingReplicate &pr : grp.replicate) {
     DMUON_RETURN_IF_ERROR(ctx_->backend.wait(pr.request));
     const Segment &seg = grp.segments[pr.segment];
-    if (ctx_->topo.r == seg.ro)
+    if (seg.owner)
       continue; // the global owner sent it
     size_t off = 0;
     for (int i : seg.params) {

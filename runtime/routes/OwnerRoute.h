@@ -1,9 +1,10 @@
 // The owner route's data movement, per hook group: each owner's params packed
 // into one segment of the group's buffer and broadcast over the shard group
 // (unshard), freed again (reshard), gradients reduced onto the owner in two
-// phases under HSDP (shard group, then down the owner's shard column), and
-// after the step the owner's updated masters broadcast down its shard column
-// (the replicate broadcast, sync or consumed by the next unshard).
+// phases (shard group, then down the owner's column: dp_replicate and the
+// data-carrying dims the segment's params are Replicate on), and after the
+// step the owner's updated masters broadcast down that column (the
+// replicate broadcast, sync or consumed by the next unshard).
 //
 // It drives each hook group's lifecycle for every route that moves with the
 // hooks: the group's sharded params (routes/ShardedRoute) share its buffers
@@ -47,17 +48,18 @@ public:
   // Completes every reduce and adds the averaged gradient to each global
   // owner's reduced gradient (I3); frees the gradient buffers.
   Status finishReduce();
-  // Sums each owned param's averaged gradient along the data-carrying dims
-  // it is Replicate on (their ranks saw other tokens), once per step after
-  // the last finishReduce.
-  Status sumAlongData();
   Status broadcastReplicas();
   Status waitReplicate(int g);
   void endStep();
 
 private:
   struct Segment {
-    int so = 0, ro = 0;
+    int so = 0;
+    bool owner = false; // this rank is its global owner
+    // Its column (ParamRt::column): the phase-2 reduce and the replicate
+    // broadcast.
+    CommGroup column = CommGroup::Replicate;
+    int columnSize = 1, columnRoot = 0, columnMine = 0;
     int64_t offset = 0, bytes = 0, reduceOffset = 0, reduceBytes = 0;
     int64_t masterElements = 0;
     std::vector<int> params;

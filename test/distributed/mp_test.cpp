@@ -528,7 +528,9 @@ public:
 
   // Plan-level facts: the plan's params are the model's, every Muon param is
   // f32 with an owner slot inside the mesh, owner_rank the slot's rank at
-  // model-parallel coordinate 0, and several slots own something.
+  // model-parallel coordinate 0 (or, for a param its owner spans a data-
+  // carrying dim for, the coordinate it names), and several owners own
+  // something.
   void checkPlan() {
     if (plan_.numParams() != static_cast<int>(specs_.size()))
       fail("[%s] the plan has %d params, the model %zu", topo_.text.c_str(), plan_.numParams(),
@@ -551,7 +553,7 @@ public:
         fail("[%s] %s: role %s, expected %s", topo_.text.c_str(), s.name.c_str(),
              p.role == DMUON_ROLE_MUON ? "muon" : "adamw", wantMuon ? "muon" : "adamw");
     }
-    std::vector<int> slots(static_cast<size_t>(topo_.G * topo_.R), 0);
+    std::vector<int> slots(static_cast<size_t>(topo_.G * topo_.R * topo_.mpSize), 0);
     for (const dmuon_param_info_t &p : muon_) {
       if (p.owner_shard < 0 || p.owner_shard >= topo_.G || p.owner_replicate < 0 ||
           p.owner_replicate >= topo_.R) {
@@ -559,21 +561,28 @@ public:
              p.owner_shard, p.owner_replicate);
         continue;
       }
-      if (p.owner_rank != topo_.rankAt(p.owner_shard, p.owner_replicate, 0))
-        fail("[%s] %s: owner_rank %d is not the rank %d of slot (%d,%d) at %s=0",
+      if (p.owner_rank < 0 || p.owner_rank >= gWorld) {
+        fail("[%s] %s: owner_rank %d outside the world", topo_.text.c_str(), p.name,
+             p.owner_rank);
+        continue;
+      }
+      const int m = ownerMp(p);
+      if (p.owner_rank != topo_.rankAt(p.owner_shard, p.owner_replicate, m))
+        fail("[%s] %s: owner_rank %d is not the rank %d of slot (%d,%d) at %s=%d",
              topo_.text.c_str(), p.name, p.owner_rank,
-             topo_.rankAt(p.owner_shard, p.owner_replicate, 0), p.owner_shard, p.owner_replicate,
-             topo_.mpName.c_str());
-      ++slots[static_cast<size_t>(p.owner_replicate * topo_.G + p.owner_shard)];
+             topo_.rankAt(p.owner_shard, p.owner_replicate, m), p.owner_shard,
+             p.owner_replicate, topo_.mpName.c_str(), m);
+      ++slots[static_cast<size_t>((p.owner_replicate * topo_.G + p.owner_shard) * topo_.mpSize +
+                                  m)];
       if (p.hook_group < 0)
         fail("[%s] %s: Muon param without a hook group", topo_.text.c_str(), p.name);
     }
     int used = 0;
     for (int n : slots)
       used += n > 0;
-    info("[%s] plan: %zu Muon params over %d of %d owner slots (x %d %s coordinates), %d hook "
-         "groups",
-         topo_.text.c_str(), muon_.size(), used, topo_.G * topo_.R, topo_.mpSize,
+    info("[%s] plan: %zu Muon params over %d of %d owners (owner slot x %s coordinate), %d "
+         "hook groups",
+         topo_.text.c_str(), muon_.size(), used, topo_.G * topo_.R * topo_.mpSize,
          topo_.mpName.c_str(), plan_.numHookGroups());
     if (topo_.G * topo_.R > 1 && used < 2)
       fail("[%s] only %d owner slots used; the test wants several", topo_.text.c_str(), used);
@@ -784,8 +793,24 @@ private:
       g[i] += mine[i];
   }
 
+  // Whether the param's owner picks a coordinate on the model-parallel dim:
+  // it carries data and the param is Replicate on it (docs/dmuonc.md, "Data-
+  // carrying dims"); owner_rank then names that coordinate.
+  bool ownedAcrossMp(const dmuon_param_info_t &p) const {
+    return topo_.mpCarriesData && localSpec_.at(p.name).shardDim < 0;
+  }
+  int ownerMp(const dmuon_param_info_t &p) const {
+    return ownedAcrossMp(p) ? topo_.coordOf(p.owner_rank)[static_cast<size_t>(topo_.mpDim)] : 0;
+  }
+  // Ranks in one owner's column: dp_replicate, and the model-parallel dim
+  // when the owner spans it.
+  uint64_t columnSize(const dmuon_param_info_t &p) const {
+    return static_cast<uint64_t>(topo_.R) *
+           static_cast<uint64_t>(ownedAcrossMp(p) ? topo_.mpSize : 1);
+  }
   bool isOwnerHere(const dmuon_param_info_t &p) const {
-    return p.owner_shard == topo_.shard && p.owner_replicate == topo_.replicate;
+    return p.owner_shard == topo_.shard && p.owner_replicate == topo_.replicate &&
+           (!ownedAcrossMp(p) || ownerMp(p) == topo_.mp);
   }
 
   std::string where() const {
@@ -878,8 +903,8 @@ private:
     for (const Spec &s : specs_) {
       const dmuon_param_info_t &p = infos_.at(s.name);
       const uint64_t P = static_cast<uint64_t>(localSpec_.at(s.name).numel) * sizeof(float);
-      // Summed along a data-carrying dim the param is Replicate on: by every
-      // rank for an adamw param, by the owners for a Muon param.
+      // A replicated adamw param is summed along a data-carrying dim it is
+      // Replicate on by an all-reduce; a Muon param's owner column spans it.
       const bool alongData = topo_.mpCarriesData && topo_.mpSize > 1 && s.shardDim < 0;
       if (p.role != DMUON_ROLE_MUON) {
         const uint64_t n = (G * R > 1 ? 1 : 0) + (alongData ? 1 : 0);
@@ -887,10 +912,7 @@ private:
         c.kinds[DMUON_COLLECTIVE_ALLREDUCE].received += n * P;
         continue;
       }
-      if (alongData && isOwnerHere(p)) {
-        c.kinds[DMUON_COLLECTIVE_ALLREDUCE].sent += P;
-        c.kinds[DMUON_COLLECTIVE_ALLREDUCE].received += P;
-      }
+      const uint64_t C = columnSize(p);
       const bool column = p.owner_shard == topo_.shard;
       const bool owner = isOwnerHere(p);
       if (column) {
@@ -901,8 +923,8 @@ private:
         c.kinds[DMUON_COLLECTIVE_REDUCE].sent += P;
       }
       if (owner) {
-        c.kinds[DMUON_COLLECTIVE_REDUCE].received += (R - 1) * P;
-        c.kinds[DMUON_COLLECTIVE_REPLICATE].sent += (R - 1) * P;
+        c.kinds[DMUON_COLLECTIVE_REDUCE].received += (C - 1) * P;
+        c.kinds[DMUON_COLLECTIVE_REPLICATE].sent += (C - 1) * P;
       } else if (column) {
         c.kinds[DMUON_COLLECTIVE_REDUCE].sent += P;
         c.kinds[DMUON_COLLECTIVE_REPLICATE].received += P;

@@ -153,7 +153,7 @@ TEST(Partition, ShuffledInputGivesTheSameAssignment) {
 }
 
 TEST(Partition, SingleSlotTakesEverything) {
-  PartitionProblem p{{5, 3, 2}, {0, 0, 1}, {"a", "b", "c"}, 1};
+  PartitionProblem p{{5, 3, 2}, {0, 0, 1}, {"a", "b", "c"}, 1, {}};
   PartitionResult r = partitionUnits(p);
   EXPECT_EQ(r.slotOf, (std::vector<int>{0, 0, 0}));
   EXPECT_DOUBLE_EQ(r.maxLoad, 10);

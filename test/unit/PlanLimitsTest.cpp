@@ -3,11 +3,7 @@
 // dmuonc would refuse, byte figures past 2^62 and optimizer defaults out of
 // range; validate refuses a model whose figures would pass 2^62; the plan
 // reader refuses a file over 2 GiB before reading it.
-#include "Diagnostics.h"
-#include "Frontend.h"
-#include "Passes.h"
-#include "PlanWriter.h"
-#include "plan/PlanFile.h"
+#include "CompileSupport.h"
 
 #include <gtest/gtest.h>
 
@@ -36,19 +32,8 @@ name = "layers.1.w"
 shape = [64, 32]
 )";
 
-// Runs every pass on a manifest; `errors` gets the diagnostics.
-bool compile(const std::string &manifest, const std::string &mesh, PlanModel &model,
-             std::string &errors) {
-  llvm::raw_string_ostream os(errors);
-  Diagnostics diags("dmuonc", os);
-  bool ok = parseMesh(mesh, model.mesh, diags) &&
-            loadTomlManifestFromBuffer(manifest, "limits.toml", model, diags);
-  for (auto pass : {runSelect, runValidate, runGroup, runPartition, runHooks, runLayout})
-    ok = ok && pass(model, diags) && !diags.hasErrors();
-  model.stage = Stage::complete;
-  os.flush();
-  return ok;
-}
+using unittest::compile;
+using unittest::contains;
 
 std::vector<uint8_t> compiledPlan(const char *mesh = "2") {
   PlanModel model;
@@ -57,9 +42,7 @@ std::vector<uint8_t> compiledPlan(const char *mesh = "2") {
   return writePlan(model);
 }
 
-std::string verify(const std::vector<uint8_t> &b) {
-  return planfile::verifyPlan(b.data(), b.size(), true);
-}
+std::string verify(const std::vector<uint8_t> &b) { return unittest::verifyComplete(b); }
 
 // Applies `mutate` to the plan in place, re-stamps the fingerprint and
 // returns the verifier's message.
@@ -68,10 +51,6 @@ template <typename Mutate> std::string verifyMutated(Mutate mutate) {
   EXPECT_TRUE(mutate(*fb::GetMutablePlan(b.data())));
   EXPECT_TRUE(planfile::stampFingerprint(b.data(), b.size()));
   return verify(b);
-}
-
-bool contains(const std::string &s, const std::string &sub) {
-  return s.find(sub) != std::string::npos;
 }
 
 } // namespace

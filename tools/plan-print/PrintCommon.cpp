@@ -87,11 +87,36 @@ MeshView::MeshView(const fb::Plan &p) {
     replicateDim = m->replicate_dim();
     G = m->num_shards() > 0 ? m->num_shards() : 1;
     R = m->num_replicas() > 0 ? m->num_replicas() : 1;
+    if (p.format_minor() >= 4)
+      for (size_t i = 0; i < dims.size(); ++i)
+        if (carriesData[i] && dims[i] > 0)
+          D *= dims[i];
   }
 }
 
 int64_t MeshView::slotRank(int64_t s, int64_t r) const {
   return common::slotRank(dims, shardDim, replicateDim, s, r);
+}
+
+int64_t MeshView::ownerRank(int64_t s, int64_t r, int64_t d) const {
+  return common::ownerRank(
+      dims, shardDim, replicateDim, [&](int i) { return D > 1 && carriesData[i]; }, s, r, d);
+}
+
+std::string MeshView::dataString(int64_t d, const flatbuffers::Vector<int32_t> *onDims) const {
+  if (D == 1 || !onDims || onDims->size() == 0)
+    return {};
+  std::vector<int64_t> coord(dims.size(), 0);
+  for (size_t i = dims.size(); i-- > 0;)
+    if (carriesData[i] && dims[i] > 0) {
+      coord[i] = d % dims[i];
+      d /= dims[i];
+    }
+  std::string s;
+  for (int32_t m : *onDims)
+    if (m >= 0 && m < static_cast<int32_t>(dims.size()))
+      s += (s.empty() ? "" : ",") + dimNames[m] + "=" + num(coord[m]);
+  return " data=(" + s + ")";
 }
 
 std::string MeshView::meshString() const {

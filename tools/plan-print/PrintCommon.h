@@ -85,6 +85,13 @@ struct MeshView {
   int64_t slotReplicate(int64_t slot) const { return slot < 0 ? -1 : slot / G; }
   // Rank of owner slot (s, r) with every other mesh dim at 0 (row-major).
   int64_t slotRank(int64_t s, int64_t r) const;
+  // Rank of owner (s, r, data index d): the data-carrying dims at d's
+  // coordinates (plan 1.4 on; D = 1 before).
+  int64_t ownerRank(int64_t s, int64_t r, int64_t d) const;
+  int64_t fineSlots() const { return G * R * D; }
+  // Data index d's coordinates on `onDims` as " data=(ep=1)" or
+  // " data=(ep=1,cp=0)"; empty without such dims.
+  std::string dataString(int64_t d, const flatbuffers::Vector<int32_t> *onDims) const;
   // "dp_replicate=2,dp_shard=4"
   std::string meshString() const;
   // "(1,0,3)": the coordinate of a rank.
@@ -102,6 +109,7 @@ struct MeshView {
   std::vector<bool> carriesData;
   int shardDim = -1, replicateDim = -1;
   int64_t G = 1, R = 1;
+  int64_t D = 1; // data indices: the data-carrying dims' sizes multiplied (1.4 on)
 };
 
 // A plan with its mesh and bounds-checked lookups of params and hook groups.

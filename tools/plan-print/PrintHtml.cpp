@@ -191,7 +191,14 @@ private:
     for (int64_t r = 0; r < R; ++r)
       for (int64_t c = 0; c < G; ++c) {
         uint32_t i = static_cast<uint32_t>(r * G + c);
-        double load = i < nLoad ? s.slot_load()->Get(i) : 0;
+        // With data-carrying dims a slot's owners are D fine slots: its
+        // busiest one.
+        double load = 0;
+        for (int64_t d = 0; d < mesh_.D; ++d) {
+          const int64_t fine = static_cast<int64_t>(i) * mesh_.D + d;
+          if (fine < nLoad)
+            load = std::max(load, s.slot_load()->Get(static_cast<uint32_t>(fine)));
+        }
         double t = maxLoad > 0 ? load / maxLoad : 0;
         double x = left + static_cast<double>(c) * cw, y = top + static_cast<double>(r) * ch;
         int64_t rank = mesh_.slotRank(c, r);
@@ -218,7 +225,8 @@ private:
       }
     o_ += "</g>\n";
     if (nLoad > 0 && maxLoad > 0) {
-      int64_t bc = busiest % G, br = busiest / G;
+      const int64_t cell = busiest / mesh_.D;
+      int64_t bc = cell % G, br = cell / G;
       o_ += "<rect x=\"" + px(left + static_cast<double>(bc) * cw) + "\" y=\"" +
             px(top + static_cast<double>(br) * ch) + "\" width=\"" + px(cw) + "\" height=\"" +
             px(ch) + "\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"" +

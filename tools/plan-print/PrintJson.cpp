@@ -80,6 +80,8 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
       j.field("cols", q.cols());
       j.endObject();
     }
+    if (v.reached(fb::Stage::group) && size(q.data_dims()))
+      jsonInlineList(j, "data_dims", q.data_dims()); // 1.4
     if (muon && v.reached(fb::Stage::group)) {
       j.field("group", enumName(q.group(), fb::EnumNameShardingGroupKind));
       if (q.group() == fb::ShardingGroupKind::comm)
@@ -100,6 +102,8 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
       j.field("owner_rank", q.owner_rank());
       j.key("owner_slot");
       jsonSlot(j, q.owner_shard(), q.owner_replicate());
+      if (v.D > 1)
+        j.field("owner_data_index", q.owner_data_index()); // 1.4
       j.field("cost", q.cost());
       if (muon)
         j.field("ns_form", enumName(q.ns_form(), fb::EnumNameNsForm)); // 1.3
@@ -222,7 +226,10 @@ std::string printJson(const fb::Plan &plan) {
       j.field("slot", u->slot());
       j.key("owner_slot");
       jsonSlot(j, v.slotShard(u->slot()), v.slotReplicate(u->slot()));
-      j.field("owner_rank", v.slotRank(v.slotShard(u->slot()), v.slotReplicate(u->slot())));
+      if (v.D > 1)
+        j.field("data_index", u->data_index()); // 1.4
+      j.field("owner_rank",
+              v.ownerRank(v.slotShard(u->slot()), v.slotReplicate(u->slot()), u->data_index()));
       jsonNames(j, v, "params", u->params());
       j.endObject();
     }
@@ -278,6 +285,8 @@ std::string printJson(const fb::Plan &plan) {
           j.field("owner_rank", s->owner_rank());
           j.key("owner_slot");
           jsonSlot(j, s->owner_shard(), s->owner_replicate());
+          if (v.D > 1)
+            j.field("owner_data_index", s->owner_data_index()); // 1.4
           j.field("offset", s->offset());
           j.field("bytes", s->bytes());
           j.field("reduce_offset", s->reduce_offset());

@@ -29,7 +29,10 @@ std::string printSummary(const fb::Plan &plan) {
   o += "plan: format " + v.version() + ", stage " + v.stageName() + ", fingerprint " +
        hex64(plan.fingerprint()) + ", " + str(plan.producer()) + "\n";
   o += "mesh: " + v.meshString() + " (" + num(v.worldSize()) + " ranks, " + num(v.G) +
-       " shards x " + num(v.R) + " replicas = " + num(v.slots()) + " owner slots)\n";
+       " shards x " + num(v.R) + " replicas = " + num(v.slots()) + " owner slots" +
+       (v.D > 1 ? " x " + num(v.D) + " data indices = " + num(v.fineSlots()) + " owners"
+                : std::string()) +
+       ")\n";
   const fb::Stats *s = plan.stats();
   if (v.reached(fb::Stage::select)) {
     // Unsigned sums: a plan that was not verified may hold any values.

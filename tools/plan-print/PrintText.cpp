@@ -20,6 +20,13 @@ std::string nameList(const View &v, const flatbuffers::Vector<int32_t> *list) {
   return s + "]";
 }
 
+// The data dims of a unit's or segment's params (they share them).
+const flatbuffers::Vector<int32_t> *firstParamDataDims(const View &v,
+                                                       const flatbuffers::Vector<int32_t> *list) {
+  const fb::Param *q = size(list) ? v.param(list->Get(0)) : nullptr;
+  return q ? q->data_dims() : nullptr;
+}
+
 void textParam(const View &v, const fb::Param &q, std::string &o) {
   o += "param " + str(q.name()) + " shape=[";
   for (uint32_t i = 0; i < size(q.shape()); ++i) {
@@ -71,8 +78,9 @@ void textParam(const View &v, const fb::Param &q, std::string &o) {
   if (owned && v.reached(fb::Stage::partition) && (muon || q.unit() >= 0))
     o += " layer=" + orDash(str(q.layer())) + " unit=" + num(int64_t(q.unit())) +
          " owner=" + num(int64_t(q.owner_rank())) + " slot=(" +
-         num(int64_t(q.owner_shard())) + "," + num(int64_t(q.owner_replicate())) +
-         ") cost=" + num(q.cost()) +
+         num(int64_t(q.owner_shard())) + "," + num(int64_t(q.owner_replicate())) + ")" +
+         v.dataString(q.owner_data_index(), q.data_dims()) +
+         " cost=" + num(q.cost()) +
          (muon ? " form=" + enumName(q.ns_form(), fb::EnumNameNsForm) : std::string());
   if (v.reached(fb::Stage::hooks) && (owned || sharded || q.hook_group() >= 0))
     o += " hook=" + (q.hook_group() >= 0 ? v.hookName(q.hook_group()) : std::string("none"));
@@ -158,6 +166,7 @@ std::string printText(const fb::Plan &plan) {
       o += "unit " + num(int64_t(i)) + " " + str(u->name()) +
            " layer=" + orDash(str(u->layer())) + " cost=" + num(u->cost()) +
            " slot=" + num(int64_t(u->slot())) +
+           v.dataString(u->data_index(), firstParamDataDims(v, u->params())) +
            " params=" + num(int64_t(size(u->params()))) + "\n";
     }
   }
@@ -202,8 +211,9 @@ std::string printText(const fb::Plan &plan) {
       for (uint32_t j = 0; j < size(h->segments()); ++j) {
         const fb::Segment *s = h->segments()->Get(j);
         o += "  segment owner=" + num(int64_t(s->owner_rank())) + " slot=(" +
-             num(int64_t(s->owner_shard())) + "," + num(int64_t(s->owner_replicate())) +
-             ") offset=" + num(s->offset()) + " bytes=" + num(s->bytes()) +
+             num(int64_t(s->owner_shard())) + "," + num(int64_t(s->owner_replicate())) + ")" +
+             v.dataString(s->owner_data_index(), firstParamDataDims(v, s->params())) +
+             " offset=" + num(s->offset()) + " bytes=" + num(s->bytes()) +
              " reduce_offset=" + num(s->reduce_offset()) +
              " reduce_bytes=" + num(s->reduce_bytes()) +
              " params=" + nameList(v, s->params()) + "\n";
@@ -229,10 +239,13 @@ std::string printText(const fb::Plan &plan) {
         o += " optimal";
     }
     o += "\n";
+    // Fine slots: slot * D + data index.
     for (uint32_t i = 0; i < size(s->slot_load()); ++i) {
-      int64_t sh = v.slotShard(i), re = v.slotReplicate(i);
+      const int64_t slot = i / v.D, d = i % v.D;
+      int64_t sh = v.slotShard(slot), re = v.slotReplicate(slot);
       o += "slot " + num(int64_t(i)) + " (" + num(sh) + "," + num(re) +
-           ") rank=" + num(v.slotRank(sh, re)) + " load=" + num(s->slot_load()->Get(i)) +
+           (v.D > 1 ? "," + num(d) : std::string()) +
+           ") rank=" + num(v.ownerRank(sh, re, d)) + " load=" + num(s->slot_load()->Get(i)) +
            "\n";
     }
     if (v.reached(fb::Stage::layout))

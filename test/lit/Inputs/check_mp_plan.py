@@ -6,10 +6,13 @@ Checks, for every param: local_shape (the shape divided by the non-ownership
 mesh dims that shard it), bytes / reduce_bytes (local numel), group and gather
 (mesh dim, tensor dim) of comm params, the NS cost (local batch x NS flops of
 the local matrix for no_comm, of the full matrix for comm params), and the
-compute_index (LPT per owner slot and gather mesh dim); for a sharded param
-its flat shard (ceil(local / G) elements). For every rank: owned_elements,
-master_bytes, momentum_bytes, ns_flops, allreduce_bytes, the gather/scatter
-and all-gather/reduce-scatter figures (routes: docs/dmuonc.md). Prints a summary, then `ok`, or the first
+compute_index (LPT per owner and gather mesh dim); for a sharded param
+its flat shard (ceil(local / G) elements); data_dims (the data-carrying dims
+it is Replicate on) and, for an owner, that its data index has coordinates
+on those only. For every rank: owned_elements, master_bytes, momentum_bytes,
+ns_flops, allreduce_bytes, the replicate broadcast over each owner's column
+(dp_replicate x the param's data dims), the gather/scatter and
+all-gather/reduce-scatter figures (routes: docs/dmuonc.md). Prints a summary, then `ok`, or the first
 mismatches and exits 1.
 
   check_mp_plan.py < plan.json
@@ -86,6 +89,14 @@ def main():
     expect_dp = G * R
     for m in carrying:
         expect_dp *= dims[m]
+
+    def data_coords(d):
+        """Coordinates (mesh dim -> coord) of data index d."""
+        c = {}
+        for m in reversed(carrying):
+            c[m] = d % dims[m]
+            d //= dims[m]
+        return c
     steps = plan["options"]["optimizer"]["ns_steps"]
     errors = []
 
@@ -111,6 +122,8 @@ def main():
                 along *= dims[m]
         p["_along"] = along
         p["_local"] = local
+        p["_data_dims"] = [m for m in carrying if pls[m][0] == "replicate"]
+        expect(who + " data_dims", p.get("data_dims", []), p["_data_dims"])
         route = p.get("route", "owner" if p["role"] == "muon" else "replicated")
         p["_route"] = route
         if route == "sharded":
@@ -125,6 +138,10 @@ def main():
             expect(who + " reduce_bytes", p["reduce_bytes"], numel(local) * 4)
             slot = p["owner_slot"]
             p["_slot"] = slot["replicate"] * G + slot["shard"]
+            p["_data"] = p.get("owner_data_index", 0)
+            for m, c in data_coords(p["_data"]).items():
+                if m not in p["_data_dims"]:
+                    expect(who + " owner coordinate on %s, which shards it" % names[m], c, 0)
         if p["role"] != "muon":
             continue
         nd = len(shape)
@@ -144,16 +161,14 @@ def main():
             expect(who + " gather", "gather" in p, False)
             expect(who + " cost", p["cost"], lb * ns_flops(lr, lc, steps))
             expect(who + " ns_form", p["ns_form"], ns_form(lr, lc))
-        slot = p["owner_slot"]
-        p["_slot"] = slot["replicate"] * G + slot["shard"]
 
-    # compute_index: LPT per (slot, gather mesh dim), cost desc then name.
+    # compute_index: LPT per (owner, gather mesh dim), cost desc then name.
     loads = {}
     order = sorted(comm, key=lambda i: (-params[i]["cost"], params[i]["name"], i))
     for i in order:
         p = params[i]
         g = p["gather"]["mesh_dim"]
-        l = loads.setdefault((p["_slot"], g), [0.0] * dims[g])
+        l = loads.setdefault((p["_slot"], p["_data"], g), [0.0] * dims[g])
         best = min(range(len(l)), key=lambda k: (l[k], k))
         l[best] += p["cost"]
         expect("param '%s' compute_index" % p["name"], p["gather"]["compute_index"], best)
@@ -179,19 +194,28 @@ def main():
         r = coord[mesh["replicate_dim"]] if mesh["replicate_dim"] >= 0 else 0
         want = dict(owned_elements=0, master_bytes=0, momentum_bytes=0, ns_flops=0.0,
                     gather_send_bytes=0, gather_recv_bytes=0, scatter_send_bytes=0,
-                    scatter_recv_bytes=0, data_allreduce_bytes=0)
+                    scatter_recv_bytes=0, data_allreduce_bytes=0, replicate_send_bytes=0,
+                    replicate_recv_bytes=0)
         for p in params:
             if p["_route"] != "owner":
                 continue
             ps, pr = p["_slot"] % G, p["_slot"] // G
             n = numel(p["_local"])
-            if ps == s:
-                want["master_bytes"] += 4 * n
-            if (ps, pr) != (s, r):
+            if ps != s:
+                continue
+            want["master_bytes"] += 4 * n
+            # The owner's column: dp_replicate and the param's data dims.
+            owner_data = data_coords(p["_data"])
+            owner = pr == r and all(coord[m] == owner_data[m] for m in p["_data_dims"])
+            column = R * p["_along"]
+            if column > 1:
+                if owner:
+                    want["replicate_send_bytes"] += (column - 1) * 4 * n
+                else:
+                    want["replicate_recv_bytes"] += 4 * n
+            if not owner:
                 continue
             want["owned_elements"] += n
-            if p["_along"] > 1:
-                want["data_allreduce_bytes"] += 4 * n
             if p["role"] != "muon":
                 continue
             want["momentum_bytes"] += 4 * n
