@@ -1,0 +1,251 @@
+// The executor at several ranks without MPI: the loopback backend runs each
+// rank as a thread of this process. A 4-rank and a 2x2 run of the tiny model,
+// every rank fed the same gradients, end where a 1-rank run ends; on the
+// expert-parallel plan each dense param has one owner over dp x ep; and the
+// backend itself turns mismatched or missing collectives into errors.
+#include "backends/loopback/LoopbackBackend.h"
+#include "core/Executor.h"
+#include "core/LoadedPlan.h"
+#include "devices/CpuDevice.h"
+#include "dmuon/dmuon.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <thread>
+
+using namespace dmuon::rt;
+
+namespace {
+
+std::unique_ptr<LoadedPlan> loadPlan(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  std::unique_ptr<LoadedPlan> plan;
+  Status s = LoadedPlan::create(std::move(bytes), plan);
+  EXPECT_TRUE(s.isOk()) << path << ": " << s.message();
+  return plan;
+}
+
+// Runs `body(rank, executor)` on one thread per rank of the plan's world.
+void runWorld(const LoadedPlan &plan, const std::function<void(int, Executor &)> &body) {
+  const int world = plan.worldSize();
+  std::shared_ptr<LoopbackFabric> fabric = createLoopbackFabric(world);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back([&, r] {
+      std::unique_ptr<Backend> backend;
+      ASSERT_TRUE(createLoopbackBackend(fabric, r, backend).isOk());
+      dmuon_runtime_options_t options;
+      dmuon_runtime_options_init(&options);
+      options.collective_timeout_s = 60; // a bug fails the test instead of hanging it
+      std::unique_ptr<Executor> ex;
+      Status s = Executor::create(plan, options, std::move(backend), createCpuDevice(), ex);
+      ASSERT_TRUE(s.isOk()) << "rank " << r << ": " << s.message();
+      body(r, *ex);
+    });
+  for (std::thread &t : ranks)
+    t.join();
+}
+
+// A value per (param, step, element), the same on every rank.
+float valueOf(int param, int step, int64_t i) {
+  return 0.01f * std::sin(0.37f * static_cast<float>(i) + 1.3f * static_cast<float>(param) +
+                          0.71f * static_cast<float>(step));
+}
+
+int64_t numel(const dmuon::plan::Param &p) {
+  int64_t n = 1;
+  for (int64_t d : *(p.local_shape() && p.local_shape()->size() ? p.local_shape() : p.shape()))
+    n *= d;
+  return n;
+}
+
+// Three steps of the tiny model through every hook, then every param's
+// values as gather_param returns them.
+std::vector<std::vector<float>> train(const LoadedPlan &plan) {
+  const int n = plan.numParams();
+  std::vector<std::vector<float>> result(static_cast<size_t>(n));
+  runWorld(plan, [&](int rank, Executor &ex) {
+    for (int i = 0; i < n; ++i) {
+      std::vector<float> v(static_cast<size_t>(numel(plan.param(i))));
+      for (size_t k = 0; k < v.size(); ++k)
+        v[k] = 10 * valueOf(i, -1, static_cast<int64_t>(k));
+      ASSERT_TRUE(ex.bindParam(plan.param(i).name()->str(), v.data(),
+                               static_cast<int64_t>(v.size())).isOk());
+    }
+    const int groups = plan.root().hook_groups() ? plan.root().hook_groups()->size() : 0;
+    auto addGradients = [&](int step, int group) {
+      for (int i = 0; i < n; ++i) {
+        if (plan.param(i).hook_group() != group)
+          continue;
+        float *g = nullptr;
+        ASSERT_TRUE(ex.gradView(i, &g).isOk());
+        for (int64_t k = 0; k < numel(plan.param(i)); ++k)
+          g[k] += valueOf(i, step, k);
+      }
+    };
+    for (int step = 0; step < 3; ++step) {
+      for (int g = 0; g < groups; ++g) {
+        ASSERT_TRUE(ex.preForward(g).isOk());
+        ASSERT_TRUE(ex.postForward(g).isOk());
+      }
+      addGradients(step, -1); // the params no hook moves
+      for (int g = groups - 1; g >= 0; --g) {
+        ASSERT_TRUE(ex.preBackward(g).isOk());
+        addGradients(step, g);
+        Status s = ex.postBackward(g);
+        ASSERT_TRUE(s.isOk()) << s.message();
+      }
+      Status s = ex.step();
+      ASSERT_TRUE(s.isOk()) << "rank " << rank << " step " << step << ": " << s.message();
+    }
+    for (int i = 0; i < n; ++i) {
+      std::vector<float> out(static_cast<size_t>(numel(plan.param(i))));
+      ASSERT_TRUE(ex.gatherParam(plan.param(i).name()->str(), out.data(),
+                                 static_cast<int64_t>(out.size())).isOk());
+      if (rank == 0)
+        result[static_cast<size_t>(i)] = std::move(out);
+    }
+  });
+  return result;
+}
+
+std::string tinyPlan(const std::string &mesh) {
+  return std::string(DMUON_TINY_PLAN_DIR) + "/tiny-" + mesh + ".plan";
+}
+
+} // namespace
+
+TEST(Loopback, ShardedRunsEndWhereOneRankEnds) {
+  std::unique_ptr<LoadedPlan> one = loadPlan(tinyPlan("1"));
+  ASSERT_TRUE(one);
+  const std::vector<std::vector<float>> want = train(*one);
+  for (const char *mesh : {"4", "2x2"}) {
+    std::unique_ptr<LoadedPlan> plan = loadPlan(tinyPlan(mesh));
+    ASSERT_TRUE(plan);
+    const std::vector<std::vector<float>> got = train(*plan);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i].size(), want[i].size());
+      double worst = 0;
+      for (size_t k = 0; k < want[i].size(); ++k)
+        worst = std::max(worst, static_cast<double>(std::fabs(got[i][k] - want[i][k])));
+      EXPECT_LT(worst, 1e-5) << mesh << ": " << one->param(static_cast<int>(i)).name()->str();
+    }
+  }
+}
+
+TEST(Loopback, DenseParamsHaveOneOwnerOverDpAndEp) {
+  std::unique_ptr<LoadedPlan> plan = loadPlan(DMUON_EP_PLAN);
+  ASSERT_TRUE(plan);
+  const int n = plan->numParams(), world = plan->worldSize();
+  std::vector<std::vector<int>> owners(static_cast<size_t>(n), std::vector<int>(world, 0));
+  runWorld(*plan, [&](int rank, Executor &ex) {
+    for (int i = 0; i < n; ++i) {
+      dmuon_param_state_t s{};
+      ASSERT_TRUE(ex.paramState(plan->param(i).name()->str(), s).isOk());
+      owners[static_cast<size_t>(i)][static_cast<size_t>(rank)] = s.is_owner;
+    }
+  });
+  int dense = 0;
+  for (int i = 0; i < n; ++i) {
+    const dmuon::plan::Param &p = plan->param(i);
+    if (p.role() != dmuon::plan::Role::muon)
+      continue;
+    int count = 0;
+    for (int o : owners[static_cast<size_t>(i)])
+      count += o;
+    // A dense param: one owner in the world; an expert: one per ep coordinate.
+    const bool spansEp = p.data_dims() && p.data_dims()->size() > 0;
+    dense += spansEp;
+    EXPECT_EQ(count, spansEp ? 1 : 2) << p.name()->str();
+    if (spansEp) {
+      EXPECT_EQ(owners[static_cast<size_t>(i)][static_cast<size_t>(p.owner_rank())], 1)
+          << p.name()->str() << ": owner_rank " << p.owner_rank();
+    }
+  }
+  EXPECT_GT(dense, 0);
+}
+
+// ----------------------------------------------------------------- backend
+
+TEST(Loopback, MismatchedCollectivesAreErrorsOnEveryRank) {
+  std::shared_ptr<LoopbackFabric> fabric = createLoopbackFabric(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      std::unique_ptr<Backend> b;
+      ASSERT_TRUE(createLoopbackBackend(fabric, r, b).isOk());
+      std::vector<uint8_t> buf(16, static_cast<uint8_t>(r));
+      RequestId id;
+      ASSERT_TRUE(b->broadcast(CommGroup::World, buf.data(), r == 0 ? 8 : 16, 0, id).isOk());
+      errors[static_cast<size_t>(r)] = b->wait(id).message();
+    });
+  for (std::thread &t : ranks)
+    t.join();
+  for (const std::string &e : errors)
+    EXPECT_NE(e.find("loopback collective mismatch: broadcast of 8"), std::string::npos) << e;
+}
+
+TEST(Loopback, APeerThatNeverJoinsTimesOut) {
+  std::shared_ptr<LoopbackFabric> fabric = createLoopbackFabric(2);
+  std::unique_ptr<Backend> b;
+  ASSERT_TRUE(createLoopbackBackend(fabric, 0, b).isOk());
+  b->setTimeout(0.05);
+  float x = 1;
+  RequestId id;
+  ASSERT_TRUE(b->allReduceSum(CommGroup::World, &x, 1, id).isOk());
+  Status s = b->wait(id);
+  EXPECT_NE(s.message().find("loopback rank 0 timed out"), std::string::npos) << s.message();
+  // As with MPI, a rank that timed out refuses further work.
+  EXPECT_FALSE(b->allReduceSum(CommGroup::World, &x, 1, id).isOk());
+}
+
+TEST(Loopback, CollectivesComputeWhatMpiWould) {
+  std::shared_ptr<LoopbackFabric> fabric = createLoopbackFabric(3);
+  std::vector<std::vector<float>> sums(3), scattered(3), gathered(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      std::unique_ptr<Backend> b;
+      ASSERT_TRUE(createLoopbackBackend(fabric, r, b).isOk());
+      // Split into {0, 2} (key order 2, 0) and {1}.
+      CommGroup pair;
+      ASSERT_TRUE(b->createGroup({r % 2, -r}, pair).isOk());
+      std::vector<float> v = {float(r), float(10 * r)};
+      RequestId a, c, d;
+      ASSERT_TRUE(b->allReduceSum(pair, v.data(), 2, a).isOk());
+      std::vector<float> send = {1, 2, 3, 4, 5, 6};
+      for (float &x : send)
+        x *= static_cast<float>(r + 1);
+      std::vector<float> mine(2);
+      ASSERT_TRUE(b->reduceScatterSum(CommGroup::World, send.data(), mine.data(), 2, c).isOk());
+      std::vector<float> all(3, 0);
+      const float one = static_cast<float>(r);
+      ASSERT_TRUE(b->gather(CommGroup::World, &one, all.data(), 1, 2, d).isOk());
+      ASSERT_TRUE(b->wait(a).isOk());
+      ASSERT_TRUE(b->wait(c).isOk());
+      ASSERT_TRUE(b->wait(d).isOk());
+      EXPECT_EQ(b->groupSize(pair), r == 1 ? 1 : 2);
+      // {0, 2} ordered by key -r: rank 2 first.
+      EXPECT_EQ(b->groupRank(pair), r == 0 ? 1 : 0);
+      sums[static_cast<size_t>(r)] = v;
+      scattered[static_cast<size_t>(r)] = mine;
+      gathered[static_cast<size_t>(r)] = all;
+    });
+  for (std::thread &t : ranks)
+    t.join();
+  EXPECT_EQ(sums[0], (std::vector<float>{2, 20}));
+  EXPECT_EQ(sums[2], (std::vector<float>{2, 20}));
+  EXPECT_EQ(sums[1], (std::vector<float>{1, 10}));
+  // Rank k gets the sum of floats [2k, 2k+2) over ranks weighted 1, 2, 3.
+  EXPECT_EQ(scattered[0], (std::vector<float>{6, 12}));
+  EXPECT_EQ(scattered[1], (std::vector<float>{18, 24}));
+  EXPECT_EQ(scattered[2], (std::vector<float>{30, 36}));
+  EXPECT_EQ(gathered[2], (std::vector<float>{0, 1, 2}));
+}
