@@ -6,6 +6,7 @@
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
 #include "plan-print/PlanPrinter.h"
+#include "simulate/Simulate.h"
 #include "ToolSupport.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -54,6 +55,12 @@ cl::opt<bool> requireComplete(
     "require-complete",
     cl::desc("Refuse plans captured with --stop-after (as the runtime does)"),
     cl::cat(category));
+
+cl::opt<std::string> simulateCluster(
+    "simulate",
+    cl::desc("Predict the step time of the plan's busiest rank and of AdamW and naive Muon on "
+             "the cluster a TOML file describes (docs/cluster-format.md); --emit=text|json"),
+    cl::value_desc("cluster.toml"), cl::cat(category));
 
 constexpr const char *kTool = "dmuon-plan";
 
@@ -157,6 +164,40 @@ int diffPlans(const std::string &a, const std::string &b, raw_ostream &os) {
   return changes == 0 ? 0 : 2;
 }
 
+// --simulate: the step prediction and memory check; a plan that does not fit
+// the device gets a warning naming the hook group where its buffers peak.
+int simulate(const plan::Plan &p, ToolOutputFile &out) {
+  if (emit != EmitKind::Text && emit != EmitKind::Json) {
+    WithColor::error(errs(), kTool) << "--simulate prints text or json (--emit=text|json)\n";
+    return 1;
+  }
+  Diagnostics diags(kTool);
+  sim::Cluster cluster;
+  if (!sim::loadCluster(simulateCluster, diags, cluster))
+    return 1;
+  sim::Simulation result;
+  std::string error;
+  if (!sim::simulate(p, cluster, simulateCluster, result, error))
+    return fail(simulateCluster, error);
+  const sim::MemoryReport &m = result.memory;
+  if (m.ranksOver > 0) {
+    std::string where;
+    if (m.peak.group >= 0 && p.hook_groups())
+      where = "; its hook-group buffers peak in '" +
+              p.hook_groups()->Get(static_cast<unsigned>(m.peak.group))->name()->str() + "' (" +
+              m.peak.phase + ")";
+    WithColor::warning(errs(), kTool)
+        << m.ranksOver << " of " << result.world << " ranks need more than the device's "
+        << static_cast<int64_t>(m.deviceBytes) << " bytes; rank " << m.largest.rank << " needs "
+        << m.largest.total << where
+        << "; expert or tensor parallelism (a mesh dim that shards the largest params) or finer "
+           "hook groups (--hook-boundary) would lower it\n";
+  }
+  out.os() << (emit == EmitKind::Json ? sim::printSimulationJson(result)
+                                      : sim::printSimulationText(result));
+  return tools::keepOutput(out, outputFile, kTool) ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -196,6 +237,8 @@ int main(int argc, char **argv) {
   if (!load(path, buf))
     return 1;
   const plan::Plan &p = *plan::GetPlan(buf.data());
+  if (!simulateCluster.empty())
+    return simulate(p, out);
   if (verifyOnly) {
     out.os() << path << ": ok (plan " << p.format_major() << "." << p.format_minor()
              << ", fingerprint " << hex64(p.fingerprint());

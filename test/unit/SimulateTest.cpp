@@ -1,0 +1,191 @@
+// The step-time simulator (tools/simulate): the collective cost model, the
+// cluster parser's refusals, the engine on hand-timed programs, and the
+// memory trace against the plan's own peak figure.
+#include "CompileSupport.h"
+#include "simulate/Cluster.h"
+#include "simulate/CostModel.h"
+#include "simulate/Engine.h"
+#include "simulate/Memory.h"
+
+#include <gtest/gtest.h>
+
+using namespace dmuon;
+using namespace dmuon::sim;
+
+namespace {
+
+Cluster unitCluster(bool coalesced) {
+  Cluster c;
+  c.devicesPerNode = 8;
+  c.coalesced = coalesced;
+  c.device.memoryBandwidth = 1e9;
+  c.device.matmulFlops[static_cast<int>(MatmulDType::bf16)] = 1e12;
+  c.intra.present = true;
+  for (LinkCost &l : c.intra.kinds)
+    l = {1e9, 1e-3};
+  return c;
+}
+
+TEST(SimulateCostModel, RingAndTreeFormulas) {
+  Cluster c = unitCluster(true);
+  // all-reduce of 8 ranks: 2*7 latency steps, 2*7/8 of the bytes per link.
+  EXPECT_DOUBLE_EQ(transferSeconds(c, {CollKind::AllReduce, 8, 8e9, false, 1}),
+                   14e-3 + 14.0);
+  // broadcast: ceil(log2 5) = 3 steps, every byte once.
+  EXPECT_DOUBLE_EQ(transferSeconds(c, {CollKind::Broadcast, 5, 1e9, false, 1}), 3e-3 + 1.0);
+  EXPECT_DOUBLE_EQ(transferSeconds(c, {CollKind::AllGather, 4, 4e9, false, 1}), 3e-3 + 3.0);
+  // One rank, or nothing to move: free.
+  EXPECT_EQ(transferSeconds(c, {CollKind::AllReduce, 1, 1e9, false, 1}), 0);
+  EXPECT_EQ(transferSeconds(c, {CollKind::AllReduce, 4, 0, false, 1}), 0);
+}
+
+TEST(SimulateCostModel, CoalescingPaysOneLatency) {
+  CommOp op;
+  op.parts = {{CollKind::Broadcast, 2, 1e9, false, 10}, {CollKind::Reduce, 2, 1e9, false, 1}};
+  EXPECT_DOUBLE_EQ(opSeconds(unitCluster(true), op), 2.0 + 1e-3);
+  EXPECT_DOUBLE_EQ(opSeconds(unitCluster(false), op), 2.0 + 11e-3);
+}
+
+TEST(SimulateCluster, ByteSizes) {
+  EXPECT_EQ(parseByteSize("80GiB"), 80.0 * 1073741824.0);
+  EXPECT_EQ(parseByteSize(" 141 GB "), 141e9);
+  EXPECT_EQ(parseByteSize("1.5e3"), 1500.0);
+  EXPECT_FALSE(parseByteSize("-1GiB"));
+  EXPECT_FALSE(parseByteSize("80 GiBs"));
+  EXPECT_FALSE(parseByteSize("GiB"));
+  EXPECT_FALSE(parseByteSize("1e400"));
+}
+
+bool parses(const std::string &text, std::string &errors, Cluster &c) {
+  llvm::raw_string_ostream os(errors);
+  Diagnostics diags("dmuon-plan", os);
+  bool ok = parseCluster(text, "c.toml", diags, c);
+  os.flush();
+  return ok;
+}
+
+const char *kGood = "[cluster]\ndevices_per_node = 4\n[device]\nmemory = \"16GiB\"\n"
+                    "memory_bandwidth = 1e11\nns_dtype = \"f32\"\n[device.matmul_flops]\n"
+                    "f32 = 1e12\n[network.intra]\nbandwidth = 1e10\nlatency = 1e-6\n"
+                    "[network.intra.broadcast]\nbandwidth = 2e10\n";
+
+TEST(SimulateCluster, ParsesAndOverridesPerKind) {
+  std::string errors;
+  Cluster c;
+  ASSERT_TRUE(parses(kGood, errors, c)) << errors;
+  EXPECT_EQ(c.devicesPerNode, 4);
+  EXPECT_EQ(c.device.memoryBytes, 16.0 * 1073741824.0);
+  EXPECT_EQ(c.device.nsFlops(), 1e12);
+  EXPECT_EQ(c.intra.cost(CollKind::Broadcast).bandwidth, 2e10);
+  EXPECT_EQ(c.intra.cost(CollKind::AllReduce).bandwidth, 1e10);
+  EXPECT_EQ(c.intra.cost(CollKind::Broadcast).latency, 1e-6);
+  EXPECT_FALSE(c.inter.present);
+  EXPECT_EQ(c.workload.kind, Workload::Kind::None);
+}
+
+TEST(SimulateCluster, RefusesBadNumbersWithLocations) {
+  struct Case {
+    std::string edit, from, to, expect;
+  };
+  const Case cases[] = {
+      {"", "latency = 1e-6", "latency = -1e-6", "c.toml:11:11: error: 'latency' in [network.intra]"},
+      {"", "bandwidth = 1e10", "bandwidth = nan", "must be a positive number (bytes per second)"},
+      {"", "f32 = 1e12", "f32 = \"fast\"", "c.toml:8:7: error: 'f32' in [device.matmul_flops]"},
+      {"", "devices_per_node = 4", "devices_per_node = 4.5", "c.toml:2:20: error"},
+      {"", "memory = \"16GiB\"", "memory = true", "'memory' in [device] must be a size"},
+  };
+  for (const Case &k : cases) {
+    std::string text = kGood;
+    text.replace(text.find(k.from), k.from.size(), k.to);
+    std::string errors;
+    Cluster c;
+    EXPECT_FALSE(parses(text, errors, c)) << k.to;
+    EXPECT_TRUE(unittest::contains(errors, k.expect)) << k.to << "\n" << errors;
+  }
+  std::string errors;
+  Cluster c;
+  EXPECT_FALSE(parses(std::string(kGood) + "[workload]\nforward_seconds = 1\nmfu = 0.5\n",
+                      errors, c));
+  EXPECT_TRUE(unittest::contains(errors, "gives both seconds")) << errors;
+}
+
+// One group: forward 1 s, backward 2 s, a 1 s broadcast and a 1 s reduce on
+// one network; Z3.
+Program oneGroup() {
+  Program p;
+  GroupWork g;
+  g.name = "g";
+  g.forward = 1;
+  g.backward = 2;
+  g.unshard = {Stream::Unshard, {{CollKind::Broadcast, 2, 1e9, false, 1}}};
+  g.phase1 = {Stream::Reduce, {{CollKind::Reduce, 2, 1e9, false, 1}}};
+  p.groups.push_back(g);
+  StepItem ns;
+  ns.label = "ns";
+  ns.seconds = 0.5;
+  p.step.push_back(ns);
+  p.nsSeconds = 0.5;
+  return p;
+}
+
+TEST(SimulateEngine, OneGroupTimeline) {
+  Cluster c = unitCluster(true);
+  for (LinkCost &l : c.intra.kinds)
+    l.latency = 0;
+  RankRun run = runProgram(c, oneGroup(), nullptr, true);
+  // broadcast 0-1, forward 1-2, broadcast again 2-3, backward 3-5, reduce
+  // 5-6 (waited for in the step), NS 6-6.5.
+  EXPECT_DOUBLE_EQ(run.times.total, 6.5);
+  EXPECT_DOUBLE_EQ(run.times.compute, 3);
+  EXPECT_DOUBLE_EQ(run.times.exposed, 2);
+  EXPECT_DOUBLE_EQ(run.times.optimizer, 1.5);
+  ASSERT_EQ(run.timeline.size(), 6u);
+  EXPECT_EQ(run.timeline[3].what, "backward g");
+  EXPECT_DOUBLE_EQ(run.timeline[3].begin, 3);
+  // Z2 keeps the buffer for backward: one broadcast fewer.
+  Program z2 = oneGroup();
+  z2.z3 = false;
+  EXPECT_DOUBLE_EQ(runProgram(c, z2, nullptr, false).times.total, 5.5);
+}
+
+TEST(SimulateEngine, BoundsDelayCouplingCollectives) {
+  Cluster c = unitCluster(true);
+  Program p = oneGroup();
+  StepItem ar;
+  ar.kind = StepItem::Kind::Comm;
+  ar.label = "norm";
+  ar.global = true;
+  ar.comm = {Stream::Reduce, {{CollKind::AllReduce, 2, 0, false, 1}}};
+  p.step.insert(p.step.begin(), ar);
+  RankRun alone = runProgram(c, p, nullptr, false);
+  ASSERT_EQ(alone.arrivals.global.size(), size_t(kSimulatedSteps));
+  Bounds late = alone.arrivals;
+  for (double &t : late.global.back())
+    t += 10; // in the measured step, another rank reaches the all-reduce 10 s later
+  // An empty collective costs nothing and waits for nobody; give it bytes.
+  p.step[0].comm.parts[0].bytes = 1;
+  RankRun bounded = runProgram(c, p, &late, false);
+  EXPECT_GT(bounded.times.optimizer, alone.times.optimizer + 9);
+}
+
+TEST(SimulateMemory, TraceMatchesThePlansPeak) {
+  const std::string manifest = "[[param]]\nrepeat = 4\nprefix = \"layers.{i}.\"\n"
+                               "  [[param.param]]\n  name = \"a.weight\"\n  shape = [256, 512]\n"
+                               "  [[param.param]]\n  name = \"norm.weight\"\n  shape = [256]\n";
+  for (const char *mesh : {"2", "2x2", "4"})
+    for (Mode mode : {Mode::z3, Mode::z2}) {
+      PlanModel model;
+      model.options.mode = mode;
+      std::string errors;
+      ASSERT_TRUE(unittest::compile(manifest, mesh, model, errors)) << errors;
+      std::vector<uint8_t> buf = writePlan(model);
+      const plan::Plan &p = *plan::GetPlan(buf.data());
+      MemoryReport m = checkMemory(p, 1e12);
+      EXPECT_TRUE(m.traceMatches) << mesh;
+      EXPECT_GE(m.peak.group, 0) << mesh;
+      EXPECT_EQ(m.ranksOver, 0);
+      EXPECT_EQ(checkMemory(p, 1).ranksOver, static_cast<int64_t>(p.stats()->ranks()->size()));
+    }
+}
+
+} // namespace

@@ -1,0 +1,486 @@
+// The cluster description's parser (docs/cluster-format.md). toml++ gives a
+// tree with source positions; every check reports at the key or value it
+// concerns, as the manifest frontend does, and all problems of a file are
+// reported before it is refused.
+#include "Cluster.h"
+#include "Frontend.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <toml++/toml.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+namespace dmuon::sim {
+
+const char *collKindKey(CollKind k) {
+  switch (k) {
+  case CollKind::Broadcast:
+    return "broadcast";
+  case CollKind::Reduce:
+    return "reduce";
+  case CollKind::AllReduce:
+    return "all_reduce";
+  case CollKind::AllGather:
+    return "all_gather";
+  case CollKind::ReduceScatter:
+    return "reduce_scatter";
+  }
+  return "?";
+}
+
+std::optional<double> parseByteSize(std::string_view text) {
+  llvm::StringRef s(text.data(), text.size());
+  s = s.trim();
+  size_t numEnd = 0;
+  while (numEnd < s.size() && (std::isdigit(static_cast<unsigned char>(s[numEnd])) ||
+                               s[numEnd] == '.' || s[numEnd] == 'e' || s[numEnd] == 'E' ||
+                               ((s[numEnd] == '+' || s[numEnd] == '-') && numEnd > 0 &&
+                                (s[numEnd - 1] == 'e' || s[numEnd - 1] == 'E'))))
+    ++numEnd;
+  // "1e" would swallow the E of "EB"; no such unit is accepted, so no care.
+  double v = 0;
+  auto r = std::from_chars(s.data(), s.data() + numEnd, v);
+  if (numEnd == 0 || r.ec != std::errc() || r.ptr != s.data() + numEnd)
+    return std::nullopt;
+  llvm::StringRef unit = s.substr(numEnd).trim();
+  struct Unit {
+    const char *name;
+    double scale;
+  };
+  static const Unit kUnits[] = {{"", 1},          {"B", 1},           {"KB", 1e3},
+                                {"MB", 1e6},      {"GB", 1e9},        {"TB", 1e12},
+                                {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+                                {"TiB", 1099511627776.0}};
+  for (const Unit &u : kUnits)
+    if (unit == u.name) {
+      double bytes = v * u.scale;
+      if (!std::isfinite(bytes) || bytes < 0 || bytes > std::ldexp(1.0, 62))
+        return std::nullopt;
+      return bytes;
+    }
+  return std::nullopt;
+}
+
+namespace {
+
+const char *typeName(const toml::node &n) {
+  switch (n.type()) {
+  case toml::node_type::table:
+    return "a table";
+  case toml::node_type::array:
+    return "an array";
+  case toml::node_type::string:
+    return "a string";
+  case toml::node_type::integer:
+    return "an integer";
+  case toml::node_type::floating_point:
+    return "a float";
+  case toml::node_type::boolean:
+    return "a boolean";
+  default:
+    return "a date or time";
+  }
+}
+
+std::optional<MatmulDType> parseMatmulDType(std::string_view s) {
+  if (s == "f32")
+    return MatmulDType::f32;
+  if (s == "bf16")
+    return MatmulDType::bf16;
+  if (s == "f16")
+    return MatmulDType::f16;
+  if (s == "f64")
+    return MatmulDType::f64;
+  return std::nullopt;
+}
+
+const char *const kDTypeKeys[] = {"f32", "bf16", "f16", "f64"};
+
+// What a number must be: its message names the unit the docs use.
+enum class Range { Positive, NonNegative, Fraction /* (0, 1] */ };
+
+class ClusterParser {
+public:
+  ClusterParser(const std::string &name, Diagnostics &diags, Cluster &out)
+      : name_(name), diags_(diags), out_(out) {}
+
+  bool run(std::unique_ptr<llvm::MemoryBuffer> mb);
+
+private:
+  llvm::SMLoc locOf(const toml::source_position &pos) const {
+    if (pos.line == 0)
+      return llvm::SMLoc();
+    return diags_.locFor(buffer_, pos.line, pos.column);
+  }
+  llvm::SMLoc locOf(const toml::node &n) const { return locOf(n.source().begin); }
+  llvm::SMLoc locOf(const toml::key &k) const { return locOf(k.source().begin); }
+  void error(llvm::SMLoc loc, const llvm::Twine &msg) { diags_.error(loc, msg); }
+
+  // The table at `node`, or an error naming `where`.
+  const toml::table *asTable(const toml::node &node, const std::string &where);
+  // Reports keys of `t` that are not in `keys`, with a suggestion.
+  void checkKeys(const toml::table &t, llvm::ArrayRef<const char *> keys,
+                 const std::string &where);
+  std::optional<double> number(const toml::table &t, const char *key, const std::string &where,
+                               Range range, const char *unit);
+  void missing(const toml::table &t, const char *key, const std::string &where);
+
+  void parseClusterTable(const toml::table &t);
+  void parseDevice(const toml::table &t);
+  void parseNetwork(const toml::table &t);
+  void parseLink(const toml::table &t, const std::string &where, Network &net);
+  void parseWorkload(const toml::table &t);
+
+  const std::string &name_;
+  Diagnostics &diags_;
+  Cluster &out_;
+  unsigned buffer_ = 0;
+};
+
+const toml::table *ClusterParser::asTable(const toml::node &node, const std::string &where) {
+  const toml::table *t = node.as_table();
+  if (!t)
+    error(locOf(node), where + " must be a table, not " + typeName(node));
+  return t;
+}
+
+void ClusterParser::checkKeys(const toml::table &t, llvm::ArrayRef<const char *> keys,
+                              const std::string &where) {
+  for (auto &&[k, v] : t) {
+    llvm::StringRef key(k.str());
+    if (llvm::is_contained(keys, key))
+      continue;
+    std::string msg = "unknown key '" + key.str() + "' in " + where;
+    unsigned best = 3;
+    const char *suggestion = nullptr;
+    for (const char *cand : keys)
+      if (unsigned d = key.edit_distance(cand, true, best); d < best) {
+        best = d;
+        suggestion = cand;
+      }
+    if (suggestion && key.size() > 1)
+      msg += std::string("; did you mean '") + suggestion + "'?";
+    error(locOf(k), msg);
+  }
+}
+
+void ClusterParser::missing(const toml::table &t, const char *key, const std::string &where) {
+  error(locOf(t), where + " has no '" + key + "'");
+}
+
+std::optional<double> ClusterParser::number(const toml::table &t, const char *key,
+                                            const std::string &where, Range range,
+                                            const char *unit) {
+  const toml::node *n = t.get(key);
+  if (!n)
+    return std::nullopt;
+  std::optional<double> v;
+  if (const auto *i = n->as_integer())
+    v = static_cast<double>(i->get());
+  else if (const auto *f = n->as_floating_point())
+    v = f->get();
+  const char *want = range == Range::Positive      ? "a positive number"
+                     : range == Range::NonNegative ? "a number >= 0"
+                                                   : "a number in (0, 1]";
+  if (!v) {
+    error(locOf(*n), "'" + llvm::Twine(key) + "' in " + where + " must be " + want + " (" +
+                         unit + "), not " + typeName(*n));
+    return std::nullopt;
+  }
+  bool ok = std::isfinite(*v) &&
+            (range == Range::Positive      ? *v > 0
+             : range == Range::NonNegative ? *v >= 0
+                                           : *v > 0 && *v <= 1);
+  if (!ok) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", *v);
+    std::string shown = n->is_integer() ? std::to_string(n->as_integer()->get()) : buf;
+    error(locOf(*n),
+          "'" + llvm::Twine(key) + "' in " + where + " must be " + want + " (" + unit +
+              "), not " + shown);
+    return std::nullopt;
+  }
+  return v;
+}
+
+void ClusterParser::parseClusterTable(const toml::table &t) {
+  const std::string where = "[cluster]";
+  checkKeys(t, {"name", "devices_per_node", "coalesced_collectives"}, where);
+  if (const toml::node *n = t.get("name")) {
+    if (const auto *s = n->as_string())
+      out_.name = s->get();
+    else
+      error(locOf(*n), "'name' in [cluster] must be a string, not " + llvm::Twine(typeName(*n)));
+  }
+  if (const toml::node *n = t.get("devices_per_node")) {
+    const auto *i = n->as_integer();
+    if (!i || i->get() < 1 || i->get() > (int64_t(1) << 24))
+      error(locOf(*n), "'devices_per_node' in [cluster] must be an integer from 1 to 16777216");
+    else
+      out_.devicesPerNode = i->get();
+  } else {
+    missing(t, "devices_per_node", where);
+  }
+  if (const toml::node *n = t.get("coalesced_collectives")) {
+    if (const auto *b = n->as_boolean())
+      out_.coalesced = b->get();
+    else
+      error(locOf(*n), "'coalesced_collectives' in [cluster] must be true or false, not " +
+                           llvm::Twine(typeName(*n)));
+  }
+}
+
+void ClusterParser::parseDevice(const toml::table &t) {
+  const std::string where = "[device]";
+  checkKeys(t, {"memory", "memory_bandwidth", "matmul_flops", "ns_dtype"}, where);
+  if (const toml::node *n = t.get("memory")) {
+    std::optional<double> bytes;
+    if (const auto *s = n->as_string())
+      bytes = parseByteSize(s->get());
+    else if (n->is_integer() || n->is_floating_point())
+      bytes = number(t, "memory", where, Range::Positive, "bytes");
+    else
+      error(locOf(*n), "'memory' in [device] must be a size ('80GiB') or a number of bytes, "
+                       "not " + llvm::Twine(typeName(*n)));
+    if (n->is_string() && (!bytes || *bytes <= 0))
+      error(locOf(*n), "'memory' in [device] must be a positive size such as '80GiB' or "
+                       "'141GB' (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), not '" +
+                           n->as_string()->get() + "'");
+    else if (bytes)
+      out_.device.memoryBytes = *bytes;
+  } else {
+    missing(t, "memory", where);
+  }
+  if (auto v = number(t, "memory_bandwidth", where, Range::Positive, "bytes per second"))
+    out_.device.memoryBandwidth = *v;
+  else if (!t.get("memory_bandwidth"))
+    missing(t, "memory_bandwidth", where);
+
+  const toml::node *nsNode = t.get("ns_dtype");
+  if (nsNode) {
+    const auto *s = nsNode->as_string();
+    std::optional<MatmulDType> d = s ? parseMatmulDType(s->get()) : std::nullopt;
+    if (!d)
+      error(locOf(*nsNode), "'ns_dtype' in [device] must be one of f32, bf16, f16, f64");
+    else
+      out_.device.nsDType = *d;
+  }
+  const toml::node *flops = t.get("matmul_flops");
+  if (!flops) {
+    missing(t, "matmul_flops", where);
+    return;
+  }
+  const toml::table *ft = asTable(*flops, "'matmul_flops' in [device]");
+  if (!ft)
+    return;
+  const std::string fwhere = "[device.matmul_flops]";
+  checkKeys(*ft, kDTypeKeys, fwhere);
+  for (int d = 0; d < kNumMatmulDTypes; ++d)
+    if (auto v = number(*ft, kDTypeKeys[d], fwhere, Range::Positive, "flops per second"))
+      out_.device.matmulFlops[d] = *v;
+  const char *ns = kDTypeKeys[static_cast<int>(out_.device.nsDType)];
+  if (!ft->get(ns))
+    error(locOf(*ft), fwhere + " gives no throughput for " + ns + ", the dtype Newton-Schulz "
+                                                                 "runs in (ns_dtype)");
+}
+
+void ClusterParser::parseLink(const toml::table &t, const std::string &where, Network &net) {
+  static const char *const keys[] = {"bandwidth",  "latency",    "broadcast",     "reduce",
+                                     "all_reduce", "all_gather", "reduce_scatter"};
+  checkKeys(t, keys, where);
+  net.present = true;
+  std::optional<double> bw = number(t, "bandwidth", where, Range::Positive, "bytes per second");
+  std::optional<double> lat = number(t, "latency", where, Range::NonNegative, "seconds");
+  for (int k = 0; k < kNumCollKinds; ++k) {
+    const char *kind = collKindKey(static_cast<CollKind>(k));
+    std::optional<double> kbw = bw, klat = lat;
+    const toml::node *sub = t.get(kind);
+    const std::string kwhere = "[" + where.substr(1, where.size() - 2) + "." + kind + "]";
+    if (sub) {
+      if (const toml::table *st = asTable(*sub, "'" + std::string(kind) + "' in " + where)) {
+        checkKeys(*st, {"bandwidth", "latency"}, kwhere);
+        if (st->get("bandwidth"))
+          kbw = number(*st, "bandwidth", kwhere, Range::Positive, "bytes per second");
+        if (st->get("latency"))
+          klat = number(*st, "latency", kwhere, Range::NonNegative, "seconds");
+      }
+    }
+    // A kind without its own figure takes the link's; report each figure
+    // missing from both once, at the link's table.
+    if (!kbw && !t.get("bandwidth") && !(sub && sub->is_table() && sub->as_table()->get("bandwidth")))
+      error(locOf(t), where + " gives no bandwidth for " + kind +
+                          " (set 'bandwidth' for every kind, or in " + kwhere + ")");
+    if (!klat && !t.get("latency") && !(sub && sub->is_table() && sub->as_table()->get("latency")))
+      error(locOf(t), where + " gives no latency for " + kind + " (set 'latency' for every "
+                                                               "kind, or in " + kwhere + ")");
+    net.kinds[k] = {kbw.value_or(0), klat.value_or(0)};
+  }
+}
+
+void ClusterParser::parseNetwork(const toml::table &t) {
+  checkKeys(t, {"intra", "inter"}, "[network]");
+  if (const toml::node *n = t.get("intra")) {
+    if (const toml::table *it = asTable(*n, "'intra' in [network]"))
+      parseLink(*it, "[network.intra]", out_.intra);
+  } else {
+    error(locOf(t), "[network] has no 'intra' table (the network inside a node)");
+  }
+  if (const toml::node *n = t.get("inter"))
+    if (const toml::table *it = asTable(*n, "'inter' in [network]"))
+      parseLink(*it, "[network.inter]", out_.inter);
+}
+
+void ClusterParser::parseWorkload(const toml::table &t) {
+  const std::string where = "[workload]";
+  checkKeys(t, {"forward_seconds", "backward_seconds", "tokens_per_rank", "flops_per_token",
+                "mfu", "compute_dtype"},
+            where);
+  Workload &w = out_.workload;
+  const bool bySeconds = t.get("forward_seconds") || t.get("backward_seconds");
+  const bool byFlops = t.get("tokens_per_rank") || t.get("flops_per_token") || t.get("mfu") ||
+                       t.get("compute_dtype");
+  if (bySeconds && byFlops) {
+    error(locOf(t), "[workload] gives both seconds (forward_seconds, backward_seconds) and a "
+                    "flops model (tokens_per_rank, mfu, ...); give one");
+    return;
+  }
+  if (bySeconds) {
+    w.kind = Workload::Kind::Seconds;
+    for (const char *key : {"forward_seconds", "backward_seconds"}) {
+      std::optional<double> v = number(t, key, where, Range::NonNegative, "seconds");
+      if (!t.get(key))
+        missing(t, key, where);
+      (std::string_view(key) == "forward_seconds" ? w.forwardSeconds : w.backwardSeconds) =
+          v.value_or(0);
+    }
+    return;
+  }
+  if (!byFlops)
+    return; // an empty [workload]: no forward/backward compute
+  w.kind = Workload::Kind::Flops;
+  if (auto v = number(t, "tokens_per_rank", where, Range::Positive, "tokens"))
+    w.tokensPerRank = *v;
+  else if (!t.get("tokens_per_rank"))
+    missing(t, "tokens_per_rank", where);
+  if (auto v = number(t, "mfu", where, Range::Fraction, "a fraction of peak"))
+    w.mfu = *v;
+  else if (!t.get("mfu"))
+    missing(t, "mfu", where);
+  if (t.get("flops_per_token"))
+    w.flopsPerToken =
+        number(t, "flops_per_token", where, Range::Positive, "flops").value_or(0);
+  if (const toml::node *n = t.get("compute_dtype")) {
+    const auto *s = n->as_string();
+    std::optional<MatmulDType> d = s ? parseMatmulDType(s->get()) : std::nullopt;
+    if (!d)
+      error(locOf(*n), "'compute_dtype' in [workload] must be one of f32, bf16, f16, f64");
+    else
+      w.computeDType = *d;
+  }
+  if (out_.device.matmulFlops[static_cast<int>(w.computeDType)] <= 0)
+    error(locOf(t), "[workload] computes in " +
+                        llvm::Twine(kDTypeKeys[static_cast<int>(w.computeDType)]) +
+                        " (compute_dtype), for which [device.matmul_flops] gives no throughput");
+}
+
+// toml++ recurses once per dotted-key part; a file of a few kilobytes can
+// still hold a key of thousands of parts. No key of a cluster needs more
+// than three dots.
+bool checkKeyDepth(std::string_view text, unsigned buffer, Diagnostics &diags) {
+  constexpr unsigned kMaxDots = 64;
+  unsigned line = 1, dots = 0;
+  char quote = 0;
+  bool comment = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      dots = 0;
+      quote = 0;
+      comment = false;
+    } else if (comment) {
+    } else if (quote) {
+      if (c == '\\' && quote == '"')
+        ++i;
+      else if (c == quote)
+        quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#') {
+      comment = true;
+    } else if (c == '.' && ++dots > kMaxDots) {
+      diags.error(diags.locFor(buffer, line, 1),
+                  "more than " + llvm::Twine(kMaxDots) + " dots on one line");
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ClusterParser::run(std::unique_ptr<llvm::MemoryBuffer> mb) {
+  const unsigned before = diags_.errorCount();
+  std::string_view text(mb->getBufferStart(), mb->getBufferSize());
+  buffer_ = diags_.addBuffer(std::move(mb));
+  if (!checkKeyDepth(text, buffer_, diags_))
+    return false;
+  toml::table root;
+  try {
+    root = toml::parse(text, name_);
+  } catch (const toml::parse_error &err) {
+    llvm::SMLoc loc = locOf(err.source().begin);
+    if (loc.isValid())
+      diags_.error(loc, std::string(err.description()));
+    else
+      diags_.fileError(name_, std::string(err.description()));
+    return false;
+  } catch (const std::exception &e) {
+    diags_.fileError(name_, e.what());
+    return false;
+  }
+  checkKeys(root, {"cluster", "device", "network", "workload"}, "the cluster description");
+  const toml::table *tables[4] = {};
+  const char *names[4] = {"cluster", "device", "network", "workload"};
+  for (int i = 0; i < 4; ++i)
+    if (const toml::node *n = root.get(names[i]))
+      tables[i] = asTable(*n, "'" + std::string(names[i]) + "'");
+    else if (i < 3 && diags_.errorCount() == before)
+      diags_.error(diags_.locFor(buffer_, 1, 1),
+                   "the cluster description has no [" + llvm::Twine(names[i]) + "] table");
+  if (tables[0])
+    parseClusterTable(*tables[0]);
+  if (tables[1])
+    parseDevice(*tables[1]);
+  if (tables[2])
+    parseNetwork(*tables[2]);
+  if (tables[3] && tables[1])
+    parseWorkload(*tables[3]);
+  return diags_.errorCount() == before;
+}
+
+} // namespace
+
+bool parseCluster(std::string_view text, const std::string &name, Diagnostics &diags,
+                  Cluster &out) {
+  ClusterParser p(name, diags, out);
+  return p.run(
+      llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(text.data(), text.size()), name));
+}
+
+bool loadCluster(const std::string &path, Diagnostics &diags, Cluster &out) {
+  std::unique_ptr<llvm::MemoryBuffer> mb =
+      readInputFile(path, diags, kMaxClusterBytes, "a cluster description");
+  if (!mb)
+    return false;
+  if (mb->getBufferIdentifier() != path)
+    mb = llvm::MemoryBuffer::getMemBufferCopy(mb->getBuffer(), path);
+  ClusterParser p(path, diags, out);
+  return p.run(std::move(mb));
+}
+
+} // namespace dmuon::sim

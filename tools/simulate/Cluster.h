@@ -1,0 +1,91 @@
+// The cluster description that `dmuon-plan --simulate` prices a plan on
+// (docs/cluster-format.md): devices per node, each device's matrix
+// throughput, memory bandwidth and memory, the intra- and inter-node
+// networks' bandwidth and latency per collective kind, and optionally the
+// host's forward/backward time (the workload).
+#ifndef DMUON_TOOLS_SIMULATE_CLUSTER_H
+#define DMUON_TOOLS_SIMULATE_CLUSTER_H
+
+#include "Diagnostics.h"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dmuon::sim {
+
+// The collective kinds a cluster prices separately; gather and scatter (the
+// model-parallel NS of comm params) move data as all-gather and
+// reduce-scatter do and are priced as those.
+enum class CollKind { Broadcast, Reduce, AllReduce, AllGather, ReduceScatter };
+inline constexpr int kNumCollKinds = 5;
+const char *collKindKey(CollKind k); // "broadcast", "all_reduce", ...
+
+// One collective kind on one network: NCCL-tests' bus bandwidth (bytes/s)
+// and the latency of one algorithm step (s); docs/cluster-format.md,
+// "Cost model".
+struct LinkCost {
+  double bandwidth = 0;
+  double latency = 0;
+};
+
+struct Network {
+  bool present = false;
+  std::array<LinkCost, kNumCollKinds> kinds{};
+  const LinkCost &cost(CollKind k) const { return kinds[static_cast<int>(k)]; }
+};
+
+// The dtypes a device's matrix throughput may be given for (the plan's).
+enum class MatmulDType { f32, bf16, f16, f64 };
+inline constexpr int kNumMatmulDTypes = 4;
+
+struct Device {
+  double memoryBytes = 0;
+  double memoryBandwidth = 0; // bytes/s, for the element-wise optimizer work
+  std::array<double, kNumMatmulDTypes> matmulFlops{}; // 0: not given
+  MatmulDType nsDType = MatmulDType::bf16;             // what Newton-Schulz runs in
+  double nsFlops() const { return matmulFlops[static_cast<int>(nsDType)]; }
+};
+
+// Forward and backward compute per step on every rank. Either given in
+// seconds (split over the hook groups by their share of the params), or a
+// flops model: flops_per_token (default 6 x the plan's param elements) x
+// tokens_per_rank / (throughput of compute_dtype x mfu); backward is twice
+// forward.
+struct Workload {
+  enum class Kind { None, Seconds, Flops } kind = Kind::None;
+  double forwardSeconds = 0, backwardSeconds = 0;
+  double tokensPerRank = 0, flopsPerToken = 0 /* 0: 6 x params */, mfu = 0;
+  MatmulDType computeDType = MatmulDType::bf16;
+};
+
+struct Cluster {
+  std::string name;
+  int64_t devicesPerNode = 0;
+  // One latency per coalesced group of collectives (NCCL's group calls run
+  // them together), or one per collective (MPI's non-blocking calls).
+  bool coalesced = true;
+  Device device;
+  Network intra, inter;
+  Workload workload;
+};
+
+// Reads, parses and checks a cluster description, reporting every problem as
+// "path:line:col: error: ..." with the source line. Returns false on error.
+bool loadCluster(const std::string &path, Diagnostics &diags, Cluster &out);
+// The same on text in memory; `name` stands for the file in diagnostics.
+bool parseCluster(std::string_view text, const std::string &name, Diagnostics &diags,
+                  Cluster &out);
+
+// "80GiB", "80 GB", "1.5e9", "512MiB": bytes; nullopt for anything else
+// (negative, non-finite, an unknown unit, more than 2^62 bytes).
+std::optional<double> parseByteSize(std::string_view text);
+
+// The largest cluster description read (a description is a page of TOML).
+inline constexpr uint64_t kMaxClusterBytes = uint64_t(1) << 20;
+
+} // namespace dmuon::sim
+
+#endif

@@ -1,0 +1,28 @@
+// The alpha-beta cost of collectives (docs/cluster-format.md, "Cost
+// model"): ring algorithms for all-reduce, all-gather and reduce-scatter,
+// pipelined trees for broadcast and reduce, with NCCL-tests' bus bandwidth.
+#ifndef DMUON_TOOLS_SIMULATE_COSTMODEL_H
+#define DMUON_TOOLS_SIMULATE_COSTMODEL_H
+
+#include "Cluster.h"
+#include "Program.h"
+
+namespace dmuon::sim {
+
+// Latency steps of one collective of `n` ranks: 2(n-1) for all-reduce, n-1
+// for all-gather and reduce-scatter, ceil(log2 n) for broadcast and reduce.
+double latencySteps(CollKind kind, int64_t n);
+// The bytes each rank's link carries per byte of buffer, NCCL-tests'
+// bus-bandwidth factor: 2(n-1)/n all-reduce, (n-1)/n all-gather and
+// reduce-scatter, 1 broadcast and reduce.
+double busFactor(CollKind kind, int64_t n);
+// Seconds of one collective; 0 for a group of one rank.
+double transferSeconds(const Cluster &c, const Transfer &t);
+// Seconds of a coalesced group: the bandwidth terms add up (the collectives
+// share the links); the latency is the largest one when the cluster
+// coalesces (NCCL group calls), else the sum.
+double opSeconds(const Cluster &c, const CommOp &op);
+
+} // namespace dmuon::sim
+
+#endif
