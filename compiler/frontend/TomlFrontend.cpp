@@ -15,6 +15,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include "TomlNodes.h"
+
 #include <toml++/toml.h>
 
 #include <cctype>
@@ -32,31 +34,6 @@ namespace {
 
 constexpr int64_t kMaxParams = 10'000'000;
 constexpr int kMaxBlockDepth = 8;
-
-const char *typeName(const toml::node &n) {
-  switch (n.type()) {
-  case toml::node_type::table:
-    return "a table";
-  case toml::node_type::array:
-    return "an array";
-  case toml::node_type::string:
-    return "a string";
-  case toml::node_type::integer:
-    return "an integer";
-  case toml::node_type::floating_point:
-    return "a float";
-  case toml::node_type::boolean:
-    return "a boolean";
-  case toml::node_type::date:
-    return "a date";
-  case toml::node_type::time:
-    return "a time";
-  case toml::node_type::date_time:
-    return "a date-time";
-  default:
-    return "nothing";
-  }
-}
 
 // "; did you mean 'shape'?" for a near miss among `keys`, else "".
 std::string didYouMean(llvm::StringRef key, llvm::ArrayRef<const char *> keys) {
@@ -142,7 +119,6 @@ public:
 private:
   // --- locations -----------------------------------------------------------
   void buildLineTable();
-  bool checkKeyDepth();
   llvm::SMLoc locOf(const toml::source_position &pos) const;
   llvm::SMLoc locOf(const toml::node &n) const { return locOf(n.source().begin); }
   llvm::SMLoc locOf(const toml::key &k) const { return locOf(k.source().begin); }
@@ -244,36 +220,6 @@ llvm::SMLoc TomlFrontend::locInString(const toml::node &n, size_t offset) const 
       std::memcmp(p + 1, v.data(), v.size()) != 0 || v.find('\n') != std::string::npos)
     return start;
   return llvm::SMLoc::getFromPointer(p + 1 + std::min(offset, v.size()));
-}
-
-bool TomlFrontend::checkKeyDepth() {
-  constexpr unsigned kMaxDots = 1000;
-  for (size_t line = 0; line < lineStarts_.size(); ++line) {
-    size_t b = lineStarts_[line];
-    size_t e = line + 1 < lineStarts_.size() ? lineStarts_[line + 1] : bufSize_;
-    if (e - b <= kMaxDots)
-      continue;
-    unsigned dots = 0;
-    char quote = 0;
-    for (size_t i = b; i < e; ++i) {
-      char c = bufStart_[i];
-      if (quote) {
-        if (c == '\\' && quote == '"')
-          ++i;
-        else if (c == quote)
-          quote = 0;
-      } else if (c == '"' || c == '\'') {
-        quote = c;
-      } else if (c == '#') {
-        break;
-      } else if (c == '.' && ++dots > kMaxDots) {
-        error(diags_.locFor(buffer_, static_cast<unsigned>(line + 1), 1),
-              "key nested more than " + llvm::Twine(kMaxDots) + " levels deep");
-        return false;
-      }
-    }
-  }
-  return true;
 }
 
 // --- checking -------------------------------------------------------------------
@@ -393,7 +339,7 @@ bool TomlFrontend::parseDTypeValue(const toml::node &value, const std::string &w
   const auto *s = value.as_string();
   if (!s) {
     error(locOf(value), "'dtype' in " + who + " must be a string, not " +
-                            typeName(value));
+                            tomlTypeName(value));
     return false;
   }
   std::optional<DType> t = parseDType(s->get());
@@ -413,7 +359,7 @@ bool TomlFrontend::parseRoleValue(const toml::node &value, const std::string &wh
   const auto *s = value.as_string();
   if (!s) {
     error(locOf(value), "'optimizer' in " + who + " must be a string, not " +
-                            typeName(value));
+                            tomlTypeName(value));
     return false;
   }
   if (s->get() == "muon") {
@@ -433,7 +379,7 @@ bool TomlFrontend::parseRouteValue(const toml::node &value, const std::string &w
                                    Route &out) {
   const auto *s = value.as_string();
   if (!s) {
-    error(locOf(value), "'route' in " + who + " must be a string, not " + typeName(value));
+    error(locOf(value), "'route' in " + who + " must be a string, not " + tomlTypeName(value));
     return false;
   }
   if (std::optional<Route> r = common::parseRoute(s->get())) {
@@ -452,7 +398,7 @@ bool TomlFrontend::parseOnePlacement(const toml::node &value, const std::string 
   if (!s) {
     error(locOf(value), "placement for mesh dim '" + dimName + "' in " + who +
                             " must be a string such as \"Shard(0)\", not " +
-                            typeName(value));
+                            tomlTypeName(value));
     return false;
   }
   std::string err;
@@ -512,7 +458,7 @@ bool TomlFrontend::parsePlacements(const toml::node &value, const std::string &w
   }
   error(locOf(value), "'placements' in " + who +
                           " must be a table keyed by mesh dim name or an array with one "
-                          "string per mesh dim, not " + typeName(value));
+                          "string per mesh dim, not " + tomlTypeName(value));
   return false;
 }
 
@@ -552,7 +498,7 @@ bool TomlFrontend::parseDefaults(const toml::table &t, const std::string &who, D
 void TomlFrontend::parseModelTable(const toml::node &node) {
   const toml::table *t = node.as_table();
   if (!t) {
-    error(locOf(node), "'model' must be a table ([model]), not " + llvm::Twine(typeName(node)));
+    error(locOf(node), "'model' must be a table ([model]), not " + llvm::Twine(tomlTypeName(node)));
     failed_ = true;
     return;
   }
@@ -561,7 +507,7 @@ void TomlFrontend::parseModelTable(const toml::node &node) {
       if (const auto *s = v.as_string()) {
         model_.modelName = s->get();
       } else {
-        error(locOf(v), "'name' in [model] must be a string, not " + llvm::Twine(typeName(v)));
+        error(locOf(v), "'name' in [model] must be a string, not " + llvm::Twine(tomlTypeName(v)));
         failed_ = true;
       }
     } else if (k.str() == "dtype") {
@@ -584,7 +530,7 @@ bool TomlFrontend::parseParamArray(const toml::node &node, const std::string &wh
   if (!a || !a->is_array_of_tables()) {
     error(locOf(node), "'param' " + llvm::Twine(where) +
                            " must be an array of tables (write [[param]]), not " +
-                           (a ? "an array of values" : typeName(node)));
+                           (a ? "an array of values" : tomlTypeName(node)));
     failed_ = true;
     return false;
   }
@@ -650,7 +596,7 @@ bool TomlFrontend::parseBlock(const toml::table &t, Item &item, int depth) {
   if (const toml::node *r = t.get("repeat")) {
     const auto *iv = r->as_integer();
     if (!iv) {
-      error(locOf(*r), "'repeat' in " + who + " must be an integer, not " + typeName(*r));
+      error(locOf(*r), "'repeat' in " + who + " must be an integer, not " + tomlTypeName(*r));
       ok = false;
     } else if (iv->get() < 1) {
       error(locOf(*r), "'repeat' in " + who + " must be at least 1, not " +
@@ -664,7 +610,7 @@ bool TomlFrontend::parseBlock(const toml::table &t, Item &item, int depth) {
   if (const toml::node *s = t.get("start")) {
     const auto *iv = s->as_integer();
     if (!iv) {
-      error(locOf(*s), "'start' in " + who + " must be an integer, not " + typeName(*s));
+      error(locOf(*s), "'start' in " + who + " must be an integer, not " + tomlTypeName(*s));
       ok = false;
     } else if (iv->get() < 0) {
       error(locOf(*s), "'start' in " + who + " must not be negative, not " +
@@ -684,7 +630,7 @@ bool TomlFrontend::parseBlock(const toml::table &t, Item &item, int depth) {
   if (const toml::node *ix = t.get("index")) {
     const auto *s = ix->as_string();
     if (!s) {
-      error(locOf(*ix), "'index' in " + who + " must be a string, not " + typeName(*ix));
+      error(locOf(*ix), "'index' in " + who + " must be a string, not " + tomlTypeName(*ix));
       ok = false;
     } else {
       const std::string &n = s->get();
@@ -731,7 +677,7 @@ bool TomlFrontend::parseBlock(const toml::table &t, Item &item, int depth) {
   std::vector<Piece> prefix;
   if (const toml::node *p = t.get("prefix")) {
     if (!p->is_string()) {
-      error(locOf(*p), "'prefix' in " + who + " must be a string, not " + typeName(*p));
+      error(locOf(*p), "'prefix' in " + who + " must be a string, not " + tomlTypeName(*p));
       ok = false;
     } else if (!parseTemplateString(*p, prefixText, "prefix", prefix)) {
       ok = false;
@@ -778,7 +724,7 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
                                              : " (in repeat block '" + displayPrefix() + "')"));
     ok = false;
   } else if (!nameNode->is_string()) {
-    error(locOf(*nameNode), "'name' must be a string, not " + llvm::Twine(typeName(*nameNode)));
+    error(locOf(*nameNode), "'name' must be a string, not " + llvm::Twine(tomlTypeName(*nameNode)));
     ok = false;
   } else if (nameText.empty() && prefixText_.empty()) {
     error(locOf(*nameNode), "param name is empty");
@@ -814,7 +760,7 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
       const auto *iv = dn.as_integer();
       if (!iv) {
         error(locOf(dn), "dim " + std::to_string(i) + " of " + who +
-                             " must be an integer, not " + typeName(dn));
+                             " must be an integer, not " + tomlTypeName(dn));
         ok = false;
       } else if (iv->get() <= 0) {
         error(locOf(dn), "dim " + std::to_string(i) + " of " + who +
@@ -826,7 +772,7 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
     }
   } else {
     error(locOf(*shape), "'shape' of " + who + " must be an array of integers, not " +
-                             typeName(*shape));
+                             tomlTypeName(*shape));
     ok = false;
   }
 
@@ -853,7 +799,7 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
     if (const auto *b = c->as_boolean()) {
       leaf.conv = b->get();
     } else {
-      error(locOf(*c), "'conv' in " + who + " must be true or false, not " + typeName(*c));
+      error(locOf(*c), "'conv' in " + who + " must be true or false, not " + tomlTypeName(*c));
       ok = false;
     }
   }
@@ -887,7 +833,7 @@ bool TomlFrontend::parseQkClip(const toml::node &value, const std::string &who,
   if (!t) {
     error(locOf(value), "'qk_clip' in " + who +
                             " must be a table such as { key = \"k.weight\", heads = 4, "
-                            "head_dim = 32 }, not " + typeName(value));
+                            "head_dim = 32 }, not " + tomlTypeName(value));
     return false;
   }
   out.loc = locOf(value);
@@ -915,7 +861,7 @@ bool TomlFrontend::parseQkClip(const toml::node &value, const std::string &who,
     const auto *iv = n->as_integer();
     if (!iv) {
       error(locOf(*n), "'" + llvm::Twine(name) + "' in " + where + " must be an integer, not " +
-                           typeName(*n));
+                           tomlTypeName(*n));
       ok = false;
     } else if (iv->get() < 1 || iv->get() > INT32_MAX) {
       error(locOf(*n), "'" + llvm::Twine(name) + "' in " + where + " must be between 1 and " +
@@ -945,7 +891,7 @@ bool TomlFrontend::parseQkClip(const toml::node &value, const std::string &who,
     return false;
   }
   if (!key->is_string()) {
-    error(locOf(*key), "'key' in " + where + " must be a string, not " + typeName(*key));
+    error(locOf(*key), "'key' in " + where + " must be a string, not " + tomlTypeName(*key));
     return false;
   }
   out.keyLoc = locOf(*key);
@@ -1075,26 +1021,13 @@ bool TomlFrontend::run(const std::string_view *source) {
   buffer_ = diags_.addBuffer(std::move(mb));
   buildLineTable();
 
-  // toml++ recurses once per dotted-key component; keep absurd keys
-  // (`[a.a.a...]` with 100k parts) from exhausting the stack.
-  if (!checkKeyDepth())
-    return false;
-
   std::string_view text(bufStart_, bufSize_);
+  if (!checkTomlKeyDepth(text, buffer_, diags_, 1000))
+    return false;
   toml::table root;
-  try {
-    root = toml::parse(text, path_);
-  } catch (const toml::parse_error &err) {
-    llvm::SMLoc loc = locOf(err.source().begin);
-    if (loc.isValid())
-      diags_.error(loc, std::string(err.description()));
-    else
-      diags_.fileError(path_, std::string(err.description()));
+  if (!parseTomlLocated(
+          text, path_, diags_, [&](const toml::source_position &p) { return locOf(p); }, root))
     return false;
-  } catch (const std::exception &e) {
-    diags_.fileError(path_, e.what());
-    return false;
-  }
 
   model_.modelName = llvm::sys::path::stem(path_).str();
 

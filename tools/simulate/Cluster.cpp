@@ -9,6 +9,8 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include "TomlNodes.h"
+
 #include <toml++/toml.h>
 
 #include <charconv>
@@ -69,25 +71,6 @@ std::optional<double> parseByteSize(std::string_view text) {
 
 namespace {
 
-const char *typeName(const toml::node &n) {
-  switch (n.type()) {
-  case toml::node_type::table:
-    return "a table";
-  case toml::node_type::array:
-    return "an array";
-  case toml::node_type::string:
-    return "a string";
-  case toml::node_type::integer:
-    return "an integer";
-  case toml::node_type::floating_point:
-    return "a float";
-  case toml::node_type::boolean:
-    return "a boolean";
-  default:
-    return "a date or time";
-  }
-}
-
 std::optional<MatmulDType> parseMatmulDType(std::string_view s) {
   if (s == "f32")
     return MatmulDType::f32;
@@ -146,7 +129,7 @@ private:
 const toml::table *ClusterParser::asTable(const toml::node &node, const std::string &where) {
   const toml::table *t = node.as_table();
   if (!t)
-    error(locOf(node), where + " must be a table, not " + typeName(node));
+    error(locOf(node), where + " must be a table, not " + tomlTypeName(node));
   return t;
 }
 
@@ -190,7 +173,7 @@ std::optional<double> ClusterParser::number(const toml::table &t, const char *ke
                                                    : "a number in (0, 1]";
   if (!v) {
     error(locOf(*n), "'" + llvm::Twine(key) + "' in " + where + " must be " + want + " (" +
-                         unit + "), not " + typeName(*n));
+                         unit + "), not " + tomlTypeName(*n));
     return std::nullopt;
   }
   bool ok = std::isfinite(*v) &&
@@ -216,7 +199,7 @@ void ClusterParser::parseClusterTable(const toml::table &t) {
     if (const auto *s = n->as_string())
       out_.name = s->get();
     else
-      error(locOf(*n), "'name' in [cluster] must be a string, not " + llvm::Twine(typeName(*n)));
+      error(locOf(*n), "'name' in [cluster] must be a string, not " + llvm::Twine(tomlTypeName(*n)));
   }
   if (const toml::node *n = t.get("devices_per_node")) {
     const auto *i = n->as_integer();
@@ -232,7 +215,7 @@ void ClusterParser::parseClusterTable(const toml::table &t) {
       out_.coalesced = b->get();
     else
       error(locOf(*n), "'coalesced_collectives' in [cluster] must be true or false, not " +
-                           llvm::Twine(typeName(*n)));
+                           llvm::Twine(tomlTypeName(*n)));
   }
 }
 
@@ -247,7 +230,7 @@ void ClusterParser::parseDevice(const toml::table &t) {
       bytes = number(t, "memory", where, Range::Positive, "bytes");
     else
       error(locOf(*n), "'memory' in [device] must be a size ('80GiB') or a number of bytes, "
-                       "not " + llvm::Twine(typeName(*n)));
+                       "not " + llvm::Twine(tomlTypeName(*n)));
     if (n->is_string() && (!bytes || *bytes <= 0))
       error(locOf(*n), "'memory' in [device] must be a positive size such as '80GiB' or "
                        "'141GB' (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), not '" +
@@ -389,60 +372,20 @@ void ClusterParser::parseWorkload(const toml::table &t) {
                         " (compute_dtype), for which [device.matmul_flops] gives no throughput");
 }
 
-// toml++ recurses once per dotted-key part; a file of a few kilobytes can
-// still hold a key of thousands of parts. No key of a cluster needs more
-// than three dots.
-bool checkKeyDepth(std::string_view text, unsigned buffer, Diagnostics &diags) {
-  constexpr unsigned kMaxDots = 64;
-  unsigned line = 1, dots = 0;
-  char quote = 0;
-  bool comment = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '\n') {
-      ++line;
-      dots = 0;
-      quote = 0;
-      comment = false;
-    } else if (comment) {
-    } else if (quote) {
-      if (c == '\\' && quote == '"')
-        ++i;
-      else if (c == quote)
-        quote = 0;
-    } else if (c == '"' || c == '\'') {
-      quote = c;
-    } else if (c == '#') {
-      comment = true;
-    } else if (c == '.' && ++dots > kMaxDots) {
-      diags.error(diags.locFor(buffer, line, 1),
-                  "more than " + llvm::Twine(kMaxDots) + " dots on one line");
-      return false;
-    }
-  }
-  return true;
-}
+// No key of a cluster needs more than three dots; a few kilobytes can hold
+// one of thousands of parts, which toml++ would recurse into.
+constexpr unsigned kMaxKeyDots = 64;
 
 bool ClusterParser::run(std::unique_ptr<llvm::MemoryBuffer> mb) {
   const unsigned before = diags_.errorCount();
   std::string_view text(mb->getBufferStart(), mb->getBufferSize());
   buffer_ = diags_.addBuffer(std::move(mb));
-  if (!checkKeyDepth(text, buffer_, diags_))
+  if (!checkTomlKeyDepth(text, buffer_, diags_, kMaxKeyDots))
     return false;
   toml::table root;
-  try {
-    root = toml::parse(text, name_);
-  } catch (const toml::parse_error &err) {
-    llvm::SMLoc loc = locOf(err.source().begin);
-    if (loc.isValid())
-      diags_.error(loc, std::string(err.description()));
-    else
-      diags_.fileError(name_, std::string(err.description()));
+  if (!parseTomlLocated(
+          text, name_, diags_, [&](const toml::source_position &p) { return locOf(p); }, root))
     return false;
-  } catch (const std::exception &e) {
-    diags_.fileError(name_, e.what());
-    return false;
-  }
   checkKeys(root, {"cluster", "device", "network", "workload"}, "the cluster description");
   const toml::table *tables[4] = {};
   const char *names[4] = {"cluster", "device", "network", "workload"};

@@ -2,6 +2,7 @@
 // and which simplifications it makes.
 #include "Programs.h"
 #include "common/MeshIndex.h"
+#include "common/PlanRules.h"
 
 #include <algorithm>
 #include <map>
@@ -86,19 +87,6 @@ std::vector<int> segmentColumnDims(const plan::Plan &p, const plan::Segment &seg
 
 namespace {
 
-int64_t dtypeBytes(plan::DType t) {
-  switch (t) {
-  case plan::DType::f32:
-    return 4;
-  case plan::DType::bf16:
-  case plan::DType::f16:
-    return 2;
-  case plan::DType::f64:
-    return 8;
-  }
-  return 4;
-}
-
 double localElements(const plan::Param &p) {
   const auto *shape = p.local_shape() && p.local_shape()->size() ? p.local_shape() : p.shape();
   double n = 1;
@@ -120,7 +108,7 @@ std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh
   if (p.params())
     for (const plan::Param *q : *p.params()) {
       const double el = localElements(*q);
-      const double vb = el * static_cast<double>(dtypeBytes(q->dtype()));
+      const double vb = el * static_cast<double>(common::dtypeBytes(q->dtype()));
       if (q->route() == plan::Route::host)
         continue; // the host's own
       d->elements += el;
