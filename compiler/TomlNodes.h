@@ -6,12 +6,29 @@
 
 #include "Diagnostics.h"
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
 #include <toml++/toml.h>
 
 #include <string>
 #include <string_view>
 
 namespace dmuon {
+
+// "; did you mean 'shape'?" for a near miss among `keys`, else "".
+inline std::string didYouMean(llvm::StringRef key, llvm::ArrayRef<const char *> keys) {
+  unsigned best = 3;
+  const char *suggestion = nullptr;
+  for (const char *cand : keys)
+    if (unsigned d = key.edit_distance(cand, true, best); d < best) {
+      best = d;
+      suggestion = cand;
+    }
+  if (!suggestion || key.size() <= 1)
+    return {};
+  return std::string("; did you mean '") + suggestion + "'?";
+}
 
 inline const char *tomlTypeName(const toml::node &n) {
   switch (n.type()) {

@@ -35,19 +35,6 @@ namespace {
 constexpr int64_t kMaxParams = 10'000'000;
 constexpr int kMaxBlockDepth = 8;
 
-// "; did you mean 'shape'?" for a near miss among `keys`, else "".
-std::string didYouMean(llvm::StringRef key, llvm::ArrayRef<const char *> keys) {
-  unsigned best = 3;
-  const char *suggestion = nullptr;
-  for (const char *cand : keys)
-    if (unsigned d = key.edit_distance(cand, true, best); d < best) {
-      best = d;
-      suggestion = cand;
-    }
-  if (!suggestion || key.size() <= 1)
-    return {};
-  return std::string("; did you mean '") + suggestion + "'?";
-}
 
 // One piece of a name template: literal text, or the value of the placeholder
 // of the enclosing block at `level` (0 = outermost).

@@ -139,17 +139,7 @@ void ClusterParser::checkKeys(const toml::table &t, llvm::ArrayRef<const char *>
     llvm::StringRef key(k.str());
     if (llvm::is_contained(keys, key))
       continue;
-    std::string msg = "unknown key '" + key.str() + "' in " + where;
-    unsigned best = 3;
-    const char *suggestion = nullptr;
-    for (const char *cand : keys)
-      if (unsigned d = key.edit_distance(cand, true, best); d < best) {
-        best = d;
-        suggestion = cand;
-      }
-    if (suggestion && key.size() > 1)
-      msg += std::string("; did you mean '") + suggestion + "'?";
-    error(locOf(k), msg);
+    error(locOf(k), "unknown key '" + key.str() + "' in " + where + didYouMean(key, keys));
   }
 }
 
