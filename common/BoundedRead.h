@@ -1,7 +1,8 @@
 // Reading an input file whole, but never more than a limit: a huge file, a
 // FIFO or /dev/zero is refused with a message instead of being read until
 // memory runs out. The plan reader (runtime/plan/ReadFile.cpp) and dmuonc's
-// frontends use it.
+// frontends use it; checkpoints (runtime/core/CheckpointFile.cpp), whose files
+// are only ever regular files, refuse anything else before reading a byte.
 #ifndef DMUON_COMMON_BOUNDEDREAD_H
 #define DMUON_COMMON_BOUNDEDREAD_H
 
@@ -9,8 +10,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace dmuon::common {
 
@@ -75,6 +78,76 @@ std::string readFileBounded(const std::string &path, uint64_t maxBytes, const ch
     return err ? std::strerror(err) : "read error";
   }
   std::fclose(f);
+  return {};
+}
+
+// What a file that is not a regular file is, for a message.
+inline const char *fileKind(mode_t mode) {
+  return S_ISDIR(mode)    ? "a directory"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+         : S_ISSOCK(mode) ? "a socket"
+                          : "not a regular file";
+}
+
+// Opens `path` for reading if it is a regular file; returns the descriptor
+// (close-on-exec, blocking) or -1 with the reason in `why`. O_NONBLOCK makes
+// opening a FIFO that no one writes return at once instead of waiting for a
+// writer; fstat then refuses it (and devices, directories, sockets) before
+// anything is read.
+inline int openRegularFile(const std::string &path, std::string &why) {
+  why.clear();
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    why = std::strerror(errno);
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    why = std::strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    why = std::string("it is ") + fileKind(st.st_mode) + ", not a regular file";
+  if (!why.empty()) {
+    ::close(fd);
+    return -1;
+  }
+  // Reads of a regular file never block; the flag only mattered for open.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+// readFileBounded for a regular file only (openRegularFile): never blocks on
+// a FIFO, never reads a device.
+template <typename Buffer>
+std::string readRegularFileBounded(const std::string &path, uint64_t maxBytes, const char *what,
+                                   Buffer &out) {
+  out.clear();
+  std::string why;
+  int fd = openRegularFile(path, why);
+  if (fd < 0)
+    return why;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) > maxBytes) {
+    ::close(fd);
+    return "the file is larger than " + bytesText(maxBytes) + ", the limit for " + what;
+  }
+  // The size known up front; a file that grows meanwhile is cut at it.
+  out.resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t r = ::read(fd, reinterpret_cast<char *>(&out[0]) + done, out.size() - done);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      why = r < 0 ? std::strerror(errno) : "the file shrank while it was read";
+      ::close(fd);
+      out.clear();
+      return why;
+    }
+    done += static_cast<size_t>(r);
+  }
+  ::close(fd);
   return {};
 }
 

@@ -8,7 +8,7 @@
 # saved as test/fuzz/regressions/<target>/<kind>-<sha1>, and from then on the
 # normal build's ctest fuzz_regress_<target> replays it.
 #
-# Environment: FUZZ_SECONDS, FUZZ_TARGETS (default: all four),
+# Environment: FUZZ_SECONDS, FUZZ_TARGETS (default: all five),
 # FUZZ_PARALLEL (targets run at once; default: the number of cores),
 # BUILD_DIR. Extra args go to every fuzzer (e.g. -seed=1).
 set -euo pipefail
@@ -18,7 +18,7 @@ scripts/install-deps.sh
 
 build_dir=${BUILD_DIR:-build-fuzz}
 seconds=${FUZZ_SECONDS:-60}
-read -r -a targets <<<"${FUZZ_TARGETS:-fuzz_plan fuzz_toml fuzz_onnx fuzz_mesh}"
+read -r -a targets <<<"${FUZZ_TARGETS:-fuzz_plan fuzz_checkpoint fuzz_toml fuzz_onnx fuzz_mesh}"
 parallel=${FUZZ_PARALLEL:-$(nproc)}
 
 # CC/CXX matter only when the build directory is first configured.

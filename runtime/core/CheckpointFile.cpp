@@ -1,20 +1,15 @@
 #include "core/CheckpointFile.h"
 
-#include "common/HyperRanges.h"
+#include "common/BoundedRead.h"
 #include "common/ParamNames.h"
-#include "common/PlanRules.h"
 #include "plan/PlanFile.h"
 
 #include <cerrno>
-#include <cinttypes>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <fcntl.h>
-#include <set>
-#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,14 +18,19 @@ namespace dmuon::rt::ckpt {
 namespace {
 
 constexpr char kShardMagic[8] = {'D', 'M', 'C', 'K', 'S', 'H', 'R', 'D'};
-constexpr uint32_t kShardVersion = 1;
-constexpr const char *kManifestName = "checkpoint";
-constexpr const char *kManifestHeader = "dmuon-checkpoint 1";
+// 2: every entry records its slice of the param (model-parallel shards).
+// 1: entries hold whole params; still read.
+constexpr uint32_t kShardVersion = 2;
 // Guards against absurd sizes in a corrupt index before allocating.
 constexpr uint32_t kMaxEntries = 1u << 26;
 // Names are stored with a 16-bit length; the plan allows no longer ones.
 constexpr uint32_t kMaxNameBytes = common::kMaxParamNameBytes;
 static_assert(kMaxNameBytes <= UINT16_MAX);
+// The most an index entry takes: name length, name, kind, offset, bytes,
+// hash, then (format 2) the slice's dim count and an offset and extent per dim.
+constexpr uint64_t kMaxEntryBytes = 2 + kMaxNameBytes + 1 + 24 + 1 + 16 * DMUON_MAX_DIMS;
+
+} // namespace
 
 Status ioError(const std::string &path, const std::string &what) {
   return {DMUON_ERROR_IO, "'" + path + "': " + what + ": " + std::strerror(errno)};
@@ -55,6 +55,16 @@ Status writeAll(int fd, const void *data, size_t n, const std::string &path) {
   return Status::ok();
 }
 
+void syncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+namespace {
+
 Status readAt(int fd, void *data, size_t n, uint64_t offset, const std::string &path) {
   auto *p = static_cast<uint8_t *>(data);
   while (n > 0) {
@@ -71,14 +81,6 @@ Status readAt(int fd, void *data, size_t n, uint64_t offset, const std::string &
     offset += static_cast<uint64_t>(r);
   }
   return Status::ok();
-}
-
-void syncDirectory(const std::string &dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
 }
 
 std::string directoryOf(const std::string &path) {
@@ -99,6 +101,13 @@ template <typename T> bool get(const uint8_t *&p, const uint8_t *end, T &v) {
 }
 
 } // namespace
+
+int64_t Slice::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
 
 const char *kindName(Kind k) {
   switch (k) {
@@ -139,12 +148,18 @@ Status ShardWriter::open(const std::string &path) {
   return writeAll(fd_, header.data(), header.size(), tmp_);
 }
 
-Status ShardWriter::add(const std::string &name, Kind kind, const void *data, uint64_t bytes) {
+Status ShardWriter::add(const std::string &name, Kind kind, const Slice &slice, const void *data,
+                        uint64_t bytes) {
   // The reader refuses what the index cannot hold: fail the save instead.
   if (std::string why = common::paramNameProblem(name); !why.empty())
     return {DMUON_ERROR_INVALID_ARGUMENT,
             "cannot save param '" + common::printableName(name) + "': its name " + why};
-  Entry e{name, kind, offset_, bytes,
+  if (slice.shape.size() > DMUON_MAX_DIMS || slice.offset.size() != slice.shape.size() ||
+      static_cast<uint64_t>(slice.numel()) * sizeof(float) != bytes)
+    return {DMUON_ERROR_INTERNAL, "checkpoint entry of '" + name + "': " +
+                                      std::to_string(bytes) + " bytes for a slice of " +
+                                      std::to_string(slice.numel()) + " values"};
+  Entry e{name, kind, slice, offset_, bytes,
           planfile::fnv1a64(static_cast<const uint8_t *>(data), static_cast<size_t>(bytes))};
   DMUON_RETURN_IF_ERROR(writeAll(fd_, data, static_cast<size_t>(bytes), tmp_));
   offset_ += bytes;
@@ -161,6 +176,11 @@ Status ShardWriter::commit() {
     put<uint64_t>(index, e.offset);
     put<uint64_t>(index, e.bytes);
     put<uint64_t>(index, e.hash);
+    put<uint8_t>(index, static_cast<uint8_t>(e.slice.shape.size()));
+    for (size_t k = 0; k < e.slice.shape.size(); ++k) {
+      put<int64_t>(index, e.slice.offset[k]);
+      put<int64_t>(index, e.slice.shape[k]);
+    }
   }
   put<uint64_t>(index, planfile::fnv1a64(reinterpret_cast<const uint8_t *>(index.data()),
                                          index.size()));
@@ -189,40 +209,27 @@ ShardWriter::~ShardWriter() {
   }
 }
 
-Status readShardIndex(const std::string &path, ShardIndex &out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return ioError(path, "cannot open");
-  struct stat st {};
-  ::fstat(fd, &st);
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  uint8_t header[24];
-  Status s = size < sizeof header ? corrupt(path, "shorter than its header")
-                                  : readAt(fd, header, sizeof header, 0, path);
-  if (s && std::memcmp(header, kShardMagic, sizeof kShardMagic) != 0)
-    s = corrupt(path, "not a dmuon checkpoint shard (bad magic)");
-  uint32_t version = 0, count = 0;
-  uint64_t indexOffset = 0;
-  if (s) {
-    std::memcpy(&version, header + 8, 4);
-    std::memcpy(&count, header + 12, 4);
-    std::memcpy(&indexOffset, header + 16, 8);
-    if (version != kShardVersion)
-      s = corrupt(path, "shard format " + std::to_string(version) + " is not " +
-                            std::to_string(kShardVersion));
-    else if (count > kMaxEntries || indexOffset < sizeof header || indexOffset > size)
-      s = corrupt(path, "index out of range (truncated?)");
-    // Bound the index by what `count` entries can take before allocating it.
-    else if (size - indexOffset > uint64_t(count) * (2 + kMaxNameBytes + 1 + 24) + 8)
-      s = corrupt(path, "index larger than its entry count allows");
-  }
-  std::vector<uint8_t> index;
-  if (s) {
-    index.resize(static_cast<size_t>(size - indexOffset));
-    s = readAt(fd, index.data(), index.size(), indexOffset, path);
-  }
-  ::close(fd);
-  DMUON_RETURN_IF_ERROR(s);
+Status parseShardHeader(const std::string &path, const uint8_t (&header)[24], uint64_t size,
+                        ShardHeader &out) {
+  if (std::memcmp(header, kShardMagic, sizeof kShardMagic) != 0)
+    return corrupt(path, "not a dmuon checkpoint shard (bad magic)");
+  std::memcpy(&out.version, header + 8, 4);
+  std::memcpy(&out.count, header + 12, 4);
+  std::memcpy(&out.indexOffset, header + 16, 8);
+  if (out.version != 1 && out.version != kShardVersion)
+    return corrupt(path, "shard format " + std::to_string(out.version) +
+                             " is not one this runtime reads (1 or " +
+                             std::to_string(kShardVersion) + ")");
+  if (out.count > kMaxEntries || out.indexOffset < sizeof header || out.indexOffset > size)
+    return corrupt(path, "index out of range (truncated?)");
+  // Bound the index by what `count` entries can take before allocating it.
+  if (size - out.indexOffset > uint64_t(out.count) * kMaxEntryBytes + 8)
+    return corrupt(path, "index larger than its entry count allows");
+  return Status::ok();
+}
+
+Status parseShardIndex(const std::string &path, const ShardHeader &h,
+                       const std::vector<uint8_t> &index, ShardIndex &out) {
   if (index.size() < 8)
     return corrupt(path, "index truncated");
   uint64_t want;
@@ -232,7 +239,7 @@ Status readShardIndex(const std::string &path, ShardIndex &out) {
   out = ShardIndex{};
   out.path = path;
   const uint8_t *p = index.data(), *end = index.data() + index.size() - 8;
-  for (uint32_t i = 0; i < count; ++i) {
+  for (uint32_t i = 0; i < h.count; ++i) {
     Entry e;
     uint16_t len;
     uint8_t kind;
@@ -247,18 +254,66 @@ Status readShardIndex(const std::string &path, ShardIndex &out) {
         !get(p, end, e.bytes) || !get(p, end, e.hash))
       return corrupt(path, "index entry '" + e.name + "' is malformed");
     e.kind = static_cast<Kind>(kind);
-    if (e.offset > indexOffset || e.bytes > indexOffset - e.offset)
+    if (e.offset > h.indexOffset || e.bytes > h.indexOffset - e.offset)
       return corrupt(path, "entry '" + e.name + "' lies outside the data");
-    out.byKey[{e.name, e.kind}] = out.entries.size();
+    if (h.version >= 2) {
+      uint8_t ndim;
+      if (!get(p, end, ndim) || ndim > DMUON_MAX_DIMS)
+        return corrupt(path, "entry '" + e.name + "' has a malformed slice");
+      // Extents >= 0 whose product, in fp32 values, is the entry's size
+      // (checked for overflow: the index is input like any).
+      uint64_t numel = 1;
+      for (uint8_t k = 0; k < ndim; ++k) {
+        int64_t offset, extent;
+        if (!get(p, end, offset) || !get(p, end, extent) || offset < 0 || extent < 0 ||
+            __builtin_mul_overflow(numel, static_cast<uint64_t>(extent), &numel))
+          return corrupt(path, "entry '" + e.name + "' has a malformed slice");
+        e.slice.offset.push_back(offset);
+        e.slice.shape.push_back(extent);
+      }
+      uint64_t bytes;
+      if (__builtin_mul_overflow(numel, uint64_t(sizeof(float)), &bytes) || bytes != e.bytes)
+        return corrupt(path, "entry '" + e.name + "' holds " + std::to_string(e.bytes) +
+                                 " bytes, but its slice " + std::to_string(numel) +
+                                 " fp32 values");
+    }
     out.entries.push_back(std::move(e));
   }
+  if (p != end)
+    return corrupt(path, "index has bytes after its last entry");
   return Status::ok();
 }
 
-Status readEntry(const ShardIndex &shard, const Entry &e, void *out) {
-  int fd = ::open(shard.path.c_str(), O_RDONLY | O_CLOEXEC);
+Status readShardIndex(const std::string &path, ShardIndex &out) {
+  std::string why;
+  int fd = common::openRegularFile(path, why);
   if (fd < 0)
-    return ioError(shard.path, "cannot open");
+    return {DMUON_ERROR_IO, "'" + path + "': cannot open checkpoint shard: " + why};
+  struct stat st {};
+  Status s = ::fstat(fd, &st) == 0 ? Status::ok() : ioError(path, "cannot stat");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  uint8_t header[24];
+  ShardHeader h;
+  if (s)
+    s = size < sizeof header ? corrupt(path, "shorter than its header")
+                             : readAt(fd, header, sizeof header, 0, path);
+  if (s)
+    s = parseShardHeader(path, header, size, h);
+  std::vector<uint8_t> index;
+  if (s) {
+    index.resize(static_cast<size_t>(size - h.indexOffset));
+    s = readAt(fd, index.data(), index.size(), h.indexOffset, path);
+  }
+  ::close(fd);
+  DMUON_RETURN_IF_ERROR(s);
+  return parseShardIndex(path, h, index, out);
+}
+
+Status readEntry(const ShardIndex &shard, const Entry &e, void *out) {
+  std::string why;
+  int fd = common::openRegularFile(shard.path, why);
+  if (fd < 0)
+    return {DMUON_ERROR_IO, "'" + shard.path + "': cannot open checkpoint shard: " + why};
   Status s = readAt(fd, out, static_cast<size_t>(e.bytes), e.offset, shard.path);
   ::close(fd);
   DMUON_RETURN_IF_ERROR(s);
@@ -266,182 +321,6 @@ Status readEntry(const ShardIndex &shard, const Entry &e, void *out) {
     return corrupt(shard.path, std::string("checksum mismatch in ") + kindName(e.kind) + " of '" +
                                    e.name + "'");
   return Status::ok();
-}
-
-// ---------------------------------------------------------------- manifest
-
-Status writeManifest(const std::string &dir, const Manifest &m) {
-  std::ostringstream body;
-  body << kManifestHeader << "\n"
-       << "step " << m.step << "\n"
-       << "adamw_step " << m.adamwStep << "\n";
-  char hex[40];
-  std::snprintf(hex, sizeof hex, "0x%016" PRIx64, m.planFingerprint);
-  body << "plan_fingerprint " << hex << "\n";
-  std::snprintf(hex, sizeof hex, "0x%016" PRIx64, m.modelFingerprint);
-  body << "model_fingerprint " << hex << "\n"
-       << "world_size " << m.worldSize << "\n"
-       << "steps_applied " << m.stepsApplied << "\n"
-       << "steps_skipped " << m.stepsSkipped << "\n";
-  if (m.hasHyper) {
-    // Hex floats: the values come back bit for bit.
-    const std::pair<const char *, double> hyper[] = {
-        {"lr", m.hyper.lr},
-        {"momentum", m.hyper.momentum},
-        {"weight_decay", m.hyper.weight_decay},
-        {"adamw_lr", m.hyper.adamw_lr},
-        {"adamw_weight_decay", m.hyper.adamw_weight_decay}};
-    for (const auto &[key, value] : hyper) {
-      std::snprintf(hex, sizeof hex, "%a", value);
-      body << "hyper_" << key << " " << hex << "\n";
-    }
-  }
-  for (const std::string &s : m.shards)
-    body << "shard " << s << "\n";
-  std::string text = body.str();
-  std::snprintf(hex, sizeof hex, "0x%016" PRIx64,
-                planfile::fnv1a64(reinterpret_cast<const uint8_t *>(text.data()), text.size()));
-  text += std::string("end ") + hex + "\n";
-
-  const std::string path = dir + "/" + kManifestName, tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return ioError(tmp, "cannot create");
-  Status s = writeAll(fd, text.data(), text.size(), tmp);
-  if (s && ::fsync(fd) != 0)
-    s = ioError(tmp, "fsync failed");
-  ::close(fd);
-  if (s && ::rename(tmp.c_str(), path.c_str()) != 0)
-    s = ioError(path, "rename failed");
-  if (!s) {
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  syncDirectory(dir);
-  return Status::ok();
-}
-
-Status readManifest(const std::string &dir, Manifest &out) {
-  const std::string path = dir + "/" + kManifestName;
-  FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return ioError(path, "cannot open checkpoint manifest");
-  std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() < (1u << 26))
-    text.append(buf, n);
-  std::fclose(f);
-  size_t endPos = text.rfind("end 0x");
-  if (text.rfind(kManifestHeader, 0) != 0)
-    return corrupt(path, "not a dmuon checkpoint manifest");
-  if (endPos == std::string::npos)
-    return corrupt(path, "manifest is truncated (no end line)");
-  uint64_t want = std::strtoull(text.c_str() + endPos + 4, nullptr, 16);
-  if (planfile::fnv1a64(reinterpret_cast<const uint8_t *>(text.data()), endPos) != want)
-    return corrupt(path, "manifest checksum mismatch");
-  out = Manifest{};
-  std::istringstream in(text.substr(0, endPos));
-  std::string line;
-  std::getline(in, line); // header
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string key, value, extra;
-    ls >> key >> value >> extra;
-    // Each value checked whole and in range: a manifest is input like any.
-    auto bad = [&](const std::string &what) {
-      return corrupt(path, "manifest line '" + common::printableName(line) + "': " + what);
-    };
-    auto count = [&](int64_t max, int64_t &field) {
-      char *end = nullptr;
-      errno = 0;
-      long long v = value.empty() || value[0] == '-' || value[0] == '+'
-                        ? -1
-                        : std::strtoll(value.c_str(), &end, 10);
-      if (v < 0 || errno != 0 || !end || *end != '\0' || v > max)
-        return false;
-      field = v;
-      return true;
-    };
-    auto hex64 = [&](uint64_t &field) {
-      char *end = nullptr;
-      errno = 0;
-      if (value.size() != 18 || value.compare(0, 2, "0x") != 0)
-        return false;
-      field = std::strtoull(value.c_str() + 2, &end, 16);
-      return errno == 0 && end && *end == '\0';
-    };
-    if (!extra.empty())
-      return bad("expected '<key> <value>'");
-    constexpr int64_t kMaxStep = INT64_MAX;
-    if (key == "step") {
-      if (!count(kMaxStep, out.step))
-        return bad("step must be an integer >= 0");
-    } else if (key == "adamw_step") {
-      if (!count(kMaxStep, out.adamwStep))
-        return bad("adamw_step must be an integer >= 0");
-    } else if (key == "plan_fingerprint") {
-      if (!hex64(out.planFingerprint))
-        return bad("plan_fingerprint must be 0x and 16 hex digits");
-    } else if (key == "model_fingerprint") {
-      if (!hex64(out.modelFingerprint))
-        return bad("model_fingerprint must be 0x and 16 hex digits");
-    } else if (key == "world_size") {
-      int64_t world = 0;
-      if (!count(common::kMaxWorldSize, world) || world < 1)
-        return bad("world_size must be an integer between 1 and " +
-                   std::to_string(common::kMaxWorldSize));
-      out.worldSize = static_cast<int>(world);
-    } else if (key == "steps_applied") {
-      if (!count(kMaxStep, out.stepsApplied))
-        return bad("steps_applied must be an integer >= 0");
-    } else if (key == "steps_skipped") {
-      if (!count(kMaxStep, out.stepsSkipped))
-        return bad("steps_skipped must be an integer >= 0");
-    } else if (key.rfind("hyper_", 0) == 0) {
-      const std::pair<double *, const common::HyperRange *> slot =
-          key == "hyper_lr"                   ? std::pair{&out.hyper.lr, &common::kRateRange}
-          : key == "hyper_momentum"           ? std::pair{&out.hyper.momentum, &common::kDecayRange}
-          : key == "hyper_weight_decay"       ? std::pair{&out.hyper.weight_decay, &common::kRateRange}
-          : key == "hyper_adamw_lr"           ? std::pair{&out.hyper.adamw_lr, &common::kRateRange}
-          : key == "hyper_adamw_weight_decay" ? std::pair{&out.hyper.adamw_weight_decay,
-                                                          &common::kRateRange}
-                                              : std::pair<double *, const common::HyperRange *>{};
-      if (!slot.first)
-        return bad("unknown key");
-      char *end = nullptr;
-      const double v = std::strtod(value.c_str(), &end);
-      if (value.empty() || !end || *end != '\0')
-        return bad(key + " must be a number");
-      if (std::string e = common::hyperRangeError(key.c_str(), v, *slot.second); !e.empty())
-        return bad(e);
-      *slot.first = v;
-      out.hasHyper = true;
-    } else if (key == "shard") {
-      if (value.empty() || value.find('/') != std::string::npos)
-        return corrupt(path, "bad shard name '" + common::printableName(value) + "'");
-      out.shards.push_back(value);
-    } else {
-      return corrupt(path, "unknown manifest line '" + common::printableName(line) + "'");
-    }
-  }
-  return Status::ok();
-}
-
-void removeStaleShards(const std::string &dir, const Manifest &m) {
-  std::set<std::string> keep(m.shards.begin(), m.shards.end());
-  DIR *d = ::opendir(dir.c_str());
-  if (!d)
-    return;
-  while (dirent *ent = ::readdir(d)) {
-    std::string name = ent->d_name;
-    bool isShard = name.rfind("shard-", 0) == 0 &&
-                   (name.size() > 5 && (name.compare(name.size() - 5, 5, ".dmck") == 0 ||
-                                        name.compare(name.size() - 4, 4, ".tmp") == 0));
-    if (isShard && !keep.count(name))
-      ::unlink((dir + "/" + name).c_str());
-  }
-  ::closedir(d);
 }
 
 Status ensureDirectory(const std::string &dir) {

@@ -1,5 +1,6 @@
 // The on-disk checkpoint format (docs/checkpoint-format.md): a directory with
-// one shard file per rank that owned something, and a manifest naming them.
+// one shard file per rank (CheckpointFile.cpp), and a manifest naming them
+// (CheckpointManifest.cpp).
 // Entries are keyed by param name, so a checkpoint does not depend on the
 // mesh it was written under. Writes are atomic: temporary name, fsync,
 // rename; the manifest is replaced last.
@@ -10,7 +11,6 @@
 #include "dmuon/dmuon.h"
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -19,18 +19,28 @@ namespace dmuon::rt::ckpt {
 enum class Kind : uint8_t { Value = 0, Momentum = 1, AdamM = 2, AdamV = 3 };
 const char *kindName(Kind k);
 
+// Which chunk of the full param an entry holds (core/CheckpointSlice.h):
+// per tensor dim, its first index and its extent. Empty in format-1 shards,
+// whose entries hold whole params.
+struct Slice {
+  std::vector<int64_t> offset, shape;
+  int64_t numel() const; // of a resolved slice (ckpt::resolve)
+};
+
 struct Entry {
   std::string name;
   Kind kind = Kind::Value;
+  Slice slice;
   uint64_t offset = 0, bytes = 0, hash = 0;
 };
 
-// Writes one shard file atomically (tmp, fsync, rename). `write` appends the
-// bytes of each entry in order through the callback.
+// Writes one shard file atomically (tmp, fsync, rename). `add` appends the
+// bytes of each entry in order: `slice` of the param, row-major fp32.
 class ShardWriter {
 public:
   Status open(const std::string &path);
-  Status add(const std::string &name, Kind kind, const void *data, uint64_t bytes);
+  Status add(const std::string &name, Kind kind, const Slice &slice, const void *data,
+             uint64_t bytes);
   Status commit(); // index, fsync, rename
   ~ShardWriter();
 
@@ -44,10 +54,20 @@ private:
 struct ShardIndex {
   std::string path;
   std::vector<Entry> entries;
-  std::map<std::pair<std::string, Kind>, size_t> byKey;
 };
 
 Status readShardIndex(const std::string &path, ShardIndex &out);
+// The two halves of readShardIndex without the file, for the fuzzer: the
+// 24-byte header of a shard of `size` bytes, then the index it points to
+// (the `size - indexOffset` bytes from indexOffset).
+struct ShardHeader {
+  uint32_t version = 0, count = 0;
+  uint64_t indexOffset = 0;
+};
+Status parseShardHeader(const std::string &path, const uint8_t (&header)[24], uint64_t size,
+                        ShardHeader &out);
+Status parseShardIndex(const std::string &path, const ShardHeader &h,
+                       const std::vector<uint8_t> &index, ShardIndex &out);
 // Reads an entry's bytes and checks its hash.
 Status readEntry(const ShardIndex &shard, const Entry &e, void *out);
 
@@ -63,11 +83,27 @@ struct Manifest {
   std::vector<std::string> shards; // file names inside the directory
 };
 
+// A manifest is read whole and never more: 64 MiB holds the shard lines of
+// about 700,000 ranks; a save whose manifest would be larger is refused.
+inline constexpr uint64_t kMaxManifestBytes = uint64_t(64) << 20;
+
 Status writeManifest(const std::string &dir, const Manifest &m);
 Status readManifest(const std::string &dir, Manifest &out);
+// The text of a manifest read from `path` (for messages), checked whole:
+// header, end line and checksum, every line and value, each key once, the
+// shard names (one per rank of the saving run, none twice).
+Status parseManifest(const std::string &text, const std::string &path, Manifest &out);
 // Removes shard files in `dir` that `m` does not name (older checkpoints).
 void removeStaleShards(const std::string &dir, const Manifest &m);
 Status ensureDirectory(const std::string &dir);
+
+// Shared by the shard and manifest code: an I/O error naming the file and
+// errno's reason; a corrupt checkpoint file; every byte written (EINTR
+// retried); a directory's entries made durable.
+Status ioError(const std::string &path, const std::string &what);
+Status corrupt(const std::string &path, const std::string &what);
+Status writeAll(int fd, const void *data, size_t n, const std::string &path);
+void syncDirectory(const std::string &dir);
 
 // Set DMUON_FAULT_INJECT=save_crash_rank:<r> to make rank r exit half-way
 // through writing its shard (tests of atomicity only).

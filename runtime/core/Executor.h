@@ -14,6 +14,7 @@
 #ifndef DMUON_RUNTIME_CORE_EXECUTOR_H
 #define DMUON_RUNTIME_CORE_EXECUTOR_H
 
+#include "core/CheckpointFile.h"
 #include "core/Context.h"
 #include "core/Params.h"
 #include "optim/GradNorm.h"
@@ -99,7 +100,7 @@ private:
   std::string groupLabel(int g) const;
   bool midStep() const;
   uint64_t modelFingerprint() const;
-  std::vector<const dmuon::plan::Param *> planParams() const;
+  Status localSlices(std::vector<ckpt::Slice> &out) const;
   Status agree(const Status &local, const std::string &what);
   Status gatherShards(const ParamRt &p, const DeviceArray &shard, bool writes,
                       std::vector<float> &whole);

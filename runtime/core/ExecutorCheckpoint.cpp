@@ -1,9 +1,14 @@
 // Checkpoints of the executor's training state: masters, Muon momentum and
-// AdamW moments by param name (core/CheckpointFile.h), whole params whatever
-// their route, so a checkpoint saved under one mesh (or with other routes)
-// loads under another. Both calls are collective.
+// AdamW moments by param name (core/CheckpointFile.h), whatever their route.
+// Each entry holds the chunk of the full param that its writer's local state
+// is (the whole param unless it is sharded on a model-parallel dim), and a
+// loading rank assembles its own chunk from the entries (core/CheckpointSlice.h),
+// so a checkpoint saved under one mesh (or with other routes, or another
+// model-parallel layout) loads under another. Both calls are collective.
 #include "core/CheckpointFile.h"
+#include "core/CheckpointSlice.h"
 #include "core/Executor.h"
+#include "core/ParamSlice.h"
 #include "plan/PlanFile.h"
 
 #include <algorithm>
@@ -26,13 +31,6 @@ std::string shardName(uint64_t planFingerprint, int64_t step, uint64_t nonce, in
 
 } // namespace
 
-std::vector<const dmuon::plan::Param *> Executor::planParams() const {
-  std::vector<const dmuon::plan::Param *> out;
-  for (const ParamRt &p : params_)
-    out.push_back(p.plan);
-  return out;
-}
-
 uint64_t Executor::modelFingerprint() const {
   // Names and shapes, independent of order, mesh and options.
   std::vector<std::string> keys;
@@ -49,15 +47,35 @@ uint64_t Executor::modelFingerprint() const {
   return planfile::fnv1a64(reinterpret_cast<const uint8_t *>(all.data()), all.size());
 }
 
-// Checkpoint entries hold whole params; local shards would need their
-// coordinates recorded and resharding on load.
-static Status refuseSharded(const std::vector<const dmuon::plan::Param *> &params) {
-  for (const dmuon::plan::Param *p : params) {
-    const auto *local = p->local_shape();
-    if (local && local->size() && !std::equal(local->begin(), local->end(), p->shape()->begin()))
-      return unsupported("param '" + p->name()->str() +
-                         "' is sharded on a model-parallel dim; checkpoints of such params "
-                         "are not supported yet");
+namespace {
+
+std::vector<int64_t> fullShape(const ParamRt &p) {
+  return {p.plan->shape()->begin(), p.plan->shape()->end()};
+}
+
+} // namespace
+
+// Which chunk of the full param each param's local state is, in plan order:
+// DTensor's rule (core/ParamSlice.h), the one dmuon_plan_param_slice tells a
+// host. Host-route params have none (the runtime saves nothing of them).
+Status Executor::localSlices(std::vector<ckpt::Slice> &out) const {
+  out.assign(params_.size(), {});
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const ParamRt &p = params_[i];
+    if (p.route == Route::Host)
+      continue;
+    dmuon_param_slice_t s{};
+    if (Status st = paramSlice(plan_->root(), static_cast<int>(i), topo_.rank, s); !st)
+      return Status(st.code(), "checkpoint: " + st.message());
+    out[i].offset.assign(s.offset, s.offset + s.ndim);
+    out[i].shape.assign(s.shape, s.shape + s.ndim);
+    // The local state is what the plan's local shape says; a chunk of
+    // another size would save values under the wrong coordinates.
+    if (s.numel != p.numel)
+      return unsupported("checkpoint: param '" + p.name + "' holds " + std::to_string(p.numel) +
+                         " values on rank " + std::to_string(topo_.rank) +
+                         ", but its chunk of the full param " + ckpt::describe(out[i]) + " has " +
+                         std::to_string(s.numel));
   }
   return Status::ok();
 }
@@ -106,7 +124,6 @@ Status Executor::agree(const Status &local, const std::string &what) {
 }
 
 Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
-  DMUON_RETURN_IF_ERROR(refuseSharded(planParams())); // the plan's, equal on every rank
   // Local refusals still go through agree(): a rank that returned early would
   // leave the others waiting in it.
   Status ready = Status::ok();
@@ -124,19 +141,35 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
   uint64_t mine = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
                   (static_cast<uint64_t>(::getpid()) << 32);
   DMUON_RETURN_IF_ERROR(backend_->allGather(mine, nonces));
+  // Rank 0's manifest names every rank's shard by the step: one step for all,
+  // and one a load accepts.
+  std::vector<uint64_t> steps;
+  DMUON_RETURN_IF_ERROR(backend_->allGather(static_cast<uint64_t>(step), steps));
+  for (size_t r = 0; ready && r < steps.size(); ++r)
+    if (static_cast<int64_t>(steps[r]) != step)
+      ready = invalidArgument("checkpoint_save: rank " + std::to_string(r) + " saves step " +
+                              std::to_string(static_cast<int64_t>(steps[r])) + ", this rank " +
+                              std::to_string(step) + "; every rank passes the same step");
+  if (ready && step < 0)
+    ready = invalidArgument("checkpoint_save: step " + std::to_string(step) +
+                            " is negative; a checkpoint's step is an integer >= 0");
+  std::vector<ckpt::Slice> slices;
+  if (ready)
+    ready = localSlices(slices);
   DMUON_RETURN_IF_ERROR(agree(ready, "checkpoint_save"));
 
   // Sharded params' state, whole: gathered over each dp_shard group before
   // anything can fail locally (every rank joins its group's gathers).
   struct WholeState {
-    const ParamRt *param;
+    size_t index;
     std::vector<float> value, m, v;
   };
   std::vector<WholeState> wholes;
-  for (const ParamRt &p : params_) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const ParamRt &p = params_[i];
     if (p.route != Route::Sharded)
       continue;
-    WholeState w{&p, {}, {}, {}};
+    WholeState w{i, {}, {}, {}};
     const bool writes = p.countsInNorm && topo_.s == 0;
     DMUON_RETURN_IF_ERROR(gatherShards(p, p.master, writes, w.value));
     DMUON_RETURN_IF_ERROR(gatherShards(p, p.adamM, writes, w.m));
@@ -153,40 +186,47 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
     ckpt::ShardWriter writer;
     local = writer.open(dir + "/" + name);
     std::vector<float> host;
-    auto add = [&](const ParamRt &p, ckpt::Kind kind, const DeviceArray &a) -> Status {
+    auto add = [&](size_t i, ckpt::Kind kind, const DeviceArray &a) -> Status {
+      const ParamRt &p = params_[i];
       host.resize(static_cast<size_t>(p.numel));
       DMUON_RETURN_IF_ERROR(device_->download(host.data(), a.bytes(), host.size() * 4));
-      return writer.add(p.name, kind, host.data(), host.size() * 4);
+      return writer.add(p.name, kind, slices[i], host.data(), host.size() * 4);
     };
-    // Global owners write the owner route's state; rank 0 the replicated
-    // state; the first shard of row 0 the gathered sharded state.
-    std::vector<const ParamRt *> mine;
-    for (const ParamRt &p : params_)
-      if (p.isOwner || (p.route == Route::Replicated && topo_.rank == 0))
-        mine.push_back(&p);
+    // One writer per chunk of each param's state, the rank whose copy the
+    // gradient norm counts: the global owner of an owner-route param at the
+    // first model-parallel copy; slot (0, 0) there for a replicated one; the
+    // first shard of row 0 the gathered sharded state.
+    std::vector<size_t> mine;
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (params_[i].countsInNorm &&
+          (params_[i].route == Route::Owner || params_[i].route == Route::Replicated))
+        mine.push_back(i);
     for (const WholeState &w : wholes) {
       if (!local)
         break;
-      const size_t bytes = static_cast<size_t>(w.param->numel) * 4;
-      local = writer.add(w.param->name, ckpt::Kind::Value, w.value.data(), bytes);
+      const ParamRt &p = params_[w.index];
+      const size_t bytes = static_cast<size_t>(p.numel) * 4;
+      const ckpt::Slice &slice = slices[w.index];
+      local = writer.add(p.name, ckpt::Kind::Value, slice, w.value.data(), bytes);
       if (local)
-        local = writer.add(w.param->name, ckpt::Kind::AdamM, w.m.data(), bytes);
+        local = writer.add(p.name, ckpt::Kind::AdamM, slice, w.m.data(), bytes);
       if (local)
-        local = writer.add(w.param->name, ckpt::Kind::AdamV, w.v.data(), bytes);
+        local = writer.add(p.name, ckpt::Kind::AdamV, slice, w.v.data(), bytes);
     }
     for (size_t k = 0; local && k < mine.size(); ++k) {
       if (k == mine.size() / 2 && ckpt::crashInjectedFor(topo_.rank))
         ::_exit(86); // fault injection: die with half a shard written
-      const ParamRt &p = *mine[k];
-      local = add(p, ckpt::Kind::Value, p.master);
+      const size_t i = mine[k];
+      const ParamRt &p = params_[i];
+      local = add(i, ckpt::Kind::Value, p.master);
       if (p.muon) {
         if (local)
-          local = add(p, ckpt::Kind::Momentum, p.momentum);
+          local = add(i, ckpt::Kind::Momentum, p.momentum);
       } else {
         if (local)
-          local = add(p, ckpt::Kind::AdamM, p.adamM);
+          local = add(i, ckpt::Kind::AdamM, p.adamM);
         if (local)
-          local = add(p, ckpt::Kind::AdamV, p.adamV);
+          local = add(i, ckpt::Kind::AdamV, p.adamV);
       }
     }
     if (local)
@@ -218,9 +258,11 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
 }
 
 Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
-  DMUON_RETURN_IF_ERROR(refuseSharded(planParams())); // the plan's, equal on every rank
   Status ready = midStep() ? invalidState("checkpoint_load inside a step; load between steps")
                            : synchronize();
+  std::vector<ckpt::Slice> slices;
+  if (ready)
+    ready = localSlices(slices);
   DMUON_RETURN_IF_ERROR(agree(ready, "checkpoint_load"));
 
   // Read and check everything this rank needs before changing any state, so
@@ -239,39 +281,28 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
   std::vector<ckpt::ShardIndex> shards(manifest.shards.size());
   for (size_t i = 0; local && i < shards.size(); ++i)
     local = ckpt::readShardIndex(dir + "/" + manifest.shards[i], shards[i]);
-  auto fetch = [&](const ParamRt &p, ckpt::Kind kind, std::vector<float> &out) -> Status {
-    for (const ckpt::ShardIndex &s : shards) {
-      auto it = s.byKey.find({p.name, kind});
-      if (it == s.byKey.end())
-        continue;
-      const ckpt::Entry &e = s.entries[it->second];
-      if (e.bytes != static_cast<uint64_t>(p.numel) * 4)
-        return invalidArgument("checkpoint '" + dir + "': " + ckpt::kindName(kind) + " of '" +
-                               p.name + "' has " + std::to_string(e.bytes / 4) +
-                               " values but the param has " + std::to_string(p.numel));
-      out.resize(static_cast<size_t>(p.numel));
-      return ckpt::readEntry(s, e, out.data());
-    }
-    return invalidArgument("checkpoint '" + dir + "' has no " + ckpt::kindName(kind) +
-                           " for param '" + p.name + "'");
+  // This rank's chunk of each state, from whichever entries hold it.
+  const ckpt::Catalog catalog(shards);
+  auto fetch = [&](size_t i, ckpt::Kind kind, std::vector<float> &out) -> Status {
+    const ParamRt &p = params_[i];
+    return catalog.read(dir, p.name, kind, fullShape(p), slices[i], out);
   };
-  for (ParamRt &p : params_) {
-    if (!local)
-      break;
+  for (size_t i = 0; local && i < params_.size(); ++i) {
+    ParamRt &p = params_[i];
     if (p.route == Route::Host)
       continue;
     Staged st{&p, {}, {}, {}, {}};
     const bool owner = p.route == Route::Owner;
     if (p.keepsMaster || !owner)
-      local = fetch(p, ckpt::Kind::Value, st.value);
+      local = fetch(i, ckpt::Kind::Value, st.value);
     if (p.muon) {
       if (local && p.isOwner)
-        local = fetch(p, ckpt::Kind::Momentum, st.momentum);
+        local = fetch(i, ckpt::Kind::Momentum, st.momentum);
     } else if (p.isOwner || !owner) {
       if (local)
-        local = fetch(p, ckpt::Kind::AdamM, st.m);
+        local = fetch(i, ckpt::Kind::AdamM, st.m);
       if (local)
-        local = fetch(p, ckpt::Kind::AdamV, st.v);
+        local = fetch(i, ckpt::Kind::AdamV, st.v);
     }
     if (p.route == Route::Sharded) // this rank's shard of each, padded
       for (std::vector<float> *whole : {&st.value, &st.m, &st.v}) {

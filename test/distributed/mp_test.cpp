@@ -53,8 +53,8 @@
 #include "dmuon/dmuon.hpp"
 #include "kernels/cpu/MuonKernels.h"
 
+#include "MpModel.h"
 #include "MpiCheck.h"
-#include "ReferenceHyper.h"
 
 #include <mpi.h>
 
@@ -73,420 +73,17 @@ namespace {
 
 constexpr int kSteps = 10;
 constexpr double kRelTol = 1e-4;
-constexpr uint64_t kSeed = 11;
 
 // The hyper-parameters compiled into the plans (CMakeLists.txt passes them
 // to dmuonc); the runtime takes them from the plan, the reference from here.
 
 using mpicheck::fail;
-using reference::adamwHyper;
-using reference::muonHyper;
 using mpicheck::gFailures;
 using mpicheck::gRank;
 using mpicheck::gWorld;
 using mpicheck::globalFailures;
 using mpicheck::info;
-
-// ------------------------------------------------------------------ model
-struct Config {
-  int64_t in = 16, dim = 32, hidden = 64, out = 8, experts = 4, expertHidden = 16, layers = 2;
-  int64_t globalBatch = 64;
-};
-
-struct Spec {
-  std::string name;
-  std::vector<int64_t> shape;
-  int64_t numel = 1;
-  int shardDim = -1; // tensor dim sharded over the model-parallel mesh dim, -1 if none
-};
-
-std::vector<Spec> modelSpecs(const Config &c, const std::string &layout) {
-  const bool tp = layout == "tp", cp = layout == "cp";
-  std::vector<Spec> s;
-  s.push_back({"embed.weight", {c.dim, c.in}, 1, -1});
-  for (int64_t l = 0; l < c.layers; ++l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
-    s.push_back({p + "norm.weight", {c.dim}, 1, -1});
-    s.push_back({p + "up.weight", {c.hidden, c.dim}, 1, tp ? 0 : -1});
-    s.push_back({p + "down.weight", {c.dim, c.hidden}, 1, tp ? 1 : -1});
-  }
-  s.push_back({"moe.experts.w", {c.experts, c.expertHidden, c.dim}, 1, cp ? -1 : 0});
-  s.push_back({"head.weight", {c.out, c.dim}, 1, -1});
-  for (Spec &x : s)
-    for (int64_t d : x.shape)
-      x.numel *= d;
-  return s;
-}
-
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Uniform in [-1, 1) from a key.
-float uniform(uint64_t a, uint64_t b, uint64_t c) {
-  const uint64_t h = splitmix(splitmix(splitmix(a) ^ b) ^ c);
-  return static_cast<float>(static_cast<double>(h >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-uint64_t nameKey(const std::string &s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char ch : s)
-    h = (h ^ ch) * 0x100000001b3ull;
-  return h;
-}
-
-std::vector<float> initParam(const Spec &s) {
-  std::vector<float> v(static_cast<size_t>(s.numel));
-  const uint64_t key = nameKey(s.name) ^ kSeed;
-  const bool norm = s.shape.size() == 1;
-  const float scale = norm ? 0.1f : 1.0f / std::sqrt(static_cast<float>(s.shape.back()));
-  for (int64_t i = 0; i < s.numel; ++i) {
-    const float u = uniform(key, 1, static_cast<uint64_t>(i));
-    v[static_cast<size_t>(i)] = norm ? 1.0f + scale * u : scale * u;
-  }
-  return v;
-}
-
-// Rows [first, first + count) of step `step`'s global batch: x uniform, t
-// from a fixed random teacher t = T2 · tanh(T1 · x).
-void makeBatch(const Config &c, int64_t step, int64_t first, int64_t count, std::vector<float> &x,
-               std::vector<float> &t) {
-  const int64_t th = 24;
-  x.assign(static_cast<size_t>(count * c.in), 0.0f);
-  t.assign(static_cast<size_t>(count * c.out), 0.0f);
-  std::vector<float> hid(static_cast<size_t>(th));
-  for (int64_t b = 0; b < count; ++b) {
-    const uint64_t row = static_cast<uint64_t>(first + b);
-    float *xb = &x[static_cast<size_t>(b * c.in)];
-    for (int64_t i = 0; i < c.in; ++i)
-      xb[i] = uniform(kSeed ^ 0xda7a, static_cast<uint64_t>(step) * 100003u + row,
-                      static_cast<uint64_t>(i));
-    for (int64_t j = 0; j < th; ++j) {
-      float a = 0;
-      for (int64_t i = 0; i < c.in; ++i)
-        a += uniform(kSeed ^ 0x7ea1, static_cast<uint64_t>(j), static_cast<uint64_t>(i)) * xb[i];
-      hid[static_cast<size_t>(j)] = std::tanh(a);
-    }
-    for (int64_t o = 0; o < c.out; ++o) {
-      float a = 0;
-      for (int64_t j = 0; j < th; ++j)
-        a += uniform(kSeed ^ 0x7ea2, static_cast<uint64_t>(o), static_cast<uint64_t>(j)) *
-             hid[static_cast<size_t>(j)];
-      t[static_cast<size_t>(b * c.out + o)] = 0.5f * a;
-    }
-  }
-}
-
-using Tensors = std::map<std::string, std::vector<float>>;
-
-float sigmoid(float a) { return 1.0f / (1.0f + std::exp(-a)); }
-
-// y = W x for a row-major W [m, n].
-void matvec(const float *W, const float *x, float *y, int64_t m, int64_t n) {
-  for (int64_t i = 0; i < m; ++i) {
-    float s = 0;
-    for (int64_t j = 0; j < n; ++j)
-      s += W[i * n + j] * x[j];
-    y[i] = s;
-  }
-}
-// y += Wᵀ x for W [m, n], x [m], y [n].
-void matvecTAdd(const float *W, const float *x, float *y, int64_t m, int64_t n) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      y[j] += W[i * n + j] * x[i];
-}
-// dW += a ⊗ b for dW [m, n].
-void outerAdd(float *dW, const float *a, const float *b, int64_t m, int64_t n) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      dW[i * n + j] += a[i] * b[j];
-}
-
-// One forward and backward over `count` rows whose global indices start at
-// `first` (for the router); returns the mean loss of these rows and adds the
-// gradient of that mean into `g` (full tensors, pre-sized).
-double forwardBackward(const Config &c, const Tensors &p, Tensors &g, const float *x,
-                       const float *t, int64_t count, int64_t first) {
-  const int64_t D = c.dim, H = c.hidden, F = c.expertHidden, L = c.layers;
-  const float eps = 1e-6f;
-  std::vector<std::vector<float>> hs(static_cast<size_t>(L + 1), std::vector<float>(D));
-  std::vector<std::vector<float>> nrm(static_cast<size_t>(L), std::vector<float>(D)),
-      nn(static_cast<size_t>(L), std::vector<float>(D)),
-      as(static_cast<size_t>(L), std::vector<float>(H)),
-      zs(static_cast<size_t>(L), std::vector<float>(H));
-  std::vector<float> rinv(static_cast<size_t>(L));
-  std::vector<float> hm(D), a2(F), z2(F), y(c.out), dy(c.out), dh(D), dz(H), da(H), dn(D), dz2(F),
-      da2(F), dnrm(D);
-  double loss = 0;
-  const float *embed = p.at("embed.weight").data();
-  const float *head = p.at("head.weight").data();
-  const float *experts = p.at("moe.experts.w").data();
-  for (int64_t b = 0; b < count; ++b) {
-    const float *xb = x + b * c.in;
-    const float *tb = t + b * c.out;
-    matvec(embed, xb, hs[0].data(), D, c.in);
-    for (int64_t l = 0; l < L; ++l) {
-      const std::string pre = "layers." + std::to_string(l) + ".";
-      const float *norm = p.at(pre + "norm.weight").data();
-      const float *up = p.at(pre + "up.weight").data();
-      const float *down = p.at(pre + "down.weight").data();
-      const std::vector<float> &h = hs[static_cast<size_t>(l)];
-      float ms = 0;
-      for (int64_t d = 0; d < D; ++d)
-        ms += h[d] * h[d];
-      const float r = 1.0f / std::sqrt(ms / static_cast<float>(D) + eps);
-      rinv[static_cast<size_t>(l)] = r;
-      for (int64_t d = 0; d < D; ++d) {
-        nrm[l][d] = h[d] * r;
-        nn[l][d] = nrm[l][d] * norm[d];
-      }
-      matvec(up, nn[l].data(), as[l].data(), H, D);
-      for (int64_t k = 0; k < H; ++k)
-        zs[l][k] = as[l][k] * sigmoid(as[l][k]);
-      std::vector<float> &hn = hs[static_cast<size_t>(l + 1)];
-      matvec(down, zs[l].data(), hn.data(), D, H);
-      for (int64_t d = 0; d < D; ++d)
-        hn[d] += h[d];
-    }
-    // MoE: the fixed router sends global row i to expert i mod E.
-    const int64_t e = (first + b) % c.experts;
-    const float *W = experts + e * F * D;
-    const std::vector<float> &hL = hs[static_cast<size_t>(L)];
-    matvec(W, hL.data(), a2.data(), F, D);
-    for (int64_t f = 0; f < F; ++f)
-      z2[f] = a2[f] * sigmoid(a2[f]);
-    hm = hL;
-    matvecTAdd(W, z2.data(), hm.data(), F, D);
-    matvec(head, hm.data(), y.data(), c.out, D);
-    for (int64_t o = 0; o < c.out; ++o) {
-      const float diff = y[o] - tb[o];
-      loss += static_cast<double>(diff) * diff;
-      dy[o] = 2.0f * diff / static_cast<float>(count * c.out);
-    }
-    // Backward.
-    outerAdd(g.at("head.weight").data(), dy.data(), hm.data(), c.out, D);
-    std::fill(dh.begin(), dh.end(), 0.0f);
-    matvecTAdd(head, dy.data(), dh.data(), c.out, D);
-    float *dW = g.at("moe.experts.w").data() + e * F * D;
-    outerAdd(dW, z2.data(), dh.data(), F, D); // from h += Wᵀ z2
-    matvec(W, dh.data(), dz2.data(), F, D);
-    for (int64_t f = 0; f < F; ++f) {
-      const float s = sigmoid(a2[f]);
-      da2[f] = dz2[f] * s * (1.0f + a2[f] * (1.0f - s));
-    }
-    outerAdd(dW, da2.data(), hL.data(), F, D); // from a2 = W h
-    matvecTAdd(W, da2.data(), dh.data(), F, D);
-    for (int64_t l = L - 1; l >= 0; --l) {
-      const std::string pre = "layers." + std::to_string(l) + ".";
-      const float *norm = p.at(pre + "norm.weight").data();
-      const float *up = p.at(pre + "up.weight").data();
-      const float *down = p.at(pre + "down.weight").data();
-      outerAdd(g.at(pre + "down.weight").data(), dh.data(), zs[l].data(), D, H);
-      std::fill(dz.begin(), dz.end(), 0.0f);
-      matvecTAdd(down, dh.data(), dz.data(), D, H);
-      for (int64_t k = 0; k < H; ++k) {
-        const float s = sigmoid(as[l][k]);
-        da[k] = dz[k] * s * (1.0f + as[l][k] * (1.0f - s));
-      }
-      outerAdd(g.at(pre + "up.weight").data(), da.data(), nn[l].data(), H, D);
-      std::fill(dn.begin(), dn.end(), 0.0f);
-      matvecTAdd(up, da.data(), dn.data(), H, D);
-      float *dnorm = g.at(pre + "norm.weight").data();
-      float dot = 0;
-      for (int64_t d = 0; d < D; ++d) {
-        dnorm[d] += dn[d] * nrm[l][d];
-        dnrm[d] = dn[d] * norm[d];
-        dot += dnrm[d] * nrm[l][d];
-      }
-      const float r = rinv[static_cast<size_t>(l)];
-      const float mean = dot / static_cast<float>(D);
-      for (int64_t d = 0; d < D; ++d)
-        dh[d] += r * (dnrm[d] - nrm[l][d] * mean); // residual + rmsnorm
-    }
-    outerAdd(g.at("embed.weight").data(), dh.data(), xb, D, c.in);
-  }
-  return loss / static_cast<double>(count * c.out);
-}
-
-// --------------------------------------------------- shards of a tensor
-// The `k`-th of `parts` equal slices of a tensor along dim `dim`.
-std::vector<float> sliceOf(const std::vector<float> &full, const std::vector<int64_t> &shape,
-                           int dim, int parts, int k) {
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < static_cast<int>(shape.size()); ++d)
-    if (d < dim)
-      outer *= shape[static_cast<size_t>(d)];
-    else if (d > dim)
-      inner *= shape[static_cast<size_t>(d)];
-  const int64_t chunk = shape[static_cast<size_t>(dim)] / parts;
-  const int64_t row = chunk * inner, fullRow = shape[static_cast<size_t>(dim)] * inner;
-  std::vector<float> out(static_cast<size_t>(outer * row));
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(&out[static_cast<size_t>(o * row)],
-                &full[static_cast<size_t>(o * fullRow + k * row)],
-                static_cast<size_t>(row) * sizeof(float));
-  return out;
-}
-
-// The inverse: `chunks` holds `parts` local slices back to back.
-std::vector<float> concatOf(const std::vector<float> &chunks, const std::vector<int64_t> &shape,
-                            int dim, int parts) {
-  int64_t outer = 1, inner = 1, numel = 1;
-  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
-    numel *= shape[static_cast<size_t>(d)];
-    if (d < dim)
-      outer *= shape[static_cast<size_t>(d)];
-    else if (d > dim)
-      inner *= shape[static_cast<size_t>(d)];
-  }
-  const int64_t chunk = shape[static_cast<size_t>(dim)] / parts;
-  const int64_t row = chunk * inner, fullRow = shape[static_cast<size_t>(dim)] * inner;
-  const int64_t local = outer * row;
-  std::vector<float> out(static_cast<size_t>(numel));
-  for (int k = 0; k < parts; ++k)
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(&out[static_cast<size_t>(o * fullRow + k * row)],
-                  &chunks[static_cast<size_t>(k * local + o * row)],
-                  static_cast<size_t>(row) * sizeof(float));
-  return out;
-}
-
-// --------------------------------------------------------------- the mesh
-struct Topology {
-  dmuon_mesh_info_t mesh{};
-  std::vector<int> coord; // this rank's, row-major over the mesh dims
-  int shard = 0, replicate = 0, G = 1, R = 1;
-  int mpDim = -1, mpSize = 1, mp = 0; // the model-parallel dim, its size, my coordinate
-  bool mpCarriesData = false;         // its coordinates see different tokens (ep, cp)
-  std::string mpName = "none";
-  MPI_Comm mpComm = MPI_COMM_NULL; // ranks differing only in the mp coordinate, ordered by it
-  std::string text;
-
-  int rankOf(const std::vector<int> &c) const {
-    int r = 0;
-    for (int d = 0; d < mesh.ndim; ++d)
-      r = r * mesh.dim_sizes[d] + c[static_cast<size_t>(d)];
-    return r;
-  }
-  std::vector<int> coordOf(int rank) const {
-    std::vector<int> c(static_cast<size_t>(mesh.ndim));
-    for (int d = mesh.ndim - 1; d >= 0; --d) {
-      c[static_cast<size_t>(d)] = rank % mesh.dim_sizes[d];
-      rank /= mesh.dim_sizes[d];
-    }
-    return c;
-  }
-  // The rank at (shard, replicate) with model-parallel coordinate `m`.
-  int rankAt(int s, int r, int m) const {
-    std::vector<int> c(static_cast<size_t>(mesh.ndim), 0);
-    if (mesh.shard_dim >= 0)
-      c[static_cast<size_t>(mesh.shard_dim)] = s;
-    if (mesh.replicate_dim >= 0)
-      c[static_cast<size_t>(mesh.replicate_dim)] = r;
-    if (mpDim >= 0)
-      c[static_cast<size_t>(mpDim)] = m;
-    return rankOf(c);
-  }
-  int mpOf(int rank) const { return mpDim >= 0 ? coordOf(rank)[static_cast<size_t>(mpDim)] : 0; }
-  int shardOf(int rank) const {
-    return mesh.shard_dim >= 0 ? coordOf(rank)[static_cast<size_t>(mesh.shard_dim)] : 0;
-  }
-  int replicateOf(int rank) const {
-    return mesh.replicate_dim >= 0 ? coordOf(rank)[static_cast<size_t>(mesh.replicate_dim)] : 0;
-  }
-};
-
-Topology makeTopology(const dmuon::Plan &plan) {
-  Topology t;
-  t.mesh = plan.mesh();
-  t.G = t.mesh.num_shards;
-  t.R = t.mesh.num_replicas;
-  t.coord = t.coordOf(gRank);
-  t.shard = t.shardOf(gRank);
-  t.replicate = t.replicateOf(gRank);
-  for (int d = 0; d < t.mesh.ndim; ++d) {
-    if (d > 0)
-      t.text += ",";
-    t.text += std::string(t.mesh.dim_names[d]) + "=" + std::to_string(t.mesh.dim_sizes[d]);
-    if (d == t.mesh.shard_dim || d == t.mesh.replicate_dim)
-      continue;
-    if (t.mpDim >= 0)
-      throw std::runtime_error("the test handles one model-parallel mesh dim");
-    t.mpDim = d;
-    t.mpSize = t.mesh.dim_sizes[d];
-    t.mp = t.coord[static_cast<size_t>(d)];
-    t.mpName = t.mesh.dim_names[d];
-    t.mpCarriesData = t.mesh.dim_carries_data[d] != 0;
-  }
-  // Color: my rank with the mp coordinate at 0; key: the mp coordinate.
-  std::vector<int> c0 = t.coord;
-  if (t.mpDim >= 0)
-    c0[static_cast<size_t>(t.mpDim)] = 0;
-  MPI_Comm_split(MPI_COMM_WORLD, t.rankOf(c0), t.mp, &t.mpComm);
-  int size = 0, rank = 0;
-  MPI_Comm_size(t.mpComm, &size);
-  MPI_Comm_rank(t.mpComm, &rank);
-  if (size != t.mpSize || rank != t.mp)
-    throw std::runtime_error("model-parallel communicator: size/rank mismatch");
-  return t;
-}
-
-// ---------------------------------------------------------------- reference
-struct Trajectory {
-  std::vector<float> losses; // global mean loss per step
-  std::vector<double> norms; // global gradient norm per step
-  Tensors initial, final;    // full params
-};
-
-// Single process: Muon (whole matrices; the experts batched) + AdamW on the
-// full model and the full global batch.
-Trajectory runReference(const dmuon::Plan &plan, const Config &cfg,
-                        const std::vector<Spec> &specs) {
-  namespace k = dmuon::kernels;
-  const k::MuonHyper mh = muonHyper();
-  const k::AdamWHyper ah = adamwHyper();
-  Tensors p, g, m, v;
-  for (const Spec &s : specs) {
-    p[s.name] = initParam(s);
-    g[s.name].assign(static_cast<size_t>(s.numel), 0.0f);
-    m[s.name].assign(static_cast<size_t>(s.numel), 0.0f);
-    v[s.name].assign(static_cast<size_t>(s.numel), 0.0f);
-  }
-  Trajectory tr;
-  tr.initial = p;
-  std::vector<float> x, t;
-  k::NsWorkspace ws;
-  for (int step = 0; step < kSteps; ++step) {
-    makeBatch(cfg, step, 0, cfg.globalBatch, x, t);
-    for (auto &[name, grad] : g)
-      std::fill(grad.begin(), grad.end(), 0.0f);
-    tr.losses.push_back(
-        static_cast<float>(forwardBackward(cfg, p, g, x.data(), t.data(), cfg.globalBatch, 0)));
-    double squares = 0;
-    for (const auto &[name, grad] : g)
-      for (float e : grad)
-        squares += static_cast<double>(e) * e;
-    tr.norms.push_back(std::sqrt(squares));
-    for (const Spec &s : specs) {
-      const dmuon_param_info_t info = plan.param(plan.findParam(s.name));
-      float *pv = p[s.name].data();
-      if (info.role == DMUON_ROLE_MUON) {
-        const int64_t batch = s.shape.size() == 3 ? s.shape[0] : 1;
-        const int64_t rows = s.shape[s.shape.size() - 2], cols = s.shape.back();
-        k::muonStep(pv, m[s.name].data(), g[s.name].data(), batch, rows, cols, mh, ws);
-      } else {
-        k::adamwStep(pv, m[s.name].data(), v[s.name].data(), g[s.name].data(), s.numel, step + 1,
-                     ah);
-      }
-    }
-  }
-  tr.final = p;
-  return tr;
-}
+using namespace mpmodel;
 
 // ------------------------------------------------------------ distributed
 struct RunSpec {
@@ -506,25 +103,7 @@ class Distributed {
 public:
   Distributed(const dmuon::Plan &plan, const Config &cfg, const std::vector<Spec> &specs,
               const Topology &topo, bool differentData)
-      : plan_(plan), cfg_(cfg), specs_(specs), topo_(topo), differentData_(differentData) {
-    for (const Spec &s : specs_) {
-      const int i = plan_.findParam(s.name);
-      infos_[s.name] = plan_.param(i);
-      if (s.shardDim >= 0 && topo_.mpDim < 0)
-        throw std::runtime_error("layout shards " + s.name + " but the mesh has no mp dim");
-      localSpec_[s.name] = s;
-      if (s.shardDim >= 0) {
-        Spec &l = localSpec_[s.name];
-        l.shape[static_cast<size_t>(s.shardDim)] /= topo_.mpSize;
-        l.numel /= topo_.mpSize;
-      }
-    }
-    for (int i = 0; i < plan_.numParams(); ++i) {
-      dmuon_param_info_t p = plan_.param(i);
-      if (p.role == DMUON_ROLE_MUON)
-        muon_.push_back(p);
-    }
-  }
+      : plan_(plan), specs_(specs), topo_(topo), host_(plan, cfg, specs, topo, differentData) {}
 
   // Plan-level facts: the plan's params are the model's, every Muon param is
   // f32 with an owner slot inside the mesh, owner_rank the slot's rank at
@@ -536,7 +115,7 @@ public:
       fail("[%s] the plan has %d params, the model %zu", topo_.text.c_str(), plan_.numParams(),
            specs_.size());
     for (const Spec &s : specs_) {
-      const dmuon_param_info_t &p = infos_.at(s.name);
+      const dmuon_param_info_t &p = host_.info(s.name);
       bool same = p.ndim == static_cast<int>(s.shape.size());
       for (int d = 0; same && d < p.ndim; ++d)
         same = p.shape[d] == s.shape[static_cast<size_t>(d)];
@@ -554,7 +133,7 @@ public:
              p.role == DMUON_ROLE_MUON ? "muon" : "adamw", wantMuon ? "muon" : "adamw");
     }
     std::vector<int> slots(static_cast<size_t>(topo_.G * topo_.R * topo_.mpSize), 0);
-    for (const dmuon_param_info_t &p : muon_) {
+    for (const dmuon_param_info_t &p : host_.muon()) {
       if (p.owner_shard < 0 || p.owner_shard >= topo_.G || p.owner_replicate < 0 ||
           p.owner_replicate >= topo_.R) {
         fail("[%s] %s: owner slot (%d,%d) outside the mesh", topo_.text.c_str(), p.name,
@@ -582,7 +161,7 @@ public:
       used += n > 0;
     info("[%s] plan: %zu Muon params over %d of %d owners (owner slot x %s coordinate), %d "
          "hook groups",
-         topo_.text.c_str(), muon_.size(), used, topo_.G * topo_.R * topo_.mpSize,
+         topo_.text.c_str(), host_.muon().size(), used, topo_.G * topo_.R * topo_.mpSize,
          topo_.mpName.c_str(), plan_.numHookGroups());
     if (topo_.G * topo_.R > 1 && used < 2)
       fail("[%s] only %d owner slots used; the test wants several", topo_.text.c_str(), used);
@@ -609,14 +188,12 @@ public:
         fail("[%s] bind_param('%s') with the global numel %" PRId64 " returned %s, expected "
              "INVALID_ARGUMENT (the local shard has %" PRId64 ")",
              topo_.text.c_str(), s.name.c_str(), s.numel, dmuon_status_string(st),
-             localSpec_.at(s.name).numel);
+             host_.local(s.name).numel);
       else if (std::string(dmuon_runtime_last_error(rt.get())).empty())
         fail("[%s] bind_param('%s') refused without a message", topo_.text.c_str(), s.name.c_str());
     }
     for (const Spec &s : specs_) {
-      const std::vector<float> full = initParam(s);
-      const std::vector<float> local =
-          s.shardDim >= 0 ? sliceOf(full, s.shape, s.shardDim, topo_.mpSize, topo_.mp) : full;
+      const std::vector<float> local = host_.localInit(s);
       rt.bindParam(s.name, local.data(), static_cast<int64_t>(local.size()));
       // The C ABI alone tells a host which slice that is.
       dmuon_param_slice_t slice{};
@@ -627,7 +204,7 @@ public:
         fail("[%s] param_slice('%s'): %s", topo_.text.c_str(), s.name.c_str(), dmuon_last_error());
         continue;
       }
-      const Spec &l = localSpec_.at(s.name);
+      const Spec &l = host_.local(s.name);
       for (size_t k = 0; k < s.shape.size(); ++k) {
         const int64_t wantOffset =
             static_cast<int>(k) == s.shardDim ? topo_.mp * l.shape[k] : 0;
@@ -665,139 +242,37 @@ public:
     opt.mode = spec.mode;
     opt.replicate_async = spec.replicateAsync;
     dmuon::Runtime rt(plan_, opt);
-    for (const Spec &s : specs_) {
-      const std::vector<float> full = initParam(s);
-      const std::vector<float> local =
-          s.shardDim >= 0 ? sliceOf(full, s.shape, s.shardDim, topo_.mpSize, topo_.mp) : full;
-      rt.bindParam(s.name, local.data(), static_cast<int64_t>(local.size()));
-    }
+    host_.bindInitial(rt);
     Trajectory tr;
-    tr.initial = reassembleAll(rt);
-
-    // Ranks of a data-carrying model-parallel dim (ep, cp) read different
-    // rows; the reference trains on their union, the global batch.
-    const int spread = differentData_ ? topo_.mpSize : 1;
-    const int dpSize = topo_.G * topo_.R * spread;
-    const int dpIndex = (topo_.replicate * topo_.G + topo_.shard) * spread +
-                        (differentData_ ? topo_.mp : 0);
-    const int64_t local = cfg_.globalBatch / dpSize;
-    const int64_t first = dpIndex * local;
-    std::vector<float> x, t;
-    Tensors full, grads;
-    for (const Spec &s : specs_)
-      grads[s.name].assign(static_cast<size_t>(s.numel), 0.0f);
-    const int groups = plan_.numHookGroups();
-
+    tr.initial = host_.reassembleAll(rt);
     for (int step = 0; step < kSteps; ++step) {
-      makeBatch(cfg_, step, first, local, x, t);
       if (spec.checks)
         rt.resetCommCounters();
-      // Forward: unshard each hook group, reassemble its params over the
-      // model-parallel group while the views are valid.
-      for (int g = 0; g < groups; ++g) {
-        rt.preForward(g);
-        for (const dmuon_param_info_t &p : muon_)
-          if (p.hook_group == g)
-            full[p.name] = reassembleView(rt, p.name);
-        rt.postForward(g);
-      }
-      for (const Spec &s : specs_)
-        if (infos_.at(s.name).role != DMUON_ROLE_MUON)
-          full[s.name] = reassembleView(rt, s.name);
-      for (auto &[name, grad] : grads)
-        std::fill(grad.begin(), grad.end(), 0.0f);
-      const double mine = forwardBackward(cfg_, full, grads, x.data(), t.data(), local, first);
-      // Backward: each rank writes its local slice of every gradient.
-      for (int g = groups - 1; g >= 0; --g) {
-        rt.preBackward(g);
-        for (const dmuon_param_info_t &p : muon_)
-          if (p.hook_group == g)
-            writeGrad(rt, p.name, grads.at(p.name));
-        rt.postBackward(g);
-      }
-      for (const Spec &s : specs_)
-        if (infos_.at(s.name).role != DMUON_ROLE_MUON)
-          writeGrad(rt, s.name, grads.at(s.name));
-      if (spec.checks) {
-        rt.finishBackward();
-        checkI3(rt, spec, step);
-      }
-      rt.step();
+      const float loss = host_.trainStep(rt, step, [&] {
+        if (spec.checks) {
+          rt.finishBackward();
+          checkI3(rt, spec, step);
+        }
+      });
       tr.norms.push_back(rt.gradNorm().total);
       if (spec.checks) {
         rt.synchronize();
         checkCounters(rt, spec, step);
         checkI1I2I4(rt, spec, step);
       }
-      // Every rank of a model-parallel group computed the same loss.
-      double sum = 0;
-      MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      tr.losses.push_back(static_cast<float>(sum / gWorld));
+      tr.losses.push_back(loss);
     }
     rt.synchronize();
-    tr.final = reassembleAll(rt);
+    tr.final = host_.reassembleAll(rt);
     return tr;
   }
 
 private:
-  // The full tensor from the local shards of the model-parallel group.
-  std::vector<float> assemble(const std::string &name, const float *localData) {
-    const Spec &s = localSpec_.at(name);
-    if (s.shardDim < 0)
-      return std::vector<float>(localData, localData + s.numel);
-    std::vector<float> chunks(static_cast<size_t>(s.numel * topo_.mpSize));
-    MPI_Allgather(localData, static_cast<int>(s.numel), MPI_FLOAT, chunks.data(),
-                  static_cast<int>(s.numel), MPI_FLOAT, topo_.mpComm);
-    const Spec &global = specs_[index(name)];
-    return concatOf(chunks, global.shape, s.shardDim, topo_.mpSize);
-  }
-
-  size_t index(const std::string &name) const {
-    for (size_t i = 0; i < specs_.size(); ++i)
-      if (specs_[i].name == name)
-        return i;
-    throw std::runtime_error("unknown param " + name);
-  }
-
-  std::vector<float> reassembleView(dmuon::Runtime &rt, const std::string &name) {
-    const float *v = static_cast<const float *>(rt.paramView(plan_.findParam(name)));
-    return assemble(name, v);
-  }
-
-  // gather_param (the global owner's local shard, over the data-parallel
-  // group), then the model-parallel group's shards concatenated.
-  Tensors reassembleAll(dmuon::Runtime &rt) {
-    Tensors out;
-    for (const Spec &s : specs_) {
-      std::vector<float> v(static_cast<size_t>(localSpec_.at(s.name).numel));
-      rt.gatherParam(s.name, v.data(), static_cast<int64_t>(v.size()));
-      out[s.name] = assemble(s.name, v.data());
-    }
-    return out;
-  }
-
-  void writeGrad(dmuon::Runtime &rt, const std::string &name, const std::vector<float> &fullGrad) {
-    const Spec &global = specs_[index(name)];
-    std::vector<float> routed = fullGrad;
-    // A param sharded on a data-carrying dim (experts on ep) sees the tokens
-    // of every rank along it, as an all-to-all would route them there.
-    if (global.shardDim >= 0 && topo_.mpCarriesData)
-      MPI_Allreduce(MPI_IN_PLACE, routed.data(), static_cast<int>(routed.size()), MPI_FLOAT,
-                    MPI_SUM, topo_.mpComm);
-    const std::vector<float> mine =
-        global.shardDim >= 0
-            ? sliceOf(routed, global.shape, global.shardDim, topo_.mpSize, topo_.mp)
-            : routed;
-    float *g = rt.gradView(plan_.findParam(name));
-    for (size_t i = 0; i < mine.size(); ++i)
-      g[i] += mine[i];
-  }
-
   // Whether the param's owner picks a coordinate on the model-parallel dim:
   // it carries data and the param is Replicate on it (docs/dmuonc.md, "Data-
   // carrying dims"); owner_rank then names that coordinate.
   bool ownedAcrossMp(const dmuon_param_info_t &p) const {
-    return topo_.mpCarriesData && localSpec_.at(p.name).shardDim < 0;
+    return topo_.mpCarriesData && host_.local(p.name).shardDim < 0;
   }
   int ownerMp(const dmuon_param_info_t &p) const {
     return ownedAcrossMp(p) ? topo_.coordOf(p.owner_rank)[static_cast<size_t>(topo_.mpDim)] : 0;
@@ -821,7 +296,7 @@ private:
   }
 
   void checkI3(dmuon::Runtime &rt, const RunSpec &spec, int step) {
-    for (const dmuon_param_info_t &p : muon_) {
+    for (const dmuon_param_info_t &p : host_.muon()) {
       dmuon_param_state_t s = rt.paramState(p.name);
       const bool owner = isOwnerHere(p);
       if ((s.has_reduced_grad != 0) != owner)
@@ -834,7 +309,7 @@ private:
 
   void checkI1I2I4(dmuon::Runtime &rt, const RunSpec &spec, int step) {
     std::vector<uint64_t> sums;
-    for (const dmuon_param_info_t &p : muon_) {
+    for (const dmuon_param_info_t &p : host_.muon()) {
       dmuon_param_state_t s = rt.paramState(p.name);
       const bool owner = isOwnerHere(p);
       const bool column = p.owner_shard == topo_.shard;
@@ -869,7 +344,7 @@ private:
     if (gRank != 0)
       return;
     for (size_t i = 0; i < n; ++i) {
-      const dmuon_param_info_t &p = muon_[i];
+      const dmuon_param_info_t &p = host_.muon()[i];
       for (int m = 0; m < topo_.mpSize; ++m) {
         const int owner = topo_.rankAt(p.owner_shard, p.owner_replicate, m);
         const uint64_t ref = all[static_cast<size_t>(owner) * n + i];
@@ -901,8 +376,8 @@ private:
     const uint64_t passes = mode == DMUON_MODE_Z2 ? 1 : 2;
     commOwnedBytes = 0;
     for (const Spec &s : specs_) {
-      const dmuon_param_info_t &p = infos_.at(s.name);
-      const uint64_t P = static_cast<uint64_t>(localSpec_.at(s.name).numel) * sizeof(float);
+      const dmuon_param_info_t &p = host_.info(s.name);
+      const uint64_t P = static_cast<uint64_t>(host_.local(s.name).numel) * sizeof(float);
       // A replicated adamw param is summed along a data-carrying dim it is
       // Replicate on by an all-reduce; a Muon param's owner column spans it.
       const bool alongData = topo_.mpCarriesData && topo_.mpSize > 1 && s.shardDim < 0;
@@ -998,13 +473,9 @@ private:
   }
 
   const dmuon::Plan &plan_;
-  Config cfg_;
   std::vector<Spec> specs_;
   const Topology &topo_;
-  bool differentData_; // ranks along the model-parallel dim read different rows
-  std::map<std::string, dmuon_param_info_t> infos_;
-  std::map<std::string, Spec> localSpec_;
-  std::vector<dmuon_param_info_t> muon_;
+  MpHost host_;
 };
 
 // ------------------------------------------------------------ comparisons
@@ -1140,7 +611,7 @@ int runTests(int argc, char **argv) {
   Distributed dist(plan, cfg, specs, topo, topo.mpCarriesData || expectMismatch);
   dist.checkPlan();
   dist.checkLocalSizes();
-  const Trajectory ref = runReference(plan, cfg, specs);
+  const Trajectory ref = runReference(plan, cfg, specs, kSteps);
   if (expectMismatch) {
     if (topo.mpCarriesData)
       throw std::runtime_error("--different-data-expect-mismatch wants a plan whose '" +

@@ -3,11 +3,12 @@
 #
 #   test/fuzz/make-corpus.sh <dmuonc> <out-dir>
 #
-# writes <out-dir>/{fuzz_toml,fuzz_onnx,fuzz_plan,fuzz_mesh}/: every TOML
+# writes <out-dir>/{fuzz_toml,fuzz_onnx,fuzz_plan,fuzz_mesh,fuzz_checkpoint}/: every TOML
 # manifest of the lit tests and examples; the ONNX models that
 # test/lit/Inputs/make_onnx.py generates; small plans that <dmuonc> compiles
 # from a few manifests for several meshes and --stop-after stages; and mesh
-# strings (valid and not) from the tests and docs. Run from anywhere.
+# strings (valid and not) from the tests and docs; checkpoint manifests and
+# shard files of both formats (docs/checkpoint-format.md). Run from anywhere.
 set -euo pipefail
 if [[ $# -ne 2 ]]; then
   echo "usage: $0 <dmuonc> <out-dir>" >&2
@@ -20,7 +21,7 @@ python=/usr/bin/python3
 [[ -x $python ]] || python=python3
 
 rm -rf "$out"
-mkdir -p "$out"/{fuzz_toml,fuzz_onnx,fuzz_plan,fuzz_mesh}
+mkdir -p "$out"/{fuzz_toml,fuzz_onnx,fuzz_plan,fuzz_mesh,fuzz_checkpoint}
 
 # TOML: every manifest in the tests and examples, by content hash (the names
 # repeat across directories).
@@ -71,6 +72,67 @@ for m in "${meshes[@]}"; do
   printf '%s' "$m" >"$out/fuzz_mesh/mesh$i"
   i=$((i + 1))
 done
+
+# Checkpoints: manifests as a save writes them (the fuzzer restamps the end
+# line's checksum, so the seeds need none) and shard files of format 1 (whole
+# params) and 2 (slices), with their index checksums.
+ck=$out/fuzz_checkpoint
+cat >"$ck/manifest-hyper" <<'EOF'
+dmuon-checkpoint 1
+step 5
+adamw_step 5
+plan_fingerprint 0x0123456789abcdef
+model_fingerprint 0xfedcba9876543210
+world_size 2
+steps_applied 5
+steps_skipped 0
+hyper_lr 0x1.47ae147ae147bp-6
+hyper_momentum 0x1.e666666666666p-1
+hyper_weight_decay 0x0p+0
+hyper_adamw_lr 0x1.47ae147ae147bp-7
+hyper_adamw_weight_decay 0x0p+0
+shard shard-0123456789abcdef-5-00000000deadbeef-r00000.dmck
+shard shard-0123456789abcdef-5-00000000deadbeef-r00001.dmck
+end 0x0000000000000000
+EOF
+cat >"$ck/manifest-old" <<'EOF'
+dmuon-checkpoint 1
+step 3
+adamw_step 3
+plan_fingerprint 0x0123456789abcdef
+model_fingerprint 0xfedcba9876543210
+world_size 1
+shard shard-0123456789abcdef-3-r00000.dmck
+end 0x0000000000000000
+EOF
+"$python" - "$ck" <<'EOF'
+import struct, sys
+def fnv(b):
+    h = 0xcbf29ce484222325
+    for c in b:
+        h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+def shard(version, entries):  # (name, kind, [(offset, extent)], values)
+    data, index = b"", b""
+    for name, kind, dims, n in entries:
+        payload = struct.pack("<%df" % n, *range(n))
+        index += struct.pack("<H", len(name)) + name + struct.pack(
+            "<BQQQ", kind, 24 + len(data), len(payload), fnv(payload))
+        if version >= 2:
+            index += struct.pack("<B", len(dims))
+            index += b"".join(struct.pack("<qq", o, e) for o, e in dims)
+        data += payload
+    index += struct.pack("<Q", fnv(index))
+    head = b"DMCKSHRD" + struct.pack("<IIQ", version, len(entries), 24 + len(data))
+    return head + data + index
+out = sys.argv[1]
+open(out + "/shard-v1.dmck", "wb").write(shard(1, [(b"w", 0, [], 8), (b"w", 1, [], 8)]))
+open(out + "/shard-v2.dmck", "wb").write(shard(2, [
+    (b"layers.0.up.weight", 0, [(0, 2), (0, 4)], 8),
+    (b"layers.0.up.weight", 1, [(2, 2), (0, 4)], 8),
+    (b"moe.experts.w", 2, [(1, 1), (0, 2), (0, 4)], 8),
+    (b"norm.weight", 3, [(0, 8)], 8)]))
+EOF
 
 for d in "$out"/*/; do
   echo "$(basename "$d"): $(find "$d" -type f | wc -l) seeds"

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,12 @@ inline std::string planPath(const std::string &mesh) {
 }
 
 inline std::string lastError() { return dmuon_last_error(); }
+
+inline std::string makeTempDir() {
+  char dir[] = "/tmp/dmuon-test-XXXXXX";
+  EXPECT_NE(::mkdtemp(dir), nullptr);
+  return dir;
+}
 
 // An output struct with its header set, as callers of the C ABI must.
 template <typename T> T versioned(uint32_t version) {

@@ -1,0 +1,55 @@
+// Which chunk of a param a checkpoint entry holds, and assembling a rank's
+// chunk from the entries. A param sharded on a model-parallel mesh dim is
+// saved as one entry per model-parallel shard, each holding its slice of the
+// full param (DTensor's chunking rule, core/ParamSlice.h); a loading rank
+// copies its own slice out of whichever entries overlap it. So the
+// model-parallel layout may differ between save and load (tp=2 to tp=4, or
+// sharded to whole), and a format-1 entry, which holds the whole param, is
+// just the slice that covers everything.
+#ifndef DMUON_RUNTIME_CORE_CHECKPOINTSLICE_H
+#define DMUON_RUNTIME_CORE_CHECKPOINTSLICE_H
+
+#include "core/CheckpointFile.h"
+#include "core/Status.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dmuon::rt::ckpt {
+
+// "[0:32, 16:48]" (start:end per dim); "[whole]" for a format-1 entry.
+std::string describe(const Slice &s);
+
+// `s` resolved against the param's full shape (a format-1 entry becomes the
+// whole shape). Empty when it fits, else why not.
+std::string resolve(const Slice &s, const std::vector<int64_t> &full, Slice &out);
+
+// Copies the elements of `dst`'s box that `src`'s box also holds from `src`
+// into `dst`, and marks them in `covered` (one byte per element of `dst`).
+// Returns false, copying nothing, when one of them was covered already: two
+// entries that overlap are a corrupt checkpoint.
+bool copyOverlap(const float *src, const Slice &srcBox, float *dst, const Slice &dstBox,
+                 std::vector<uint8_t> &covered);
+
+// Every entry of every shard, by param name and kind, in shard order.
+class Catalog {
+public:
+  explicit Catalog(const std::vector<ShardIndex> &shards);
+  // This rank's slice `want` (resolved) of the `kind` state of param `name`
+  // with full shape `full`, from the entries that overlap it. Refuses, naming
+  // the param, the slices and the checkpoint `dir`: no entry, a slice that
+  // does not fit the shape, overlapping entries, or elements no entry holds.
+  Status read(const std::string &dir, const std::string &name, Kind kind,
+              const std::vector<int64_t> &full, const Slice &want, std::vector<float> &out) const;
+
+private:
+  const std::vector<ShardIndex> &shards_;
+  std::map<std::pair<std::string, Kind>, std::vector<std::pair<size_t, size_t>>> byKey_;
+};
+
+} // namespace dmuon::rt::ckpt
+
+#endif
