@@ -256,15 +256,22 @@ inline double forwardBackward(const Config &c, const Tensors &p, Tensors &g, con
 }
 
 // --------------------------------------------------- shards of a tensor
-// The `k`-th of `parts` equal slices of a tensor along dim `dim`.
-inline std::vector<float> sliceOf(const std::vector<float> &full,
-                                  const std::vector<int64_t> &shape, int dim, int parts, int k) {
-  int64_t outer = 1, inner = 1;
+// The elements before and after dim `dim` of a row-major tensor.
+inline void aroundDim(const std::vector<int64_t> &shape, int dim, int64_t &outer,
+                      int64_t &inner) {
+  outer = inner = 1;
   for (int d = 0; d < static_cast<int>(shape.size()); ++d)
     if (d < dim)
       outer *= shape[static_cast<size_t>(d)];
     else if (d > dim)
       inner *= shape[static_cast<size_t>(d)];
+}
+
+// The `k`-th of `parts` equal slices of a tensor along dim `dim`.
+inline std::vector<float> sliceOf(const std::vector<float> &full,
+                                  const std::vector<int64_t> &shape, int dim, int parts, int k) {
+  int64_t outer, inner;
+  aroundDim(shape, dim, outer, inner);
   const int64_t chunk = shape[static_cast<size_t>(dim)] / parts;
   const int64_t row = chunk * inner, fullRow = shape[static_cast<size_t>(dim)] * inner;
   std::vector<float> out(static_cast<size_t>(outer * row));
@@ -278,14 +285,9 @@ inline std::vector<float> sliceOf(const std::vector<float> &full,
 // The inverse: `chunks` holds `parts` local slices back to back.
 inline std::vector<float> concatOf(const std::vector<float> &chunks,
                                    const std::vector<int64_t> &shape, int dim, int parts) {
-  int64_t outer = 1, inner = 1, numel = 1;
-  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
-    numel *= shape[static_cast<size_t>(d)];
-    if (d < dim)
-      outer *= shape[static_cast<size_t>(d)];
-    else if (d > dim)
-      inner *= shape[static_cast<size_t>(d)];
-  }
+  int64_t outer, inner;
+  aroundDim(shape, dim, outer, inner);
+  const int64_t numel = outer * shape[static_cast<size_t>(dim)] * inner;
   const int64_t chunk = shape[static_cast<size_t>(dim)] / parts;
   const int64_t row = chunk * inner, fullRow = shape[static_cast<size_t>(dim)] * inner;
   const int64_t local = outer * row;
