@@ -114,8 +114,9 @@ struct CommGroup {
   std::string key;
   std::vector<int> params;
   std::vector<int> shardDims;
+  // Its replicate groups are a formula of these dims and the mesh
+  // (common/ReplicateGroups.h); the plan stores the dims alone (1.5).
   std::vector<int> replicateMeshDims;
-  std::vector<std::vector<int64_t>> replicateGroups;
 };
 
 struct Segment {

@@ -205,11 +205,9 @@ Offset<fb::CommGroup> Writer::writeCommGroup(const CommGroup &g) {
   auto params = intVector(g.params);
   auto shardDims = intVector(g.shardDims);
   auto repDims = intVector(g.replicateMeshDims);
-  std::vector<Offset<fb::RankList>> groups;
-  for (const std::vector<int64_t> &ranks : g.replicateGroups)
-    groups.push_back(fb::CreateRankList(b_, intVector(ranks)));
-  auto groupsVec = b_.CreateVector(groups);
-  return fb::CreateCommGroup(b_, key, params, shardDims, repDims, groupsVec);
+  // No replicate_groups (1.5): a reader derives them from repDims and the
+  // mesh; listing them cost O(world size) per group in the plan.
+  return fb::CreateCommGroup(b_, key, params, shardDims, repDims);
 }
 
 Offset<fb::HookGroup> Writer::writeHookGroup(const HookGroup &h) {

@@ -1,38 +1,15 @@
 // group: the grouping rule of docs/dmuonc.md#grouping, exactly. A Muon param is no_comm iff no Shard/StridedShard
 // placement touches its last two dims (for a flattened conv weight: any dim);
 // comm params are grouped by their placements key, and each group records
-// its replicate groups (the Cartesian-product rule of §2.3) for every rank.
+// its replicate mesh dims: its replicate groups (the Cartesian-product rule
+// of §2.3) follow from them and the mesh (common/ReplicateGroups.h), so the
+// pass costs O(params x mesh dims), whatever the world size.
 #include "Passes.h"
 
-#include <algorithm>
 #include <map>
 #include <set>
 
 namespace dmuon {
-
-namespace {
-
-// One rank's replicate group: vary every replicate mesh dim, keep the rest.
-std::vector<int64_t> replicateGroupOf(const Mesh &mesh, int64_t rank,
-                                      const std::vector<int> &replicateDims) {
-  std::vector<int64_t> group{rank};
-  for (int d : replicateDims) {
-    std::vector<int64_t> next;
-    for (int64_t r : group) {
-      std::vector<int64_t> c = mesh.coordOf(r);
-      for (int64_t v = 0; v < mesh.dims[d].size; ++v) {
-        c[d] = v;
-        next.push_back(mesh.rankOf(c));
-      }
-    }
-    group = std::move(next);
-  }
-  std::sort(group.begin(), group.end());
-  group.erase(std::unique(group.begin(), group.end()), group.end());
-  return group;
-}
-
-} // namespace
 
 bool shardsMatrixDims(const Param &p, const Mesh &mesh, int meshDim) {
   const Placement &pl = p.placements[static_cast<size_t>(meshDim)];
@@ -100,10 +77,6 @@ bool runGroup(PlanModel &model, Diagnostics &) {
       g.key = key;
       g.shardDims.assign(shardDims.begin(), shardDims.end());
       g.replicateMeshDims = replicateMeshDims;
-      std::set<std::vector<int64_t>> groups;
-      for (int64_t r = 0; r < mesh.worldSize(); ++r)
-        groups.insert(replicateGroupOf(mesh, r, replicateMeshDims));
-      g.replicateGroups.assign(groups.begin(), groups.end());
       model.commGroups.push_back(std::move(g));
     }
     p.commGroup = it->second;

@@ -37,20 +37,38 @@ int moveDelta(const LayerSlotCounts &c, int layer, int from, int to) {
 }
 
 
+// The refinement's step looks at every (unit on the most-loaded slot, unit
+// or slot elsewhere) pair while that is at most this many candidates; past
+// it (hundreds of thousands of units) a step looks only at the
+// kRefinePartners least-loaded slots and, per unit, at the partner units
+// whose cost is nearest the ideal exchange: O(partners x units per slot)
+// per step instead of O(units^2 / slots).
+constexpr int64_t kRefineExhaustiveWork = int64_t(1) << 24;
+constexpr int kRefinePartners = 16;
+
 // Refinement: moves and swaps out of the most-loaded slot that lower the
 // larger of the two loads involved; never more than `maxViolations` layer
-// violations.
+// violations. unitsOn[s] stays in the total order (cost descending), which
+// the bounded step's searches rely on.
 void refine(const PartitionProblem &pb, const PartitionOptions &opt,
             const std::vector<int> &rankOf, const std::vector<int> &order,
             std::vector<int> &slotOf, std::vector<double> &load, LayerSlotCounts &counts,
             int maxViolations, int &moves) {
+  if (!opt.refine)
+    return;
   const int S = static_cast<int>(load.size());
+  const int64_t n = static_cast<int64_t>(slotOf.size());
   int violations = countLayerViolations(pb.layer, slotOf);
   std::vector<std::vector<int>> unitsOn(S);
   for (int u : order)
     unitsOn[slotOf[u]].push_back(u);
-  for (int step = 0; opt.refine && step < opt.maxRefinementSteps; ++step) {
-    const int M = static_cast<int>(std::max_element(load.begin(), load.end()) - load.begin());
+  // Slots by load: the most-loaded (lowest index among equals, as
+  // max_element) and the least-loaded partners in O(log S).
+  std::set<std::pair<double, int>> bySlot;
+  for (int s = 0; s < S; ++s)
+    bySlot.insert({load[s], s});
+  for (int step = 0; step < opt.maxRefinementSteps; ++step) {
+    const int M = bySlot.lower_bound({bySlot.rbegin()->first, -1})->second;
     const double Lm = load[M];
     double best = Lm;
     int bestU = -1, bestV = -1, bestJ = -1, bestDV = 0;
@@ -63,22 +81,59 @@ void refine(const PartitionProblem &pb, const PartitionOptions &opt,
       bestJ = j;
       bestDV = dv;
     };
-    for (int u : unitsOn[M]) {
-      const double cu = pb.cost[u];
-      for (int j = 0; j < S; ++j) {
+    auto trySwap = [&](int u, int v, int j) {
+      const double d = pb.cost[u] - pb.cost[v];
+      if (d <= 0 || load[j] + d >= Lm)
+        return;
+      int dv = 0;
+      if (pb.layer[u] != pb.layer[v])
+        dv = moveDelta(counts, pb.layer[u], M, j) + moveDelta(counts, pb.layer[v], j, M);
+      consider(std::max(Lm - d, load[j] + d), u, v, j, dv);
+    };
+    const std::vector<int> &onM = unitsOn[M];
+    if (static_cast<int64_t>(onM.size()) * (S + n) <= kRefineExhaustiveWork) {
+      for (int u : onM) {
+        const double cu = pb.cost[u];
+        for (int j = 0; j < S; ++j) {
+          if (j == M)
+            continue;
+          if (load[j] + cu < Lm)
+            consider(std::max(Lm - cu, load[j] + cu), u, -1, j,
+                     moveDelta(counts, pb.layer[u], M, j));
+          for (int v : unitsOn[j])
+            trySwap(u, v, j);
+        }
+      }
+    } else {
+      // Bounded: the least-loaded partners, and near the ideal exchange
+      // gap/2 (gap = Lm - load[j]) only: for a move the units of M whose
+      // cost is nearest it, for a swap per unit of M the two units of j
+      // whose cost is nearest cu - gap/2. Both lists descend in cost, so
+      // one pointer walks j's list once per partner.
+      int partners = 0;
+      for (auto it = bySlot.begin(); it != bySlot.end() && partners < kRefinePartners; ++it) {
+        const int j = it->second;
         if (j == M)
           continue;
-        if (load[j] + cu < Lm)
-          consider(std::max(Lm - cu, load[j] + cu), u, -1, j,
-                   moveDelta(counts, pb.layer[u], M, j));
-        for (int v : unitsOn[j]) {
-          const double d = cu - pb.cost[v];
-          if (d <= 0 || load[j] + d >= Lm)
-            continue;
-          int dv = 0;
-          if (pb.layer[u] != pb.layer[v])
-            dv = moveDelta(counts, pb.layer[u], M, j) + moveDelta(counts, pb.layer[v], j, M);
-          consider(std::max(Lm - d, load[j] + d), u, v, j, dv);
+        ++partners;
+        const double half = (Lm - load[j]) / 2;
+        auto nearHalf = std::partition_point(onM.begin(), onM.end(),
+                                             [&](int u) { return pb.cost[u] > half; });
+        for (auto k = std::max(onM.begin(), nearHalf - 4);
+             k != onM.end() && k < nearHalf + 4; ++k)
+          if (load[j] + pb.cost[*k] < Lm)
+            consider(std::max(Lm - pb.cost[*k], load[j] + pb.cost[*k]), *k, -1, j,
+                     moveDelta(counts, pb.layer[*k], M, j));
+        const std::vector<int> &onJ = unitsOn[j];
+        size_t p = 0;
+        for (int u : onM) {
+          const double target = pb.cost[u] - half;
+          while (p < onJ.size() && pb.cost[onJ[p]] > target)
+            ++p;
+          if (p < onJ.size())
+            trySwap(u, onJ[p], j);
+          if (p > 0)
+            trySwap(u, onJ[p - 1], j);
         }
       }
     }
@@ -93,8 +148,12 @@ void refine(const PartitionProblem &pb, const PartitionOptions &opt,
                  u);
       counts.add(pb.layer[u], from, -1);
       counts.add(pb.layer[u], to, 1);
+      bySlot.erase({load[from], from});
+      bySlot.erase({load[to], to});
       load[from] -= pb.cost[u];
       load[to] += pb.cost[u];
+      bySlot.insert({load[from], from});
+      bySlot.insert({load[to], to});
       slotOf[u] = to;
     };
     relocate(bestU, M, bestJ);

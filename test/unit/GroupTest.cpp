@@ -2,8 +2,12 @@
 // original specification's tables.
 #include "Diagnostics.h"
 #include "Passes.h"
+#include "common/ReplicateGroups.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
 
 using namespace dmuon;
 
@@ -48,8 +52,23 @@ struct Fixture {
     return model.params.front();
   }
 
+  std::vector<int64_t> dimSizes() const {
+    std::vector<int64_t> sizes;
+    for (const auto &d : model.mesh.dims)
+      sizes.push_back(d.size);
+    return sizes;
+  }
+
+  // Every replicate group of `g`, as the printers list them.
+  std::vector<std::vector<int64_t>> groupsOf(const CommGroup &g) const {
+    std::vector<std::vector<int64_t>> out;
+    common::forEachReplicateGroup(dimSizes(), g.replicateMeshDims, -1,
+                                  [&](const std::vector<int64_t> &r) { out.push_back(r); });
+    return out;
+  }
+
   std::vector<int64_t> groupContaining(const CommGroup &g, int64_t rank) const {
-    for (const auto &rg : g.replicateGroups)
+    for (const auto &rg : groupsOf(g))
       if (std::find(rg.begin(), rg.end(), rank) != rg.end())
         return rg;
     return {};
@@ -105,7 +124,56 @@ TEST(Group, ReplicateGroupsOn2x2x2CartesianProduct) {
   ASSERT_TRUE(f.run()) << f.diagText;
   const CommGroup &g = f.model.commGroups[f.param("x").commGroup];
   EXPECT_EQ(f.groupContaining(g, 0), (std::vector<int64_t>{0, 2, 4, 6}));
-  EXPECT_EQ(g.replicateGroups.size(), 2u);
+  EXPECT_EQ(f.groupsOf(g).size(), 2u);
+}
+
+// The formula (common/ReplicateGroups.h) against the rule itself: a rank's
+// group is every rank that differs from it only on the replicate dims;
+// groups sorted, each ascending. Meshes of 1-4 dims, every subset of dims.
+TEST(Group, ReplicateGroupFormulaMatchesTheRule) {
+  const std::vector<std::vector<int64_t>> meshes = {
+      {6}, {2, 3}, {3, 1, 4}, {2, 3, 2, 2}};
+  for (const auto &sizes : meshes) {
+    const int n = static_cast<int>(sizes.size());
+    int64_t world = 1;
+    for (int64_t s : sizes)
+      world *= s;
+    for (int mask = 0; mask < (1 << n); ++mask) {
+      std::vector<int> dims;
+      for (int d = 0; d < n; ++d)
+        if (mask & (1 << d))
+          dims.push_back(d);
+      std::set<std::vector<int64_t>> expected;
+      for (int64_t a = 0; a < world; ++a) {
+        std::vector<int64_t> group;
+        for (int64_t b = 0; b < world; ++b) {
+          bool same = true;
+          for (int64_t x = a, y = b, d = n - 1; d >= 0; --d) {
+            if (!(mask & (1 << d)) && x % sizes[d] != y % sizes[d])
+              same = false;
+            x /= sizes[d];
+            y /= sizes[d];
+          }
+          if (same)
+            group.push_back(b);
+        }
+        expected.insert(group);
+      }
+      std::vector<std::vector<int64_t>> got;
+      common::forEachReplicateGroup(sizes, dims, -1,
+                                    [&](const std::vector<int64_t> &r) { got.push_back(r); });
+      EXPECT_EQ(got, std::vector<std::vector<int64_t>>(expected.begin(), expected.end()))
+          << "mesh of " << n << " dims, replicate mask " << mask;
+      EXPECT_EQ(common::replicateGroupShape(sizes, dims).count,
+                static_cast<int64_t>(expected.size()));
+      // A cut listing is the prefix of the full one.
+      std::vector<std::vector<int64_t>> first;
+      common::forEachReplicateGroup(sizes, dims, 1,
+                                    [&](const std::vector<int64_t> &r) { first.push_back(r); });
+      ASSERT_EQ(first.size(), 1u);
+      EXPECT_EQ(first.front(), got.front());
+    }
+  }
 }
 
 TEST(Group, StridedShardAndPartialKeys) {

@@ -152,6 +152,30 @@ TEST(Partition, ShuffledInputGivesTheSameAssignment) {
   }
 }
 
+// Past kRefineExhaustiveWork candidates a refinement step looks at the
+// least-loaded partners only (30k units on 4 slots: 7.5k units on the
+// heaviest slot times 30k); it stays deterministic, never worse than LPT,
+// and keeps every unit on exactly one slot.
+TEST(Partition, BoundedRefinementOnLargeInstances) {
+  std::mt19937_64 rng(11);
+  PartitionProblem p = randomProblem(rng, 30000, 4, /*layers=*/0);
+  // Unequal halves give LPT's tail something to fix.
+  for (size_t u = 0; u < p.cost.size(); u += 2)
+    p.cost[u] *= 37;
+  PartitionResult plain = partitionUnits(p, {.refine = false});
+  PartitionResult r = partitionUnits(p);
+  EXPECT_LE(r.maxLoad, plain.maxLoad);
+  EXPECT_LE(r.refinementMoves, PartitionOptions{}.maxRefinementSteps);
+  std::vector<double> load(4, 0.0);
+  for (size_t u = 0; u < p.cost.size(); ++u) {
+    ASSERT_GE(r.slotOf[u], 0);
+    ASSERT_LT(r.slotOf[u], 4);
+    load[r.slotOf[u]] += p.cost[u];
+  }
+  EXPECT_EQ(load, r.load);
+  EXPECT_EQ(partitionUnits(p).slotOf, r.slotOf);
+}
+
 TEST(Partition, SingleSlotTakesEverything) {
   PartitionProblem p{{5, 3, 2}, {0, 0, 1}, {"a", "b", "c"}, 1, {}};
   PartitionResult r = partitionUnits(p);

@@ -68,7 +68,6 @@ PlanModel makeModel() {
   cg.params = {2};
   cg.shardDims = {1};
   cg.replicateMeshDims = {0};
-  cg.replicateGroups = {{0, 4}, {1, 5}, {2, 6}, {3, 7}};
   m.commGroups.push_back(cg);
 
   for (int i : {0, 2}) {
@@ -168,6 +167,12 @@ TEST(PlanRoundTrip, VerifiesAndReadsBack) {
   EXPECT_EQ(up->compute_index(), 0);
   EXPECT_EQ(up->group(), fb::ShardingGroupKind::comm);
   EXPECT_EQ(up->cost(), 7340032.5);
+  // 1.5: a comm group records its replicate mesh dims, not the rank lists
+  // they give (the printers derive those; see PrintText below).
+  const fb::CommGroup *cg = p->comm_groups()->Get(0);
+  EXPECT_EQ(cg->replicate_groups(), nullptr);
+  ASSERT_TRUE(cg->replicate_mesh_dims());
+  EXPECT_EQ(cg->replicate_mesh_dims()->size(), 1u);
   const fb::Param *norm = p->params()->Get(1);
   EXPECT_EQ(norm->role(), fb::Role::adamw);
   EXPECT_EQ(norm->owner_rank(), -1);
@@ -329,10 +334,9 @@ TEST(PlanRoundTrip, SemanticChecks) {
          p.mutable_no_comm()->Mutate(0, -1);
          return true;
        }},
-      {"comm group 0 'Replicate,Replicate,Shard(0)': replicate group rank 8 out of range",
+      {"comm group 0 'Replicate,Replicate,Shard(0)': replicate mesh dim 3 out of range",
        [](fb::Plan &p) {
-         p.mutable_comm_groups()->GetMutableObject(0)->mutable_replicate_groups()
-             ->GetMutableObject(0)->mutable_ranks()->Mutate(1, 8);
+         p.mutable_comm_groups()->GetMutableObject(0)->mutable_replicate_mesh_dims()->Mutate(0, 3);
          return true;
        }},
       {"hook group 0 'layers.0' segment 0: bytes [40000, +32768) lie outside the buffer of "
@@ -685,7 +689,7 @@ TEST(PlanPrinter, TextForm) {
   char fp[32];
   std::snprintf(fp, sizeof fp, "0x%016llx", static_cast<unsigned long long>(p->fingerprint()));
   std::string expectHead =
-      "; dmuon plan 1.4 stage=complete producer=dmuonc " DMUON_VERSION_STRING "\n"
+      "; dmuon plan 1.5 stage=complete producer=dmuonc " DMUON_VERSION_STRING "\n"
       "; fingerprint " + std::string(fp) + "\n"
       "source: tiny.toml\n"
       "model: tiny\n"
@@ -745,7 +749,7 @@ TEST(PlanPrinter, StopAfterSelectOmitsLaterFields) {
   m.stage = Stage::select;
   std::vector<uint8_t> b = writePlan(m);
   std::string t = planfile::printText(*fb::GetPlan(b.data()));
-  EXPECT_TRUE(contains(t, "; dmuon plan 1.4 stage=select ")) << t;
+  EXPECT_TRUE(contains(t, "; dmuon plan 1.5 stage=select ")) << t;
   EXPECT_TRUE(contains(t, "param layers.0.q.weight shape=[64,64] dtype=f32 "
                           "placements=[Replicate,Replicate,Replicate] role=muon "
                           "reason=default_matrix "
@@ -790,7 +794,7 @@ TEST(PlanPrinter, JsonForm) {
   std::vector<uint8_t> b = writePlan(m);
   std::string j = planfile::printJson(*fb::GetPlan(b.data()));
   EXPECT_TRUE(balanced(j)) << j;
-  EXPECT_EQ(j.substr(0, 28), "{\n  \"format_version\": \"1.4\",") << j;
+  EXPECT_EQ(j.substr(0, 28), "{\n  \"format_version\": \"1.5\",") << j;
   EXPECT_TRUE(contains(j, "\"model\": \"ti\\\"ny\\\\\\n\\u0001\",")) << j;
   // Top-level key order.
   const char *keys[] = {"\"format_version\"", "\"producer\"", "\"fingerprint\"", "\"stage\"",

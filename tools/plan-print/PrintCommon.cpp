@@ -94,6 +94,41 @@ MeshView::MeshView(const fb::Plan &p) {
   }
 }
 
+ListedReplicateGroups listReplicateGroups(const MeshView &m, const fb::CommGroup &g) {
+  ListedReplicateGroups out;
+  int64_t budget = kMaxListed;
+  auto take = [&](const std::vector<int64_t> &ranks, int64_t whole) {
+    const int64_t n = std::min<int64_t>(budget, static_cast<int64_t>(ranks.size()));
+    out.groups.emplace_back(ranks.begin(), ranks.begin() + n);
+    out.cut = out.cut || n < whole;
+    budget -= n;
+  };
+  if (g.replicate_groups()) {
+    out.count = g.replicate_groups()->size();
+    for (uint32_t k = 0; k < g.replicate_groups()->size() && budget > 0; ++k) {
+      const auto *rl = g.replicate_groups()->Get(k)->ranks();
+      std::vector<int64_t> ranks;
+      if (rl)
+        ranks.assign(rl->begin(), rl->end());
+      out.size = std::max<int64_t>(out.size, static_cast<int64_t>(ranks.size()));
+      take(ranks, static_cast<int64_t>(ranks.size()));
+    }
+  } else {
+    std::vector<int> dims;
+    if (g.replicate_mesh_dims())
+      dims.assign(g.replicate_mesh_dims()->begin(), g.replicate_mesh_dims()->end());
+    const common::ReplicateGroupShape shape = common::replicateGroupShape(m.dims, dims);
+    out.count = shape.count;
+    out.size = shape.size;
+    const int64_t groups = std::max<int64_t>(1, kMaxListed / shape.size);
+    common::forEachReplicateGroup(
+        m.dims, dims, groups, [&](const std::vector<int64_t> &r) { take(r, shape.size); },
+        kMaxListed);
+  }
+  out.cut = out.cut || static_cast<int64_t>(out.groups.size()) < out.count;
+  return out;
+}
+
 int64_t MeshView::slotRank(int64_t s, int64_t r) const {
   return common::slotRank(dims, shardDim, replicateDim, s, r);
 }

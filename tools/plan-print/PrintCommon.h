@@ -11,9 +11,11 @@
 
 #include "common/Hex.h"
 #include "common/PlanAccess.h"
+#include "common/ReplicateGroups.h"
 #include "common/Routes.h"
 #include "dmuon/plan_generated.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -111,6 +113,22 @@ struct MeshView {
   int64_t G = 1, R = 1;
   int64_t D = 1; // data indices: the data-carrying dims' sizes multiplied (1.4 on)
 };
+
+// The most ranks (or lines) one listing of the text and JSON forms shows; a
+// longer one is cut there with a note, so that a plan for 2^24 ranks prints
+// in moments instead of gigabytes.
+constexpr int64_t kMaxListed = 4096;
+
+// A comm group's replicate groups as the text and JSON forms list them: as
+// stored (plans before 1.5), else derived from its replicate mesh dims;
+// whole groups while they fit in kMaxListed ranks, else cut there (`cut`).
+struct ListedReplicateGroups {
+  std::vector<std::vector<int64_t>> groups;
+  int64_t count = 0; // groups in all
+  int64_t size = 0;  // ranks per group
+  bool cut = false;
+};
+ListedReplicateGroups listReplicateGroups(const MeshView &m, const fb::CommGroup &g);
 
 // A plan with its mesh and bounds-checked lookups of params and hook groups.
 class View : public MeshView {

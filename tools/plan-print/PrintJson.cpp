@@ -251,14 +251,20 @@ std::string printJson(const fb::Plan &plan) {
       jsonInlineList(j, "replicate_mesh_dims", g->replicate_mesh_dims());
       j.key("replicate_groups");
       j.beginArray(true);
-      for (uint32_t k = 0; k < size(g->replicate_groups()); ++k) {
-        const fb::RankList *rl = g->replicate_groups()->Get(k);
+      const ListedReplicateGroups l = listReplicateGroups(v, *g);
+      for (const std::vector<int64_t> &ranks : l.groups) {
         j.beginArray(true);
-        for (uint32_t r = 0; r < size(rl->ranks()); ++r)
-          j.value(rl->ranks()->Get(r));
+        for (int64_t r : ranks)
+          j.value(r);
         j.endArray();
       }
       j.endArray();
+      // 1.5: a list cut at kMaxListed ranks says how many groups of how
+      // many ranks there are.
+      if (l.cut) {
+        j.field("replicate_group_count", l.count);
+        j.field("replicate_group_size", l.size);
+      }
       j.endObject();
     }
     j.endArray();

@@ -180,19 +180,17 @@ std::string printText(const fb::Plan &plan) {
       const fb::CommGroup *g = plan.comm_groups()->Get(i);
       o += "comm " + str(g->key()) + " params=" + nameList(v, g->params()) +
            " replicate_groups=[";
-      for (uint32_t j = 0; j < size(g->replicate_groups()); ++j) {
-        const fb::RankList *rl = g->replicate_groups()->Get(j);
-        if (j)
-          o += ',';
-        o += '[';
-        for (uint32_t k = 0; k < size(rl->ranks()); ++k) {
-          if (k)
-            o += ',';
-          o += num(int64_t(rl->ranks()->Get(k)));
-        }
-        o += ']';
+      const ListedReplicateGroups l = listReplicateGroups(v, *g);
+      for (size_t j = 0; j < l.groups.size(); ++j) {
+        o += j ? ",[" : "[";
+        for (size_t k = 0; k < l.groups[j].size(); ++k)
+          o += (k ? "," : "") + num(l.groups[j][k]);
+        o += static_cast<int64_t>(l.groups[j].size()) < l.size ? ",...]" : "]";
       }
-      o += "]\n";
+      // A cut list says so and how many groups of how many ranks there are.
+      o += l.cut ? ",...] groups=" + num(l.count) + " ranks_per_group=" + num(l.size) +
+                       " (listing cut at " + num(kMaxListed) + " ranks)\n"
+                 : "]\n";
     }
   }
 
