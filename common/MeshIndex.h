@@ -80,29 +80,39 @@ int64_t dataIndexOf(const Dims &dims, const Coord &coord, IsData isData, SizeOf 
   return index;
 }
 
+// The coordinates of data index d, the inverse of dataIndexOf: one per mesh
+// dim, 0 on the dims that carry no data. A dim of size below 1 (only in a
+// plan that was not verified) counts as 1.
+template <typename Dims, typename IsData, typename SizeOf = DimSize>
+std::vector<int64_t> dataCoordsOf(const Dims &dims, int64_t d, IsData isData,
+                                  SizeOf sizeOf = {}) {
+  std::vector<int64_t> sizes;
+  for (const auto &dim : dims)
+    sizes.push_back(sizeOf(dim) > 0 ? sizeOf(dim) : 1);
+  std::vector<int64_t> coord(sizes.size(), 0);
+  for (size_t i = sizes.size(); i-- > 0;)
+    if (isData(static_cast<int>(i))) {
+      coord[i] = d % sizes[i];
+      d /= sizes[i];
+    }
+  return coord;
+}
+
 // Rank of owner (s, r, data index d): as slotRank, with the data-carrying
-// dims at the coordinates of `d` (the inverse of dataIndexOf); -1 for a
-// negative s, r or d.
+// dims at the coordinates of `d`; -1 for a negative s, r or d.
 template <typename Dims, typename IsData, typename SizeOf = DimSize>
 int64_t ownerRank(const Dims &dims, int shardDim, int replicateDim, IsData isData, int64_t s,
                   int64_t r, int64_t d, SizeOf sizeOf = {}) {
   if (s < 0 || r < 0 || d < 0)
     return -1;
-  std::vector<int64_t> sizes;
-  for (const auto &dim : dims)
-    sizes.push_back(sizeOf(dim) > 0 ? sizeOf(dim) : 1);
-  std::vector<int64_t> coord(sizes.size(), 0);
-  for (size_t i = sizes.size(); i-- > 0;) {
-    if (static_cast<int>(i) == shardDim)
-      coord[i] = s;
-    else if (static_cast<int>(i) == replicateDim)
-      coord[i] = r;
-    else if (isData(static_cast<int>(i))) {
-      coord[i] = d % sizes[i];
-      d /= sizes[i];
-    }
-  }
-  return rowMajorRank(sizes, coord);
+  std::vector<int64_t> coord = dataCoordsOf(dims, d, isData, sizeOf);
+  if (shardDim >= 0)
+    coord[static_cast<size_t>(shardDim)] = s;
+  if (replicateDim >= 0)
+    coord[static_cast<size_t>(replicateDim)] = r;
+  return rowMajorRank(dims, coord, [&](const auto &dim) {
+    return sizeOf(dim) > 0 ? sizeOf(dim) : int64_t(1);
+  });
 }
 
 } // namespace dmuon::common

@@ -70,23 +70,9 @@ int64_t Mesh::sizeOfDims(const std::vector<int> &meshDims) const {
   return n;
 }
 
-namespace {
-
-// The coordinates of data index d, one per mesh dim (0 on the others).
-std::vector<int64_t> dataCoords(const Mesh &mesh, int64_t d) {
-  std::vector<int64_t> coord(mesh.dims.size(), 0);
-  for (size_t i = mesh.dims.size(); i-- > 0;)
-    if (mesh.dims[i].carriesData) {
-      coord[i] = d % mesh.dims[i].size;
-      d /= mesh.dims[i].size;
-    }
-  return coord;
-}
-
-} // namespace
-
 int64_t Mesh::projectDataIndex(int64_t dataIndex, const std::vector<int> &onDims) const {
-  const std::vector<int64_t> coord = dataCoords(*this, dataIndex);
+  const std::vector<int64_t> coord = common::dataCoordsOf(
+      dims, dataIndex, [&](int i) { return dims[i].carriesData; }, sizeOf);
   int64_t index = 0;
   for (int d : onDims)
     index = index * dims[d].size + coord[d];

@@ -117,15 +117,16 @@ Status ownerColumn(const fbp::Param &pp, const fbp::Unit &unit, const std::vecto
          std::find(dataDims.begin(), dataDims.end(), d) != dataDims.end()) &&
         topo.dimSizes[d] > 1)
       dims.push_back(d);
-  p.columnSize = topo.sizeAlong(dims);
-  p.columnRoot = topo.indexAlong(dims, owner);
-  p.columnMine = topo.indexAlong(dims, topo.coord);
+  OwnerColumn &col = p.column;
+  col.size = topo.sizeAlong(dims);
+  col.root = topo.indexAlong(dims, owner);
+  col.mine = topo.indexAlong(dims, topo.coord);
   p.keepsMaster = p.so == topo.s;
-  p.isOwner = p.keepsMaster && p.columnMine == p.columnRoot;
+  p.isOwner = p.keepsMaster && col.mine == col.root;
   if (dims.size() == 1 && dims[0] == topo.replicateDim)
-    p.column = CommGroup::Replicate;
-  else if (p.columnSize > 1)
-    DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, dims, p.column));
+    col.group = CommGroup::Replicate;
+  else if (col.size > 1)
+    DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, dims, col.group));
   return Status::ok();
 }
 

@@ -20,6 +20,15 @@ enum class Route {
   Host,       // the host manages it; the runtime leaves it alone
 };
 
+// An owner's column: the ranks of its shard column that differ from this one
+// on dp_replicate and on the data-carrying dims its params are Replicate on
+// (the data group less dp_shard). `size` ranks, the owner at index `root`,
+// this rank at `mine`.
+struct OwnerColumn {
+  CommGroup group = CommGroup::Replicate;
+  int size = 1, root = 0, mine = 0;
+};
+
 struct ParamRt {
   const dmuon::plan::Param *plan = nullptr;
   std::string name;
@@ -38,13 +47,8 @@ struct ParamRt {
   // alongSize ranks, 1: none).
   CommGroup alongData = CommGroup::World;
   int alongSize = 1;
-  // Owner route: its owner's column, the ranks of its shard column that
-  // differ from this one on dp_replicate and on the data-carrying dims it is
-  // Replicate on (its data group less dp_shard): the phase-2 reduce and the
-  // replicate broadcast span it. columnSize ranks, the owner at index
-  // columnRoot, this rank at columnMine.
-  CommGroup column = CommGroup::Replicate;
-  int columnSize = 1, columnRoot = 0, columnMine = 0;
+  // Owner route: the column its phase-2 reduce and replicate broadcast span.
+  OwnerColumn column;
   CommGroup gatherGroup = CommGroup::World;
   int gatherSize = 1, gatherCoord = 0, computeIndex = 0;
   int64_t concatOuter = 1, concatInner = 1, concatLocal = 1;

@@ -67,12 +67,12 @@ int Topology::indexAlong(const std::vector<int> &dims, const std::vector<int> &c
 }
 
 std::vector<int> Topology::withDataIndex(int64_t dataIndex) const {
+  const std::vector<int64_t> data =
+      common::dataCoordsOf(dimSizes, dataIndex, [&](int i) { return carriesData[i]; });
   std::vector<int> c = coord;
-  for (size_t i = c.size(); i-- > 0;)
-    if (carriesData[i]) {
-      c[i] = static_cast<int>(dataIndex % dimSizes[i]);
-      dataIndex /= dimSizes[i];
-    }
+  for (size_t i = 0; i < c.size(); ++i)
+    if (carriesData[i])
+      c[i] = static_cast<int>(data[i]);
   return c;
 }
 

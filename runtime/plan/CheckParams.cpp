@@ -181,12 +181,12 @@ std::string Checker::checkDataDims(const fb::Param &q, const std::string &who) c
   }
   // Coordinates of the owner's data index on the dims that shard the param
   // are 0: every coordinate there has its own owner.
-  int64_t d = q.owner_data_index();
-  for (size_t i = dataDim_.size(); d > 0 && i-- > 0;) {
-    if (!dataDim_[i])
-      continue;
-    const int64_t c = d % dimSizes_[i];
-    d /= dimSizes_[i];
+  if (q.owner_data_index() <= 0)
+    return {};
+  const std::vector<int64_t> coord = common::dataCoordsOf(
+      dimSizes_, q.owner_data_index(), [&](int i) { return dataDim_[i]; });
+  for (size_t i = coord.size(); i-- > 0;) {
+    const int64_t c = coord[i];
     if (c != 0 && std::find(want.begin(), want.end(), static_cast<int>(i)) == want.end())
       return who + ": owner data index " + std::to_string(q.owner_data_index()) +
              " has coordinate " + std::to_string(c) + " on mesh dim " + std::to_string(i) +

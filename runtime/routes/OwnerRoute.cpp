@@ -34,9 +34,6 @@ Status OwnerRoute::init(const Context &ctx, std::vector<ParamRt> &params,
         const ParamRt &first = params[seg.params.front()];
         seg.owner = first.isOwner;
         seg.column = first.column;
-        seg.columnSize = first.columnSize;
-        seg.columnRoot = first.columnRoot;
-        seg.columnMine = first.columnMine;
       }
       grp.segments.push_back(std::move(seg));
     }
@@ -180,9 +177,9 @@ Status OwnerRoute::issuePhase2(int g) {
   CollectiveGroup coalesced(ctx_->backend);
   DMUON_RETURN_IF_ERROR(coalesced.opened());
   for (const Segment &seg : grp.segments)
-    if (seg.so == t.s && seg.columnSize > 1)
-      DMUON_RETURN_IF_ERROR(reduceSegment(grp, seg, seg.column, seg.columnRoot, seg.columnMine,
-                                          seg.columnSize, grp.phase2));
+    if (seg.so == t.s && seg.column.size > 1)
+      DMUON_RETURN_IF_ERROR(reduceSegment(grp, seg, seg.column.group, seg.column.root,
+                                          seg.column.mine, seg.column.size, grp.phase2));
   if (t.R > 1)
     DMUON_RETURN_IF_ERROR(sharded_->allReduceReplicas(g, grp.grad.bytes(), grp.phase2));
   return coalesced.close();
@@ -259,7 +256,7 @@ Status OwnerRoute::broadcastReplicas() {
     DMUON_RETURN_IF_ERROR(coalesced.opened());
     for (size_t si = 0; si < grp.segments.size(); ++si) {
       const Segment &seg = grp.segments[si];
-      if (seg.so != t.s || seg.columnSize == 1)
+      if (seg.so != t.s || seg.column.size == 1)
         continue;
       PendingReplicate pr;
       pr.segment = static_cast<int>(si);
@@ -274,9 +271,9 @@ Status OwnerRoute::broadcastReplicas() {
           off += static_cast<size_t>(p.numel);
         }
       }
-      DMUON_RETURN_IF_ERROR(ctx_->backend.broadcast(seg.column, pr.staging.bytes(), bytes,
-                                                    seg.columnRoot, pr.request));
-      ctx_->counters.countFanOut(DMUON_COLLECTIVE_REPLICATE, seg.owner, seg.columnSize - 1,
+      DMUON_RETURN_IF_ERROR(ctx_->backend.broadcast(seg.column.group, pr.staging.bytes(), bytes,
+                                                    seg.column.root, pr.request));
+      ctx_->counters.countFanOut(DMUON_COLLECTIVE_REPLICATE, seg.owner, seg.column.size - 1,
                                  bytes);
       grp.replicate.push_back(std::move(pr));
     }

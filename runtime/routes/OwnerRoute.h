@@ -56,10 +56,8 @@ private:
   struct Segment {
     int so = 0;
     bool owner = false; // this rank is its global owner
-    // Its column (ParamRt::column): the phase-2 reduce and the replicate
-    // broadcast.
-    CommGroup column = CommGroup::Replicate;
-    int columnSize = 1, columnRoot = 0, columnMine = 0;
+    // Its params' column: the phase-2 reduce and the replicate broadcast.
+    OwnerColumn column;
     int64_t offset = 0, bytes = 0, reduceOffset = 0, reduceBytes = 0;
     int64_t masterElements = 0;
     std::vector<int> params;

@@ -141,12 +141,8 @@ int64_t MeshView::ownerRank(int64_t s, int64_t r, int64_t d) const {
 std::string MeshView::dataString(int64_t d, const flatbuffers::Vector<int32_t> *onDims) const {
   if (D == 1 || !onDims || onDims->size() == 0)
     return {};
-  std::vector<int64_t> coord(dims.size(), 0);
-  for (size_t i = dims.size(); i-- > 0;)
-    if (carriesData[i] && dims[i] > 0) {
-      coord[i] = d % dims[i];
-      d /= dims[i];
-    }
+  const std::vector<int64_t> coord =
+      common::dataCoordsOf(dims, d, [&](int i) { return carriesData[i]; });
   std::string s;
   for (int32_t m : *onDims)
     if (m >= 0 && m < static_cast<int32_t>(dims.size()))
