@@ -56,6 +56,7 @@ PartitionResult partitionInOrder(const Mesh &mesh, const std::vector<std::vector
   res.slotOf.assign(n, -1);
   res.load.assign(static_cast<size_t>(S * D), 0.0);
   std::vector<bool> placed(classDims.size(), false);
+  std::vector<int> violations(classDims.size(), 0); // of each class's latest placement
   for (int c : sequence) {
     const std::vector<int> &dims = classDims[c];
     const int64_t Dc = mesh.sizeOfDims(dims);
@@ -113,8 +114,10 @@ PartitionResult partitionInOrder(const Mesh &mesh, const std::vector<std::vector
     res.lptMaxLoad = std::max(res.lptMaxLoad, r.lptMaxLoad);
     res.refinementMoves += r.refinementMoves;
     res.lptLayerViolations += r.lptLayerViolations;
-    res.layerViolations = r.layerViolations; // the last placement's
+    violations[static_cast<size_t>(c)] = r.layerViolations;
   }
+  for (int v : violations)
+    res.layerViolations += v;
   res.maxLoad = res.load.empty() ? 0 : *std::max_element(res.load.begin(), res.load.end());
   return res;
 }
