@@ -1,0 +1,138 @@
+#include "DriverOptions.h"
+
+#include "common/HyperRanges.h"
+#include "common/PlanRules.h"
+
+#include <cstdio>
+#include <utility>
+
+namespace dmuon {
+
+namespace {
+
+// Counts and thresholds in elements stay far below the 2^62 byte bound of
+// every plan figure (common/PlanRules.h) even at 8 bytes an element.
+constexpr uint64_t kMaxElementOption = 1ULL << 48;
+
+bool checkPipelineFlags(const DriverFlags &f, Diagnostics &diags, PipelineOptions &p) {
+  bool ok = true;
+  p.input = f.input;
+  p.format = f.format;
+  p.mesh = f.mesh;
+  p.dataCarryingDims = f.dataCarryingDims;
+  p.timePasses = f.timePasses;
+  p.verifyEach = f.verifyEach;
+  if (!f.stopAfter.empty()) {
+    std::optional<Stage> s = parseStage(f.stopAfter);
+    if (!s || *s == Stage::complete) {
+      diags.error("unknown pass '" + f.stopAfter +
+                  "' for --stop-after (expected frontend, select, validate, group, "
+                  "partition, hooks or layout)");
+      ok = false;
+    } else if (f.emit == EmitForm::bin) {
+      diags.error("--stop-after=" + f.stopAfter +
+                  " captures a partial plan; print it with --emit=text, --emit=json or "
+                  "--emit=html");
+      ok = false;
+    } else {
+      p.stopAfter = *s;
+    }
+  }
+  return ok;
+}
+
+bool checkPlanningFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
+  bool ok = true;
+  if (f.alignment == 0 || (f.alignment & (f.alignment - 1)) != 0 || f.alignment > 65536) {
+    diags.error("--alignment=" + std::to_string(f.alignment) +
+                " must be a power of two no larger than 65536");
+    ok = false;
+  }
+  if (f.smallParamThreshold > kMaxElementOption) {
+    diags.error("--small-param-threshold=" + std::to_string(f.smallParamThreshold) +
+                " is too large");
+    ok = false;
+  }
+  if (f.shardedThreshold > kMaxElementOption) {
+    diags.error("--sharded-threshold=" + std::to_string(f.shardedThreshold) + " is too large");
+    ok = false;
+  }
+  if (f.shardedThresholdGiven && f.adamwRoute != RoutePolicy::by_size) {
+    diags.error("--sharded-threshold applies only with --adamw-route=auto");
+    ok = false;
+  }
+  if (!f.costTable.empty() && f.costModelGiven && f.costModel == CostModel::flops) {
+    diags.error("--cost-table needs --cost-model=table");
+    ok = false;
+  } else if (f.costModel == CostModel::table && f.costTable.empty()) {
+    diags.error("--cost-model=table needs --cost-table=<file>");
+    ok = false;
+  }
+  o.costModel = f.costTable.empty() ? f.costModel : CostModel::table;
+  o.costTablePath = f.costTable;
+  o.mode = f.mode;
+  o.replicateAsync = f.replicateAsync;
+  o.smallParamThreshold = static_cast<int64_t>(f.smallParamThreshold);
+  o.routePolicy = f.adamwRoute;
+  o.shardedThreshold = static_cast<int64_t>(f.shardedThreshold);
+  o.hookBoundary = f.hookBoundary;
+  o.muonInclude = f.muonInclude;
+  o.muonExclude = f.muonExclude;
+  o.alignment = static_cast<int>(f.alignment);
+  return ok;
+}
+
+// The optimizer defaults the plan records, in the ranges the verifier and
+// the runtime accept (common/HyperRanges.h).
+bool checkOptimizerFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
+  bool ok = true;
+  if (!common::nsStepsInRange(f.nsSteps)) {
+    diags.error("--ns-steps=" + std::to_string(f.nsSteps) + " must be " +
+                common::nsStepsRangeText());
+    ok = false;
+  }
+  const std::pair<const char *, std::pair<double, const common::HyperRange *>> hypers[] = {
+      {"--lr", {f.lr, &common::kRateRange}},
+      {"--momentum", {f.momentum, &common::kDecayRange}},
+      {"--weight-decay", {f.weightDecay, &common::kRateRange}},
+      {"--adamw-lr", {f.adamwLr, &common::kRateRange}},
+      {"--adamw-weight-decay", {f.adamwWeightDecay, &common::kRateRange}}};
+  for (const auto &[flag, valueAndRange] : hypers) {
+    const auto &[value, range] = valueAndRange;
+    if (std::string e = common::hyperRangeError(flag, value, *range); !e.empty()) {
+      diags.error(e);
+      ok = false;
+    }
+  }
+  if (!common::kQkClipTauRange.contains(f.qkClipTau)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", f.qkClipTau);
+    diags.error("--qk-clip-tau=" + std::string(text) + " must be a finite number > 0");
+    ok = false;
+  }
+  o.optimizer.lr = f.lr;
+  o.optimizer.momentum = f.momentum;
+  o.optimizer.nesterov = f.nesterov;
+  o.optimizer.weightDecay = f.weightDecay;
+  o.optimizer.nsSteps = static_cast<int>(f.nsSteps);
+  o.optimizer.polarExpress = f.polarExpress;
+  o.optimizer.matchRmsAdamW = f.matchRmsAdamW;
+  o.optimizer.adamwLr = f.adamwLr;
+  o.optimizer.adamwWeightDecay = f.adamwWeightDecay;
+  o.qkClipTau = f.qkClipTau;
+  return ok;
+}
+
+} // namespace
+
+bool configureDriver(const DriverFlags &flags, Diagnostics &diags, DriverConfig &config) {
+  config.emit = flags.emit;
+  config.output = flags.output;
+  // Each check reports all of its problems, so one run names every bad flag.
+  bool ok = checkPipelineFlags(flags, diags, config.pipeline);
+  ok &= checkPlanningFlags(flags, diags, config.options);
+  ok &= checkOptimizerFlags(flags, diags, config.options);
+  return ok;
+}
+
+} // namespace dmuon

@@ -1,0 +1,71 @@
+// dmuonc's options as the user gave them (DriverFlags), and their checks:
+// ranges, combinations that make no sense, and what each implies. The tool
+// binds these fields to its command line (driver/DmuoncMain.cpp); tests and
+// other front ends can fill them directly.
+#ifndef DMUON_COMPILER_DRIVEROPTIONS_H
+#define DMUON_COMPILER_DRIVEROPTIONS_H
+
+#include "Diagnostics.h"
+#include "Model.h"
+#include "Pipeline.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dmuon {
+
+// What dmuonc writes: the binary plan, or one of its printed forms.
+enum class EmitForm { bin, text, json, html };
+
+struct DriverFlags {
+  std::string input;
+  InputFormat format = InputFormat::Auto;
+  std::string mesh;
+  std::string output = "-";
+  EmitForm emit = EmitForm::bin;
+  std::string stopAfter; // empty: run every pass
+  std::optional<std::string> dataCarryingDims;
+  bool timePasses = false;
+  bool verifyEach = false;
+
+  // Planning.
+  std::string hookBoundary;
+  uint64_t smallParamThreshold = 5'000'000;
+  RoutePolicy adamwRoute = RoutePolicy::by_size;
+  uint64_t shardedThreshold = 500'000;
+  bool shardedThresholdGiven = false;
+  std::string muonInclude, muonExclude;
+  Mode mode = Mode::z3;
+  bool replicateAsync = true;
+  unsigned alignment = 256;
+  CostModel costModel = CostModel::flops;
+  bool costModelGiven = false;
+  std::string costTable;
+
+  // The optimizer defaults recorded in the plan.
+  double lr = 0.02, momentum = 0.95;
+  bool nesterov = true;
+  double weightDecay = 0.0;
+  unsigned nsSteps = 5;
+  bool polarExpress = false;
+  bool matchRmsAdamW = false;
+  double adamwLr = 1e-3, adamwWeightDecay = 0.0;
+  double qkClipTau = 100.0;
+};
+
+// What a run of dmuonc does, from valid flags.
+struct DriverConfig {
+  PipelineOptions pipeline;
+  Options options;
+  EmitForm emit = EmitForm::bin;
+  std::string output = "-";
+};
+
+// Checks `flags` and fills `config`. Reports every problem it finds through
+// `diags` ("--flag=value must be ..."), and returns false if there was one.
+bool configureDriver(const DriverFlags &flags, Diagnostics &diags, DriverConfig &config);
+
+} // namespace dmuon
+
+#endif
