@@ -1,4 +1,10 @@
 # lit configuration for dmuonc / dmuon-plan FileCheck tests.
+#
+# One behaviour per test file, in the folder of the part it tests
+# (frontend, compiler, passes, plan, simulate, models), named in lowercase
+# words joined by '-': the topic first, then the case (`group-replicate-2x4`,
+# `mesh-errors`); error tests say `err` or `errors` in their name. Files
+# the tests read but that are not tests live in Inputs/.
 import os
 import lit.formats
 
