@@ -22,4 +22,4 @@ fi
 export OPENBLAS_NUM_THREADS=1
 echo
 mpirun -n 4 --oversubscribe build/bin/dmuon-trainer \
-  --plan build/examples/trainer/tiny-2x2.plan --steps "${STEPS:-50}"
+  --plan build/hosts/tiny/tiny-2x2.plan --steps "${STEPS:-50}"

@@ -2,7 +2,7 @@
 // regression data under MPI with libdmuon: Muon on the layers' matrices, each
 // matrix owned by one rank, AdamW on the rest.
 //
-//   mpirun -n 4 build/bin/dmuon-trainer --plan build/examples/trainer/tiny-2x2.plan --steps 50
+//   mpirun -n 4 build/bin/dmuon-trainer --plan build/hosts/tiny/tiny-2x2.plan --steps 50
 //
 // Per step, every rank takes its own equal slice of the global batch, in
 // --micro-batches pieces, and for each runs forward with

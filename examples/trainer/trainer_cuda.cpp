@@ -4,7 +4,7 @@
 // line, loss lines and end-of-run table as the CPU trainer, plus --device and
 // --check-against-cpu.
 //
-//   mpirun -n 1 build/bin/dmuon-trainer-cuda --plan build/examples/trainer/tiny-1.plan --steps 20
+//   mpirun -n 1 build/bin/dmuon-trainer-cuda --plan build/hosts/tiny/tiny-1.plan --steps 20
 //
 // MPI only bootstraps NCCL (rank 0's ncclGetUniqueId, MPI_Bcast,
 // ncclCommInitRank over MPI_COMM_WORLD's ranks) and reduces the printed loss;

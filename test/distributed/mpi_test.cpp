@@ -3,7 +3,7 @@
 // params every way the compiler can (owner, sharded, replicated, host, and
 // all four in one model).
 //
-// Over 10-step runs of the tiny model (examples/trainer/TinyModel.h):
+// Over 10-step runs of the tiny model (hosts/tiny/TinyModel.h):
 //   * I1-I4 (docs/runtime.md#invariants) on every rank after every step, from
 //     dmuon_runtime_param_state and the plan's owner info;
 //   * equivalence with a single-process Muon+AdamW reference on the full

@@ -39,7 +39,7 @@ for kind in folded external unused corrupt empty; do
 done
 
 # Plans: small manifests on 1-D, HSDP and 3-D meshes.
-plan_inputs=("$root/test/lit/Inputs/tiny.toml" "$root/examples/trainer/tiny.toml"
+plan_inputs=("$root/test/lit/Inputs/tiny.toml" "$root/hosts/tiny/tiny.toml"
              "$root/test/distributed/tiny-tp.toml")
 i=0
 for m in "${plan_inputs[@]}"; do

@@ -126,8 +126,8 @@ printf '#!/bin/sh\nshift 2\nexec "$@"\n' >"$bin/mpirun"
 printf '#!/bin/sh\necho nothing to install\n' >"$bin/install-deps"
 chmod +x "$bin/cmake" "$bin/ninja" "$bin/mpirun" "$bin/install-deps"
 build=$tmp/build-run
-mkdir -p "$build/test/unit" "$build/bin" "$build/bench" "$build/examples/trainer"
-touch "$build/examples/trainer/tiny-1.plan"
+mkdir -p "$build/test/unit" "$build/bin" "$build/bench" "$build/hosts/tiny"
+touch "$build/hosts/tiny/tiny-1.plan"
 printf '#!/bin/sh\necho "NS 1x256x256: rel Frobenius error 1.3e-02"\necho "Muon 1x128x192: update rel error 1.1e-02"\necho "[  PASSED  ] 25 tests."\n' \
   >"$build/test/unit/cuda_kernels_unit_tests"
 printf '#!/bin/sh\necho "[  PASSED  ] 1 test."\n' >"$build/bin/nccl_runtime_single_rank"

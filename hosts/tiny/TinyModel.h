@@ -19,8 +19,8 @@
 // each module's forward and backward. A single-process reference hands
 // out plain arrays; the trainer hands out libdmuon's views and runs the
 // runtime's hooks.
-#ifndef DMUON_EXAMPLES_TINYMODEL_H
-#define DMUON_EXAMPLES_TINYMODEL_H
+#ifndef DMUON_HOSTS_TINY_TINYMODEL_H
+#define DMUON_HOSTS_TINY_TINYMODEL_H
 
 #include <cstdint>
 #include <map>

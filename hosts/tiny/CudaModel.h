@@ -14,8 +14,8 @@
 //
 // CUDA, cuBLAS and kernel-launch failures throw std::runtime_error with the
 // error's name and message.
-#ifndef DMUON_EXAMPLES_CUDAMODEL_H
-#define DMUON_EXAMPLES_CUDAMODEL_H
+#ifndef DMUON_HOSTS_TINY_CUDAMODEL_H
+#define DMUON_HOSTS_TINY_CUDAMODEL_H
 
 #include "TinyModel.h"
 

@@ -2,8 +2,8 @@
 // runtime and serves them to the model through the runtime's views, running
 // the runtime's hooks around each layer. Shared by dmuon-trainer and the
 // distributed tests.
-#ifndef DMUON_EXAMPLES_TINYRUNTIME_H
-#define DMUON_EXAMPLES_TINYRUNTIME_H
+#ifndef DMUON_HOSTS_TINY_TINYRUNTIME_H
+#define DMUON_HOSTS_TINY_TINYRUNTIME_H
 
 #include "TinyModel.h"
 
