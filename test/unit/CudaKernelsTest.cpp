@@ -8,6 +8,7 @@
 // but no GPU); scripts/gpu-check runs them on a GPU machine. Two API tests need
 // no GPU and always run: null-context calls and createContext without a device
 // must return an error, not abort.
+#include "KernelTestSupport.h"
 #include "kernels/cpu/MuonKernels.h"
 #include "kernels/cuda/CudaKernels.h"
 
@@ -29,6 +30,7 @@ namespace {
 
 namespace cu = dmuon::cuda;
 namespace k = dmuon::kernels;
+using dmuon::kernel_test::coefficientSetName;
 
 // Relative Frobenius error of bf16 NS (fp32 accumulate) against fp32 NS.
 // A CPU emulation of the GPU's rounding points (X, A, B in bf16, fp32 sums,
@@ -152,10 +154,6 @@ void expectBitEqual(const std::vector<float> &got, const std::vector<float> &wan
         << what << "[" << i << "]: gpu " << got[i] << " cpu " << want[i];
 }
 
-const char *setName(k::NsCoefficients set) {
-  return set == k::NsCoefficients::Original ? "Original" : "PolarExpress";
-}
-
 // ---------------------------------------------------------------------------
 // No GPU needed
 
@@ -194,7 +192,7 @@ using NsParam = std::tuple<std::tuple<int64_t, int64_t, int64_t>, k::NsCoefficie
 std::string nsName(const NsParam &p) {
   const auto &shape = std::get<0>(p);
   return std::to_string(std::get<0>(shape)) + "x" + std::to_string(std::get<1>(shape)) + "x" +
-         std::to_string(std::get<2>(shape)) + "_" + setName(std::get<1>(p));
+         std::to_string(std::get<2>(shape)) + "_" + coefficientSetName(std::get<1>(p));
 }
 
 class CudaNs : public CudaTest, public ::testing::WithParamInterface<NsParam> {};
@@ -220,7 +218,7 @@ TEST_P(CudaNs, MatchesCpu) {
 
   for (int64_t b = 0; b < batch; ++b) {
     const double err = relFrobenius(got.data() + b * n, want.data() + b * n, n);
-    std::printf("NS %s %lldx%lld (batch %lld of %lld): rel Frobenius error %.3e\n", setName(set),
+    std::printf("NS %s %lldx%lld (batch %lld of %lld): rel Frobenius error %.3e\n", coefficientSetName(set),
                 static_cast<long long>(rows), static_cast<long long>(cols),
                 static_cast<long long>(b), static_cast<long long>(batch), err);
     EXPECT_LE(err, kNsTolerance) << "matrix " << b;
@@ -254,7 +252,7 @@ TEST_F(CudaTest, NsZeroStepsIsTheNormalization) {
     DeviceBuffer<float> in(g), out(g.size());
     ASSERT_CU_OK(cu::newtonSchulz(ctx_, in.get(), out.get(), 1, rows, cols, 0, set));
     ASSERT_CU_OK(cu::synchronize(ctx_));
-    EXPECT_LE(relFrobenius(out.download().data(), want.data(), g.size()), 1e-6) << setName(set);
+    EXPECT_LE(relFrobenius(out.download().data(), want.data(), g.size()), 1e-6) << coefficientSetName(set);
   }
 }
 
@@ -271,7 +269,7 @@ struct MuonCase {
 std::string muonName(const MuonCase &c) {
   return std::to_string(c.batch) + "x" + std::to_string(c.rows) + "x" + std::to_string(c.cols) +
          (c.nesterov ? "_nesterov" : "_plain") + (c.matchRms ? "_rms" : "") +
-         (c.weightDecay > 0 ? "_wd" : "") + "_" + setName(c.set);
+         (c.weightDecay > 0 ? "_wd" : "") + "_" + coefficientSetName(c.set);
 }
 
 // For gtest's (and ctest's) test descriptions.
@@ -318,7 +316,7 @@ TEST_P(CudaMuon, MatchesCpu) {
     const double err = relFrobenius(gotU.data(), wantU.data(), n);
     EXPECT_LE(err, kNsTolerance) << "step " << step;
     if (step == 0)
-      std::printf("Muon %s %lldx%lldx%lld: update rel error %.3e\n", setName(c.set),
+      std::printf("Muon %s %lldx%lldx%lld: update rel error %.3e\n", coefficientSetName(c.set),
                   static_cast<long long>(c.batch), static_cast<long long>(c.rows),
                   static_cast<long long>(c.cols), err);
   }

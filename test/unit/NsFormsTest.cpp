@@ -1,6 +1,7 @@
 // The Newton-Schulz forms (symmetric, Gram) against the three-GEMM reference
 // and a double-precision one, the per-shape rule behind NsForm::Auto, and the
-// batched call. The SVD checks of every form are KernelsTest.cpp's NsVsPolar.
+// batched call. The SVD checks of every form are NsKernelsTest.cpp's NsVsPolar.
+#include "KernelTestSupport.h"
 #include "kernels/NsForms.h"
 #include "kernels/cpu/MuonKernels.h"
 
@@ -22,6 +23,7 @@ namespace k = dmuon::kernels;
 using k::NsCoefficients;
 using k::NsForm;
 using k::NsWorkspace;
+using namespace dmuon::kernel_test;
 
 // A test-name spelling of each form (ns::formName's "three-gemm" is not a
 // valid test name).
@@ -32,22 +34,13 @@ std::string formTestName(NsForm form) {
                                      : "Auto";
 }
 
-std::vector<float> gaussian(int64_t rows, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> m(static_cast<size_t>(rows * cols));
-  for (float &x : m)
-    x = dist(rng);
-  return m;
-}
-
 // Rank 8 plus 1e-3 noise: a gradient-like spectrum with many near-null
 // directions, which NS amplifies by up to a^K and so exposes rounding.
 std::vector<float> lowRank(int64_t rows, int64_t cols, uint32_t seed) {
   constexpr int64_t kRank = 8;
-  const auto u = gaussian(rows, kRank, seed);
-  const auto v = gaussian(kRank, cols, seed + 1);
-  auto m = gaussian(rows, cols, seed + 2);
+  const auto u = gaussianMatrix(rows, kRank, seed);
+  const auto v = gaussianMatrix(kRank, cols, seed + 1);
+  auto m = gaussianMatrix(rows, cols, seed + 2);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
       float acc = 0.0f;
@@ -74,57 +67,11 @@ double maxAbsDiff(const std::vector<float> &a, const std::vector<float> &b) {
   return d;
 }
 
-// The three-GEMM iteration in double (cblas_dgemm), on the wide orientation.
-std::vector<double> nsDouble(const std::vector<float> &g, int64_t rows, int64_t cols, int steps,
-                             NsCoefficients set) {
-  const bool tall = rows > cols;
-  const int s = static_cast<int>(std::min(rows, cols));
-  const int l = static_cast<int>(std::max(rows, cols));
-  double sumSq = 0.0;
-  for (float v : g)
-    sumSq += static_cast<double>(v) * v;
-  const double denom = static_cast<double>(k::nsNormScale(set)) * std::sqrt(sumSq) + 1e-7;
-  std::vector<double> x(g.size()), a(static_cast<size_t>(s) * s), b(a.size()), y(g.size());
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      x[static_cast<size_t>(tall ? j * l + i : i * l + j)] = g[static_cast<size_t>(i * cols + j)] / denom;
-  for (int it = 0; it < steps; ++it) {
-    float ca, cb, cc;
-    k::nsCoefficients(set, it, ca, cb, cc);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, l, 1.0, x.data(), l, x.data(), l,
-                0.0, a.data(), s);
-    b = a;
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, s, s, cc, a.data(), s, a.data(), s,
-                cb, b.data(), s);
-    y = x;
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, l, s, 1.0, b.data(), s, x.data(), l,
-                ca, y.data(), l);
-    x.swap(y);
-  }
-  std::vector<double> out(g.size());
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      out[static_cast<size_t>(i * cols + j)] = x[static_cast<size_t>(tall ? j * l + i : i * l + j)];
-  return out;
-}
-
 double maxAbsError(const std::vector<float> &got, const std::vector<double> &want) {
   double d = 0.0;
   for (size_t i = 0; i < got.size(); ++i)
     d = std::max(d, std::abs(static_cast<double>(got[i]) - want[i]));
   return d;
-}
-
-const char *setName(NsCoefficients set) {
-  return set == NsCoefficients::Original ? "Original" : "PolarExpress";
-}
-
-struct Shape {
-  int64_t rows, cols;
-};
-
-std::string shapeName(const Shape &s) {
-  return std::to_string(s.rows) + "x" + std::to_string(s.cols);
 }
 
 const NsCoefficients kSets[] = {NsCoefficients::Original, NsCoefficients::PolarExpress};
@@ -139,7 +86,7 @@ class NsFormVsThreeGemm : public testing::TestWithParam<FormCase> {};
 
 TEST_P(NsFormVsThreeGemm, Within1e5) {
   const auto [shape, set, form] = GetParam();
-  const auto g = gaussian(shape.rows, shape.cols, static_cast<uint32_t>(shape.rows * 3 + shape.cols));
+  const auto g = gaussianMatrix(shape.rows, shape.cols, static_cast<uint32_t>(shape.rows * 3 + shape.cols));
   for (int steps : {1, 2, 3, 4, 5, 7, 10}) {
     const auto ref = ns(g, shape.rows, shape.cols, steps, set, NsForm::ThreeGemm);
     const auto got = ns(g, shape.rows, shape.cols, steps, set, form);
@@ -154,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(Forms, NsFormVsThreeGemm,
                                           testing::Values(NsForm::Symmetric, NsForm::Gram)),
                          [](const auto &info) {
                            return shapeName(std::get<0>(info.param)) + "_" +
-                                  setName(std::get<1>(info.param)) + "_" +
+                                  coefficientSetName(std::get<1>(info.param)) + "_" +
                                   k::ns::formName(std::get<2>(info.param));
                          });
 
@@ -168,7 +115,7 @@ class NsFormLowRank : public testing::TestWithParam<std::tuple<Shape, NsCoeffici
 TEST_P(NsFormLowRank, AsCloseToExactAsTheReference) {
   const auto [shape, set] = GetParam();
   const auto g = lowRank(shape.rows, shape.cols, 41);
-  const auto exact = nsDouble(g, shape.rows, shape.cols, 5, set);
+  const auto exact = nsReference(toDouble(g), shape.rows, shape.cols, 5, set);
   const double refError =
       maxAbsError(ns(g, shape.rows, shape.cols, 5, set, NsForm::ThreeGemm), exact);
   const double bound = std::max(3.0 * refError, 1e-6);
@@ -183,7 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, NsFormLowRank,
                                           testing::ValuesIn(kSets)),
                          [](const auto &info) {
                            return shapeName(std::get<0>(info.param)) + "_" +
-                                  setName(std::get<1>(info.param));
+                                  coefficientSetName(std::get<1>(info.param));
                          });
 
 // ---------------------------------------------------------------------------
@@ -194,7 +141,7 @@ class NsFormEdges : public testing::TestWithParam<NsForm> {};
 TEST_P(NsFormEdges, InPlaceEqualsOutOfPlace) {
   const NsForm form = GetParam();
   for (Shape shape : {Shape{20, 50}, Shape{50, 20}, Shape{30, 30}}) {
-    const auto g = gaussian(shape.rows, shape.cols, 5);
+    const auto g = gaussianMatrix(shape.rows, shape.cols, 5);
     const auto out = ns(g, shape.rows, shape.cols, 5, NsCoefficients::PolarExpress, form);
     auto inPlace = g;
     NsWorkspace ws;
@@ -210,7 +157,7 @@ TEST_P(NsFormEdges, ZeroInputGivesZero) {
     const std::vector<float> g(static_cast<size_t>(shape.rows * shape.cols), 0.0f);
     for (NsCoefficients set : kSets)
       for (float v : ns(g, shape.rows, shape.cols, 5, set, form))
-        ASSERT_EQ(v, 0.0f) << shapeName(shape) << " " << setName(set);
+        ASSERT_EQ(v, 0.0f) << shapeName(shape) << " " << coefficientSetName(set);
   }
 }
 
@@ -218,7 +165,7 @@ TEST_P(NsFormEdges, VectorsAndZeroStepsMatchTheReference) {
   const NsForm form = GetParam();
   for (Shape shape : {Shape{1, 33}, Shape{33, 1}, Shape{1, 1}, Shape{2, 3}, Shape{7, 3}})
     for (int steps : {0, 1, 5}) {
-      const auto g = gaussian(shape.rows, shape.cols, 9);
+      const auto g = gaussianMatrix(shape.rows, shape.cols, 9);
       const auto ref = ns(g, shape.rows, shape.cols, steps, NsCoefficients::Original,
                           NsForm::ThreeGemm);
       EXPECT_LE(maxAbsDiff(ns(g, shape.rows, shape.cols, steps, NsCoefficients::Original, form),
@@ -231,7 +178,7 @@ TEST_P(NsFormEdges, VectorsAndZeroStepsMatchTheReference) {
 TEST_P(NsFormEdges, WorkspaceIsWhatTheFormAsksFor) {
   const NsForm form = GetParam();
   NsWorkspace ws;
-  auto g = gaussian(40, 100, 3);
+  auto g = gaussianMatrix(40, 100, 3);
   k::newtonSchulz(g.data(), g.data(), 40, 100, 5, NsCoefficients::Original, ws, form);
   EXPECT_EQ(ws.buffer.size(), static_cast<size_t>(k::nsWorkspaceFloats(40, 100, form)));
 }
@@ -260,7 +207,7 @@ TEST(NsFormRuleTest, PicksByShortSideAndAspect) {
 
 TEST(NsFormRuleTest, AutoRunsTheChosenForm) {
   for (Shape shape : {Shape{16, 48}, Shape{48, 48}, Shape{40, 120}, Shape{120, 40}}) {
-    const auto g = gaussian(shape.rows, shape.cols, 13);
+    const auto g = gaussianMatrix(shape.rows, shape.cols, 13);
     const NsForm chosen = k::ns::chooseForm(shape.rows, shape.cols);
     EXPECT_EQ(ns(g, shape.rows, shape.cols, 5, NsCoefficients::PolarExpress, NsForm::Auto),
               ns(g, shape.rows, shape.cols, 5, NsCoefficients::PolarExpress, chosen))
@@ -301,7 +248,7 @@ class NsBatchedTest : public testing::TestWithParam<NsForm> {};
 TEST_P(NsBatchedTest, EqualsOneByOne) {
   const NsForm form = GetParam();
   const int64_t batch = 5, rows = 48, cols = 112, n = rows * cols;
-  const auto g = gaussian(batch * rows, cols, 17);
+  const auto g = gaussianMatrix(batch * rows, cols, 17);
   NsWorkspace ws;
   std::vector<float> out(g.size());
   k::newtonSchulzBatched(g.data(), out.data(), batch, rows, cols, 5, NsCoefficients::PolarExpress,
@@ -333,7 +280,7 @@ TEST(NsBatchedThreadsTest, FollowsBlasThreadCount) {
   openblas_set_num_threads(2);
   EXPECT_EQ(k::nsBatchThreads(1), 1);
   EXPECT_LE(k::nsBatchThreads(32), 2);
-  const auto g = gaussian(4 * 40, 64, 3);
+  const auto g = gaussianMatrix(4 * 40, 64, 3);
   std::vector<float> out(g.size());
   NsWorkspace ws;
   k::newtonSchulzBatched(g.data(), out.data(), 4, 40, 64, 5, NsCoefficients::Original, ws);
@@ -348,8 +295,8 @@ TEST(NsBatchedMuonTest, MuonStepBatchEqualsSeparate) {
   k::MuonHyper h;
   h.weightDecay = 0.05f;
   h.coefficients = NsCoefficients::PolarExpress;
-  auto p = gaussian(batch * rows, cols, 7);
-  const auto g = gaussian(batch * rows, cols, 8);
+  auto p = gaussianMatrix(batch * rows, cols, 7);
+  const auto g = gaussianMatrix(batch * rows, cols, 8);
   std::vector<float> buf(p.size(), 0.25f);
   auto pSep = p;
   auto bufSep = buf;

@@ -1,5 +1,8 @@
-// CPU optimizer kernels against naive double-precision references and against
-// the SVD (LAPACKE) view of what Newton-Schulz computes.
+// Newton-Schulz on the CPU against a double-precision reference and against
+// the SVD (LAPACKE) view of what it computes: the coefficient sets, the lr
+// scale, every NS form's singular values. The Muon and AdamW steps are in
+// StepKernelsTest.cpp.
+#include "KernelTestSupport.h"
 #include "kernels/cpu/MuonKernels.h"
 
 #include <gtest/gtest.h>
@@ -9,8 +12,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <ostream>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -22,77 +23,7 @@ using dmuon::kernels::MuonHyper;
 using dmuon::kernels::NsCoefficients;
 using dmuon::kernels::NsWorkspace;
 namespace k = dmuon::kernels;
-
-std::vector<float> randomMatrix(int64_t rows, int64_t cols, uint32_t seed, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<float> m(static_cast<size_t>(rows * cols));
-  for (float &x : m)
-    x = dist(rng);
-  return m;
-}
-
-const char *setName(NsCoefficients set) {
-  return set == NsCoefficients::Original ? "Original" : "PolarExpress";
-}
-
-// ---------------------------------------------------------------------------
-// Naive double-precision Newton-Schulz: the same iteration with triple loops.
-
-std::vector<double> naiveNs(const std::vector<double> &g, int64_t rows, int64_t cols, int steps,
-                            NsCoefficients set) {
-  const bool tr = rows > cols;
-  const int64_t s = tr ? cols : rows;
-  const int64_t l = tr ? rows : cols;
-  double sumSq = 0.0;
-  for (double v : g)
-    sumSq += v * v;
-  const double denom = static_cast<double>(k::nsNormScale(set)) * std::sqrt(sumSq) + 1e-7;
-  std::vector<double> x(static_cast<size_t>(s * l));
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      const double v = g[static_cast<size_t>(i * cols + j)] / denom;
-      if (tr)
-        x[static_cast<size_t>(j * l + i)] = v;
-      else
-        x[static_cast<size_t>(i * l + j)] = v;
-    }
-  std::vector<double> a(static_cast<size_t>(s * s)), b(a.size()), nx(x.size());
-  for (int it = 0; it < steps; ++it) {
-    float ca, cb, cc;
-    k::nsCoefficients(set, it, ca, cb, cc);
-    for (int64_t i = 0; i < s; ++i)
-      for (int64_t j = 0; j < s; ++j) {
-        double acc = 0.0;
-        for (int64_t p = 0; p < l; ++p)
-          acc += x[static_cast<size_t>(i * l + p)] * x[static_cast<size_t>(j * l + p)];
-        a[static_cast<size_t>(i * s + j)] = acc;
-      }
-    for (int64_t i = 0; i < s; ++i)
-      for (int64_t j = 0; j < s; ++j) {
-        double acc = 0.0;
-        for (int64_t p = 0; p < s; ++p)
-          acc += a[static_cast<size_t>(i * s + p)] * a[static_cast<size_t>(p * s + j)];
-        b[static_cast<size_t>(i * s + j)] = cb * a[static_cast<size_t>(i * s + j)] + cc * acc;
-      }
-    for (int64_t i = 0; i < s; ++i)
-      for (int64_t j = 0; j < l; ++j) {
-        double acc = 0.0;
-        for (int64_t p = 0; p < s; ++p)
-          acc += b[static_cast<size_t>(i * s + p)] * x[static_cast<size_t>(p * l + j)];
-        nx[static_cast<size_t>(i * l + j)] = ca * x[static_cast<size_t>(i * l + j)] + acc;
-      }
-    x.swap(nx);
-  }
-  std::vector<double> out(g.size());
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      out[static_cast<size_t>(i * cols + j)] =
-          tr ? x[static_cast<size_t>(j * l + i)] : x[static_cast<size_t>(i * l + j)];
-  return out;
-}
-
-std::vector<double> toDouble(const std::vector<float> &v) { return {v.begin(), v.end()}; }
+using namespace dmuon::kernel_test;
 
 double relFrobError(const std::vector<float> &got, const std::vector<double> &want) {
   double num = 0.0, den = 0.0;
@@ -115,15 +46,6 @@ double composedPoly(double x, int steps, NsCoefficients set) {
   return x;
 }
 
-struct Shape {
-  int64_t rows, cols;
-};
-
-std::string shapeName(const Shape &s) {
-  return std::to_string(s.rows) + "x" + std::to_string(s.cols);
-}
-
-void PrintTo(const Shape &s, std::ostream *os) { *os << shapeName(s); }
 
 // ---------------------------------------------------------------------------
 // Coefficients and lr scale.
@@ -197,14 +119,14 @@ class NsVsNaive : public testing::TestWithParam<std::tuple<Shape, NsCoefficients
 
 TEST_P(NsVsNaive, Matches) {
   const auto [shape, set] = GetParam();
-  const auto g = randomMatrix(shape.rows, shape.cols,
+  const auto g = gaussianMatrix(shape.rows, shape.cols,
                               static_cast<uint32_t>(shape.rows * 131 + shape.cols * 7 +
                                                     static_cast<int>(set)));
   NsWorkspace ws;
   for (int steps : {5, 10}) {
     std::vector<float> out(g.size(), std::numeric_limits<float>::quiet_NaN());
     k::newtonSchulz(g.data(), out.data(), shape.rows, shape.cols, steps, set, ws);
-    const auto want = naiveNs(toDouble(g), shape.rows, shape.cols, steps, set);
+    const auto want = nsReference(toDouble(g), shape.rows, shape.cols, steps, set);
     EXPECT_LE(relFrobError(out, want), 1e-4) << shapeName(shape) << " steps " << steps;
   }
 }
@@ -218,12 +140,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, NsVsNaive,
                                                           NsCoefficients::PolarExpress)),
                          [](const auto &info) {
                            return shapeName(std::get<0>(info.param)) + "_" +
-                                  setName(std::get<1>(info.param));
+                                  coefficientSetName(std::get<1>(info.param));
                          });
 
 TEST(NsTest, InPlaceEqualsOutOfPlace) {
   for (Shape shape : {Shape{20, 50}, Shape{50, 20}, Shape{30, 30}}) {
-    const auto g = randomMatrix(shape.rows, shape.cols, 5);
+    const auto g = gaussianMatrix(shape.rows, shape.cols, 5);
     NsWorkspace ws;
     std::vector<float> out(g.size());
     k::newtonSchulz(g.data(), out.data(), shape.rows, shape.cols, 5, NsCoefficients::Original,
@@ -236,7 +158,7 @@ TEST(NsTest, InPlaceEqualsOutOfPlace) {
 }
 
 TEST(NsTest, ZeroStepsIsNormalization) {
-  const auto g = randomMatrix(7, 3, 9);
+  const auto g = gaussianMatrix(7, 3, 9);
   NsWorkspace ws;
   std::vector<float> out(g.size());
   k::newtonSchulz(g.data(), out.data(), 7, 3, 0, NsCoefficients::Original, ws);
@@ -255,12 +177,12 @@ TEST(NsTest, ZeroStepsIsNormalization) {
 
 TEST(NsTest, WorkspaceGrowsOnlyWhenTooSmall) {
   NsWorkspace ws;
-  auto big = randomMatrix(64, 32, 1);
+  auto big = gaussianMatrix(64, 32, 1);
   k::newtonSchulz(big.data(), big.data(), 64, 32, 5, NsCoefficients::Original, ws);
   EXPECT_EQ(ws.buffer.size(), static_cast<size_t>(k::nsWorkspaceFloats(64, 32)));
   const float *data = ws.buffer.data();
   const size_t size = ws.buffer.size();
-  auto small = randomMatrix(8, 16, 2);
+  auto small = gaussianMatrix(8, 16, 2);
   k::newtonSchulz(small.data(), small.data(), 8, 16, 5, NsCoefficients::Original, ws);
   EXPECT_EQ(ws.buffer.data(), data);
   EXPECT_EQ(ws.buffer.size(), size);
@@ -274,7 +196,7 @@ TEST(NsTest, ZeroInputGivesZeroNotNaN) {
       NsWorkspace ws;
       k::newtonSchulz(g.data(), out.data(), shape.rows, shape.cols, 5, set, ws);
       for (float v : out)
-        ASSERT_EQ(v, 0.0f) << shapeName(shape) << " " << setName(set);
+        ASSERT_EQ(v, 0.0f) << shapeName(shape) << " " << coefficientSetName(set);
     }
   }
 }
@@ -327,7 +249,7 @@ TEST_P(NsVsPolar, SingularValuesFollowComposedPolynomial) {
   const int64_t rows = shape.rows, cols = shape.cols, r = std::min(rows, cols);
   constexpr int kSteps = 5;
   constexpr double kTol = 1e-3;
-  const auto g = randomMatrix(rows, cols, static_cast<uint32_t>(rows * 17 + cols));
+  const auto g = gaussianMatrix(rows, cols, static_cast<uint32_t>(rows * 17 + cols));
   NsWorkspace ws;
   std::vector<float> out(g.size());
   k::newtonSchulz(g.data(), out.data(), rows, cols, kSteps, set, ws, form);
@@ -418,7 +340,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, NsVsPolar,
                          [](const auto &info) {
                            const auto form = std::get<2>(info.param);
                            return shapeName(std::get<0>(info.param)) + "_" +
-                                  setName(std::get<1>(info.param)) + "_" +
+                                  coefficientSetName(std::get<1>(info.param)) + "_" +
                                   (form == dmuon::kernels::NsForm::ThreeGemm   ? "ThreeGemm"
                                    : form == dmuon::kernels::NsForm::Symmetric ? "Symmetric"
                                                                                : "Gram");
@@ -429,8 +351,8 @@ TEST(NsPolarTest, PolarExpressConvergesOriginalPlateaus) {
   // [1e-3, 1]: 8 Polar Express iterations reach the polar factor U V^T to fp32
   // accuracy; Jordan's quintic stays ~0.3 away however long it runs.
   const int64_t n = 24;
-  const auto q1 = svd(toDouble(randomMatrix(n, n, 11)), n, n);
-  const auto q2 = svd(toDouble(randomMatrix(n, n, 12)), n, n);
+  const auto q1 = svd(toDouble(gaussianMatrix(n, n, 11)), n, n);
+  const auto q2 = svd(toDouble(gaussianMatrix(n, n, 12)), n, n);
   std::vector<double> gd(static_cast<size_t>(n * n), 0.0);
   for (int64_t i = 0; i < n; ++i) {
     const double sigma = 3.0 * (0.2 + 0.8 * static_cast<double>(i) / (n - 1));
@@ -452,231 +374,6 @@ TEST(NsPolarTest, PolarExpressConvergesOriginalPlateaus) {
   EXPECT_LT(maxDev(NsCoefficients::PolarExpress, 8), 1e-4);
   EXPECT_LT(maxDev(NsCoefficients::PolarExpress, 10), 1e-4);
   EXPECT_GT(maxDev(NsCoefficients::Original, 10), 0.1);
-}
-
-// ---------------------------------------------------------------------------
-// muonStep against a scalar double reference.
-
-void refMuonStep(std::vector<double> &p, std::vector<double> &buf, const std::vector<double> &g,
-                 int64_t batch, int64_t rows, int64_t cols, const MuonHyper &h) {
-  const int64_t n = rows * cols;
-  const double mu = h.momentum;
-  const double scale = h.matchRmsAdamW
-                           ? 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols)))
-                           : std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));
-  for (int64_t bi = 0; bi < batch; ++bi) {
-    std::vector<double> u(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      const auto idx = static_cast<size_t>(bi * n + i);
-      buf[idx] = mu * buf[idx] + g[idx];
-      u[static_cast<size_t>(i)] = h.nesterov ? g[idx] + mu * buf[idx] : buf[idx];
-    }
-    const auto o = naiveNs(u, rows, cols, h.nsSteps, h.coefficients);
-    for (int64_t i = 0; i < n; ++i) {
-      const auto idx = static_cast<size_t>(bi * n + i);
-      p[idx] = p[idx] * (1.0 - static_cast<double>(h.lr) * h.weightDecay);
-      p[idx] -= static_cast<double>(h.lr) * scale * o[static_cast<size_t>(i)];
-    }
-  }
-}
-
-struct MuonCase {
-  const char *name;
-  int64_t batch, rows, cols;
-  bool nesterov;
-  float weightDecay;
-  bool matchRms;
-  NsCoefficients set;
-};
-
-void PrintTo(const MuonCase &c, std::ostream *os) { *os << c.name; }
-
-class MuonStepVsRef : public testing::TestWithParam<MuonCase> {};
-
-TEST_P(MuonStepVsRef, Matches) {
-  const MuonCase c = GetParam();
-  MuonHyper h;
-  h.lr = 0.05f;
-  h.momentum = 0.95f;
-  h.weightDecay = c.weightDecay;
-  h.nesterov = c.nesterov;
-  h.matchRmsAdamW = c.matchRms;
-  h.coefficients = c.set;
-  const int64_t total = c.batch * c.rows * c.cols;
-  auto p = randomMatrix(total, 1, 100);
-  std::vector<float> buf(static_cast<size_t>(total), 0.0f);
-  auto pRef = toDouble(p);
-  std::vector<double> bufRef(static_cast<size_t>(total), 0.0);
-  NsWorkspace ws;
-  for (int step = 0; step < 4; ++step) {
-    const auto g = randomMatrix(total, 1, 200 + static_cast<uint32_t>(step), 0.1f);
-    k::muonStep(p.data(), buf.data(), g.data(), c.batch, c.rows, c.cols, h, ws);
-    refMuonStep(pRef, bufRef, toDouble(g), c.batch, c.rows, c.cols, h);
-    double maxP = 0.0, maxBuf = 0.0;
-    for (size_t i = 0; i < p.size(); ++i) {
-      maxP = std::max(maxP, std::abs(static_cast<double>(p[i]) - pRef[i]));
-      maxBuf = std::max(maxBuf, std::abs(static_cast<double>(buf[i]) - bufRef[i]) /
-                                    std::max(1.0, std::abs(bufRef[i])));
-    }
-    // p is O(1) (float rounding ~2e-7); the update lr*scale*NS(u) carries
-    // fp32 NS error (~3e-6 relative). Measured: <= 7e-7.
-    EXPECT_LE(maxP, 5e-6) << "step " << step;
-    EXPECT_LE(maxBuf, 1e-6) << "step " << step;
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Cases, MuonStepVsRef,
-    testing::Values(MuonCase{"b1_nesterov", 1, 12, 20, true, 0.0f, false, NsCoefficients::Original},
-                    MuonCase{"b1_plain_wd", 1, 20, 12, false, 0.1f, false,
-                             NsCoefficients::Original},
-                    MuonCase{"b3_nesterov_wd", 3, 16, 8, true, 0.1f, false,
-                             NsCoefficients::Original},
-                    MuonCase{"b3_plain", 3, 8, 16, false, 0.0f, false, NsCoefficients::Original},
-                    MuonCase{"b1_rms", 1, 24, 10, true, 0.01f, true, NsCoefficients::Original},
-                    MuonCase{"b3_rms_plain", 3, 10, 24, false, 0.1f, true,
-                             NsCoefficients::Original},
-                    MuonCase{"b3_polar", 3, 18, 18, true, 0.1f, false,
-                             NsCoefficients::PolarExpress},
-                    MuonCase{"b1_vector_row", 1, 1, 32, true, 0.0f, false,
-                             NsCoefficients::Original},
-                    MuonCase{"b3_vector_col", 3, 32, 1, false, 0.1f, true,
-                             NsCoefficients::Original}),
-    [](const auto &info) { return std::string(info.param.name); });
-
-TEST(MuonStepTest, ZeroGradientOnlyDecays) {
-  MuonHyper h;
-  h.weightDecay = 0.1f;
-  const int64_t rows = 6, cols = 9;
-  auto p = randomMatrix(rows, cols, 3);
-  const auto p0 = p;
-  std::vector<float> buf(p.size(), 0.0f), g(p.size(), 0.0f);
-  NsWorkspace ws;
-  k::muonStep(p.data(), buf.data(), g.data(), 1, rows, cols, h, ws);
-  const auto decay = static_cast<float>(1.0 - static_cast<double>(h.lr) * h.weightDecay);
-  for (size_t i = 0; i < p.size(); ++i) {
-    ASSERT_FALSE(std::isnan(p[i]));
-    EXPECT_EQ(p[i], p0[i] * decay);
-    EXPECT_EQ(buf[i], 0.0f);
-  }
-}
-
-TEST(MuonStepTest, BatchEqualsSeparateMatrices) {
-  const int64_t batch = 3, rows = 10, cols = 14, n = rows * cols;
-  MuonHyper h;
-  h.weightDecay = 0.05f;
-  auto p = randomMatrix(batch * rows, cols, 7);
-  auto g = randomMatrix(batch * rows, cols, 8);
-  std::vector<float> buf(p.size(), 0.5f);
-  auto pSep = p;
-  auto bufSep = buf;
-  NsWorkspace ws;
-  k::muonStep(p.data(), buf.data(), g.data(), batch, rows, cols, h, ws);
-  for (int64_t bi = 0; bi < batch; ++bi)
-    k::muonStep(pSep.data() + bi * n, bufSep.data() + bi * n, g.data() + bi * n, 1, rows, cols, h,
-                ws);
-  EXPECT_EQ(p, pSep);
-  EXPECT_EQ(buf, bufSep);
-}
-
-// The EMA (torch.optim.Muon) form: buf <- mu*buf + (1-mu)*g and Nesterov input
-// (1-mu)*g + mu*buf, element by element; the default form is untouched by it.
-TEST(MuonMomentumTest, EmaFormIsTorchsLerp) {
-  const int64_t n = 257;
-  auto g = randomMatrix(1, n, 21);
-  auto buf0 = randomMatrix(1, n, 22);
-  for (bool nesterov : {true, false}) {
-    MuonHyper h;
-    h.nesterov = nesterov;
-    h.emaMomentum = true;
-    std::vector<float> buf = buf0, u(n);
-    k::muonMomentum(buf.data(), g.data(), u.data(), n, h);
-    const float mu = h.momentum, gw = static_cast<float>(1.0 - static_cast<double>(mu));
-    for (int64_t i = 0; i < n; ++i) {
-      const float b = mu * buf0[i] + gw * g[i];
-      ASSERT_EQ(buf[i], b) << i;
-      ASSERT_EQ(u[i], nesterov ? gw * g[i] + mu * b : b) << i;
-    }
-    h.emaMomentum = false;
-    buf = buf0;
-    k::muonMomentum(buf.data(), g.data(), u.data(), n, h);
-    for (int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(buf[i], mu * buf0[i] + g[i]) << i;
-  }
-}
-
-// From a zero buffer the two forms give the same update up to NS's epsilon.
-TEST(MuonMomentumTest, EmaAndSgdFormsGiveTheSameFirstUpdate) {
-  const int64_t rows = 12, cols = 20;
-  auto g = randomMatrix(rows, cols, 23);
-  auto p = randomMatrix(rows, cols, 24);
-  auto pEma = p;
-  std::vector<float> buf(p.size(), 0.0f), bufEma(p.size(), 0.0f);
-  MuonHyper h, hEma;
-  hEma.emaMomentum = true;
-  NsWorkspace ws;
-  k::muonStep(p.data(), buf.data(), g.data(), 1, rows, cols, h, ws);
-  k::muonStep(pEma.data(), bufEma.data(), g.data(), 1, rows, cols, hEma, ws);
-  for (size_t i = 0; i < p.size(); ++i)
-    EXPECT_NEAR(p[i], pEma[i], 1e-5) << i;
-}
-
-// ---------------------------------------------------------------------------
-// AdamW against a scalar double reference (torch.optim.AdamW formulas).
-
-TEST(AdamWTest, MatchesReferenceOverSteps) {
-  AdamWHyper h;
-  h.lr = 1e-2f;
-  h.weightDecay = 0.1f;
-  const int64_t n = 257;
-  auto p = randomMatrix(n, 1, 21);
-  std::vector<float> m(static_cast<size_t>(n), 0.0f), v(m.size(), 0.0f);
-  auto pr = toDouble(p);
-  std::vector<double> mr(m.size(), 0.0), vr(m.size(), 0.0);
-  const double b1 = h.beta1, b2 = h.beta2, lr = h.lr, eps = h.eps, wd = h.weightDecay;
-  for (int64_t step = 1; step <= 6; ++step) {
-    auto g = randomMatrix(n, 1, 30 + static_cast<uint32_t>(step), 0.5f);
-    if (step == 3)
-      g[0] = 0.0f; // exercise a zero entry
-    k::adamwStep(p.data(), m.data(), v.data(), g.data(), n, step, h);
-    const double bc1 = 1.0 - std::pow(b1, static_cast<double>(step));
-    const double bc2 = 1.0 - std::pow(b2, static_cast<double>(step));
-    for (size_t i = 0; i < pr.size(); ++i) {
-      const double gi = g[i];
-      pr[i] *= 1.0 - lr * wd;
-      mr[i] = b1 * mr[i] + (1.0 - b1) * gi;
-      vr[i] = b2 * vr[i] + (1.0 - b2) * gi * gi;
-      pr[i] -= lr * (mr[i] / bc1) / (std::sqrt(vr[i] / bc2) + eps);
-    }
-    for (size_t i = 0; i < pr.size(); ++i) {
-      ASSERT_NEAR(p[i], pr[i], 1e-5 * std::max(1.0, std::abs(pr[i]))) << "step " << step;
-      ASSERT_NEAR(m[i], mr[i], 1e-6 * std::max(1.0, std::abs(mr[i])));
-      ASSERT_NEAR(v[i], vr[i], 1e-6 * std::max(1.0, std::abs(vr[i])));
-    }
-  }
-}
-
-TEST(AdamWTest, FirstStepMovesByLr) {
-  // With bias correction the first step is lr * sign(g) (up to eps), after decay.
-  AdamWHyper h;
-  h.lr = 1e-3f;
-  h.weightDecay = 0.0f;
-  std::vector<float> p = {1.0f, -2.0f, 0.5f}, m(3, 0.0f), v(3, 0.0f);
-  const std::vector<float> g = {0.3f, -7.0f, 1e-3f};
-  k::adamwStep(p.data(), m.data(), v.data(), g.data(), 3, 1, h);
-  EXPECT_NEAR(p[0], 1.0f - 1e-3f, 1e-6);
-  EXPECT_NEAR(p[1], -2.0f + 1e-3f, 1e-6);
-  EXPECT_NEAR(p[2], 0.5f - 1e-3f, 1e-6);
-}
-
-TEST(AdamWTest, ZeroGradientNoNaN) {
-  AdamWHyper h;
-  h.weightDecay = 0.01f;
-  std::vector<float> p = {1.0f, 2.0f}, m(2, 0.0f), v(2, 0.0f), g(2, 0.0f);
-  k::adamwStep(p.data(), m.data(), v.data(), g.data(), 2, 1, h);
-  for (float x : p)
-    EXPECT_FALSE(std::isnan(x));
-  EXPECT_FLOAT_EQ(p[0], static_cast<float>(1.0 - 1e-3 * 0.01));
 }
 
 } // namespace
