@@ -13,11 +13,17 @@
 // the GEMM rate and understate NS/GEMM. Times are the median of --reps runs after --warmup runs,
 // measured with CUDA events on one stream.
 //
+// Where the long side is at least ns::kGramMinAspect times the short one
+// (the shapes NsForm::Auto runs in the Gram form), the Gram form is timed
+// too; its column counts the three-GEMM form's flops, so "Gram x" is its
+// speedup over today's form.
+//
 // Usage: dmuon-gpu-bench [--steps N] [--reps N] [--warmup N] [--polar]
 //                        [--shape RxC ...]
 // Prints a table and a final "target:" line (NS/GEMM at 4096x4096 >= 0.60).
 // Exit status: 0 when it ran (target met or not), 1 on a CUDA error or when
 // no GPU is visible.
+#include "kernels/NsForms.h"
 #include "kernels/cuda/CudaKernels.h"
 
 #include <cublas_v2.h>
@@ -182,8 +188,8 @@ Options parse(int argc, char **argv) {
     }
   }
   if (o.shapes.empty())
-    o.shapes = {{1024, 1024}, {2048, 2048}, {4096, 4096},
-                {8192, 8192}, {4096, 16384}, {8192, 2048}};
+    o.shapes = {{1024, 1024}, {2048, 2048}, {4096, 4096}, {8192, 8192},
+                {4096, 16384}, {8192, 2048}, {1024, 4096}, {2048, 7168}};
   return o;
 }
 
@@ -216,8 +222,8 @@ int main(int argc, char **argv) {
               "median of %d reps after %d warm-up\n",
               prop.name, prop.major, prop.minor, prop.multiProcessorCount, opt.steps,
               opt.polar ? "PolarExpress" : "Original", opt.reps, opt.warmup);
-  std::printf("%-14s %10s %12s %12s %14s %9s\n", "shape", "NS ms", "NS TFLOP/s", "GEMM ms/it",
-              "GEMM TFLOP/s", "NS/GEMM");
+  std::printf("%-14s %10s %12s %12s %14s %9s %10s %8s\n", "shape", "NS ms", "NS TFLOP/s",
+              "GEMM ms/it", "GEMM TFLOP/s", "NS/GEMM", "Gram ms", "Gram x");
 
   double targetRatio = -1.0;
   for (const Shape &sh : opt.shapes) {
@@ -238,8 +244,16 @@ int main(int argc, char **argv) {
     const cu::NsCoefficients set = opt.polar ? cu::NsCoefficients::PolarExpress
                                            : cu::NsCoefficients::Original;
     const double nsMs = timeMs(stream, opt.warmup, opt.reps, [&] {
-      CHECK_CU(cu::newtonSchulz(ctx, in, out, 1, sh.rows, sh.cols, opt.steps, set));
+      CHECK_CU(cu::newtonSchulz(ctx, in, out, 1, sh.rows, sh.cols, opt.steps, set,
+                                cu::NsForm::ThreeGemm));
     });
+    double gramMs = -1.0;
+    if (static_cast<double>(l) >= dmuon::kernels::ns::kGramMinAspect * static_cast<double>(s)) {
+      gramMs = timeMs(stream, opt.warmup, opt.reps, [&] {
+        CHECK_CU(cu::newtonSchulz(ctx, in, out, 1, sh.rows, sh.cols, opt.steps, set,
+                                  cu::NsForm::Gram));
+      });
+    }
     CHECK_CU(cu::synchronize(ctx));
     CHECK_CUDA(cudaFree(in));
     CHECK_CUDA(cudaFree(out));
@@ -279,8 +293,12 @@ int main(int argc, char **argv) {
     const double gemmTflops = flopsPerIter / (gemmMs * 1e-3) / 1e12;
     const double ratio = nsTflops / gemmTflops;
     const std::string name = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
-    std::printf("%-14s %10.3f %12.1f %12.3f %14.1f %9.2f\n", name.c_str(), nsMs, nsTflops, gemmMs,
+    std::printf("%-14s %10.3f %12.1f %12.3f %14.1f %9.2f", name.c_str(), nsMs, nsTflops, gemmMs,
                 gemmTflops, ratio);
+    if (gramMs > 0.0)
+      std::printf(" %10.3f %8.2f\n", gramMs, nsMs / gramMs);
+    else
+      std::printf(" %10s %8s\n", "-", "-");
     std::fflush(stdout);
     if (sh.rows == 4096 && sh.cols == 4096)
       targetRatio = ratio;

@@ -22,10 +22,13 @@
 // more. All of it is stream-ordered on the caller's stream; nothing here
 // synchronizes except a workspace that has to grow.
 //
-// The element-wise kernels are in CudaElementwise.cu; what both files share
+// For rectangular matrices the Gram form (CudaNsGram.cu) replaces the loop
+// above after the same normalization and cast; kernels/NsForms.h says which
+// form runs where. The element-wise kernels are in CudaElementwise.cu; what both files share
 // (the Context, error helpers, the block sum and the norm's first pass) is in
 // CudaCommon.cuh.
 #include "kernels/cuda/CudaCommon.cuh"
+#include "kernels/cuda/CudaNs.cuh"
 
 #include "kernels/LrScale.h"
 #include "kernels/NsCoefficients.h"
@@ -112,12 +115,6 @@ __global__ void updateKernel(float *p, const float *u, float decay, float step, 
 // ---------------------------------------------------------------------------
 // Workspace
 
-struct NsShape {
-  int64_t batch, rows, cols;
-  int64_t s, l;   // Gram side, long side
-  bool tall;      // rows > cols
-  int partials;   // norm partials per matrix
-};
 
 NsShape nsShape(int64_t batch, int64_t rows, int64_t cols) {
   NsShape sh{};
@@ -131,17 +128,9 @@ NsShape nsShape(int64_t batch, int64_t rows, int64_t cols) {
   return sh;
 }
 
-// The arena's buffers, at the offsets of NsWorkspace.h.
-struct NsBuffers {
-  float *u = nullptr; // muonStep's NS input/output (fp32, batch x rows x cols)
-  bf16 *x = nullptr, *y = nullptr; // batch x s x l each
-  bf16 *a = nullptr, *b = nullptr; // batch x s x s each
-  double *partials = nullptr;      // batch x partials
-  float *scales = nullptr;         // batch
-};
 
-NsArenaLayout nsLayout(const NsShape &sh, bool withU) {
-  return nsArenaLayout(MatrixShape{sh.batch, sh.rows, sh.cols}, withU);
+NsArenaLayout nsLayout(const NsShape &sh, bool withU, kernels::NsForm form) {
+  return nsArenaLayout(MatrixShape{sh.batch, sh.rows, sh.cols}, withU, form);
 }
 
 NsBuffers nsBuffers(const NsArenaLayout &at, bool withU, void *arena) {
@@ -150,8 +139,15 @@ NsBuffers nsBuffers(const NsArenaLayout &at, bool withU, void *arena) {
   w.u = withU ? reinterpret_cast<float *>(base + at.u) : nullptr;
   w.x = reinterpret_cast<bf16 *>(base + at.x);
   w.y = reinterpret_cast<bf16 *>(base + at.y);
-  w.a = reinterpret_cast<bf16 *>(base + at.a);
-  w.b = reinterpret_cast<bf16 *>(base + at.b);
+  if (at.gram) {
+    w.gram = reinterpret_cast<float *>(base + at.gram);
+    w.q = reinterpret_cast<float *>(base + at.q);
+    w.p = reinterpret_cast<float *>(base + at.p);
+    w.product = reinterpret_cast<float *>(base + at.product);
+  } else {
+    w.a = reinterpret_cast<bf16 *>(base + at.a);
+    w.b = reinterpret_cast<bf16 *>(base + at.b);
+  }
   w.partials = reinterpret_cast<double *>(base + at.partials);
   w.scales = reinterpret_cast<float *>(base + at.scales);
   return w;
@@ -200,27 +196,13 @@ Result gemm(Context *ctx, int64_t batch, cublasOperation_t ta, cublasOperation_t
             int64_t n, int64_t k, float alpha, const bf16 *a, int64_t lda, int64_t strideA,
             const bf16 *b, int64_t ldb, int64_t strideB, float beta, void *c,
             cudaDataType_t ctype, int64_t ldc, int64_t strideC) {
-  const auto M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
-  if (batch == 1) {
-    DMUON_BLAS_TRY(cublasGemmEx(ctx->blas, ta, tb, M, N, K, &alpha, a, CUDA_R_16BF,
-                                static_cast<int>(lda), b, CUDA_R_16BF, static_cast<int>(ldb),
-                                &beta, c, ctype, static_cast<int>(ldc), CUBLAS_COMPUTE_32F,
-                                CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmEx");
-  } else {
-    DMUON_BLAS_TRY(cublasGemmStridedBatchedEx(
-                       ctx->blas, ta, tb, M, N, K, &alpha, a, CUDA_R_16BF, static_cast<int>(lda),
-                       strideA, b, CUDA_R_16BF, static_cast<int>(ldb), strideB, &beta, c, ctype,
-                       static_cast<int>(ldc), strideC, static_cast<int>(batch),
-                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmStridedBatchedEx");
-  }
-  return {};
+  return gemmEx(ctx, batch, ta, tb, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c,
+                ldc, strideC, CUDA_R_16BF, ctype, CUBLAS_COMPUTE_32F);
 }
 
 // NS of `in` into `out` (fp32, batch x rows x cols) using the buffers `w`.
 Result nsRun(Context *ctx, const float *in, float *out, const NsShape &sh, int steps,
-             NsCoefficients set, const NsBuffers &w) {
+             NsCoefficients set, kernels::NsForm form, const NsBuffers &w) {
   const bool pe = set == NsCoefficients::PolarExpress;
   const int64_t n = sh.rows * sh.cols;
   const int64_t total = sh.batch * n;
@@ -244,6 +226,8 @@ Result nsRun(Context *ctx, const float *in, float *out, const NsShape &sh, int s
   }
   scaleToBf16Kernel<<<perMatrix, kThreads, 0, ctx->stream>>>(in, w.x, n, sh.batch, w.scales);
   DMUON_LAUNCH_CHECK("launching the NS cast kernel");
+  if (form == kernels::NsForm::Gram)
+    return nsRunGram(ctx, out, sh, steps, set, w);
 
   const int64_t sl = s * l, ss = s * s;
   bf16 *x = w.x, *y = w.y;
@@ -414,7 +398,7 @@ Result synchronize(Context *ctx) {
 }
 
 Result newtonSchulz(Context *ctx, const float *in, float *out, int64_t batch, int64_t rows,
-                    int64_t cols, int steps, NsCoefficients set) {
+                    int64_t cols, int steps, NsCoefficients set, kernels::NsForm form) {
   DMUON_RESULT_TRY(checkShape(ctx, batch, rows, cols));
   if (steps < 0)
     return invalid("newtonSchulz: negative step count");
@@ -423,10 +407,11 @@ Result newtonSchulz(Context *ctx, const float *in, float *out, int64_t batch, in
   DeviceGuard guard(ctx->device);
   DMUON_RESULT_TRY(statusOf(guard));
   const NsShape sh = nsShape(batch, rows, cols);
-  const NsArenaLayout at = nsLayout(sh, false);
+  const kernels::NsForm run = gpuNsForm(form, rows, cols);
+  const NsArenaLayout at = nsLayout(sh, false, run);
   DMUON_RESULT_TRY(ensureArena(ctx, at.bytes));
   const NsBuffers w = nsBuffers(at, false, ctx->arena);
-  return nsRun(ctx, in, out, sh, steps, set, w);
+  return nsRun(ctx, in, out, sh, steps, set, run, w);
 }
 
 Result muonStep(Context *ctx, float *param, float *momentum, const float *grad, int64_t batch,
@@ -439,7 +424,8 @@ Result muonStep(Context *ctx, float *param, float *momentum, const float *grad, 
   DeviceGuard guard(ctx->device);
   DMUON_RESULT_TRY(statusOf(guard));
   const NsShape sh = nsShape(batch, rows, cols);
-  const NsArenaLayout at = nsLayout(sh, true);
+  const kernels::NsForm run = gpuNsForm(h.nsForm, rows, cols);
+  const NsArenaLayout at = nsLayout(sh, true, run);
   DMUON_RESULT_TRY(ensureArena(ctx, at.bytes));
   const NsBuffers w = nsBuffers(at, true, ctx->arena);
   const int64_t total = batch * rows * cols;
@@ -447,7 +433,7 @@ Result muonStep(Context *ctx, float *param, float *momentum, const float *grad, 
   momentumKernel<<<blocksFor(total), kThreads, 0, ctx->stream>>>(
       momentum, grad, w.u, h.momentum, gradWeight(h), h.nesterov, total);
   DMUON_LAUNCH_CHECK("launching the momentum kernel");
-  DMUON_RESULT_TRY(nsRun(ctx, w.u, w.u, sh, h.nsSteps, h.coefficients, w));
+  DMUON_RESULT_TRY(nsRun(ctx, w.u, w.u, sh, h.nsSteps, h.coefficients, run, w));
   const auto decay =
       static_cast<float>(1.0 - static_cast<double>(h.lr) * static_cast<double>(h.weightDecay));
   const auto step =

@@ -28,6 +28,7 @@ struct Result {
 using kernels::AdamWHyper;
 using kernels::MatrixShape;
 using kernels::MuonHyper;
+using kernels::NsForm;
 using kernels::NsCoefficients;
 using kernels::PackedType;
 
@@ -60,8 +61,12 @@ Result synchronize(Context *ctx);
 // fp32 result. `in`/`out` are device pointers to batch x rows x cols fp32
 // (row-major); `out` may equal `in`. Asynchronous on the stream; the last
 // iteration accumulates straight into the fp32 `out`.
+// `form`: the NS form (kernels/NsForms.h); Auto picks per shape. cuBLAS has
+// no bf16 SYRK, so Symmetric runs as ThreeGemm here (gpuNsForm in
+// NsWorkspace.h); muonStep runs h.nsForm the same way.
 Result newtonSchulz(Context *ctx, const float *in, float *out, int64_t batch, int64_t rows,
-                    int64_t cols, int steps, NsCoefficients set);
+                    int64_t cols, int steps, NsCoefficients set,
+                    kernels::NsForm form = kernels::NsForm::Auto);
 
 // buf <- mu*buf + g (EMA form: mu*buf + (1-mu)*g); u = nesterov ? g + mu*buf
 // (EMA: (1-mu)*g + mu*buf) : buf; p <- p*(1-lr*wd);

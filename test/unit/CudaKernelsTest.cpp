@@ -186,19 +186,23 @@ TEST(CudaApi, CreateContextWithoutDeviceReportsError) {
 // ---------------------------------------------------------------------------
 // Newton-Schulz
 
-using NsParam = std::tuple<std::tuple<int64_t, int64_t, int64_t>, k::NsCoefficients>;
+using NsParam =
+    std::tuple<std::tuple<int64_t, int64_t, int64_t>, k::NsCoefficients, k::NsForm>;
 
 // No structured bindings inside the INSTANTIATE macro: their commas split it.
 std::string nsName(const NsParam &p) {
   const auto &shape = std::get<0>(p);
   return std::to_string(std::get<0>(shape)) + "x" + std::to_string(std::get<1>(shape)) + "x" +
-         std::to_string(std::get<2>(shape)) + "_" + coefficientSetName(std::get<1>(p));
+         std::to_string(std::get<2>(shape)) + "_" + coefficientSetName(std::get<1>(p)) +
+         (std::get<2>(p) == k::NsForm::Gram ? "_Gram" : "_ThreeGemm");
 }
 
 class CudaNs : public CudaTest, public ::testing::WithParamInterface<NsParam> {};
 
+// Every GPU form against the CPU's three-GEMM NS in fp32: the Gram form's
+// TF32 iteration must stay within the bf16 three-GEMM form's tolerance.
 TEST_P(CudaNs, MatchesCpu) {
-  const auto [shape, set] = GetParam();
+  const auto [shape, set, form] = GetParam();
   const auto [batch, rows, cols] = shape;
   const int steps = 5;
   const size_t n = static_cast<size_t>(rows * cols);
@@ -208,24 +212,26 @@ TEST_P(CudaNs, MatchesCpu) {
   std::vector<float> want(g.size());
   k::NsWorkspace ws;
   for (int64_t b = 0; b < batch; ++b)
-    k::newtonSchulz(g.data() + b * n, want.data() + b * n, rows, cols, steps, set, ws);
+    k::newtonSchulz(g.data() + b * n, want.data() + b * n, rows, cols, steps, set, ws,
+                    k::NsForm::ThreeGemm);
 
   DeviceBuffer<float> in(g), out(g.size());
   ASSERT_TRUE(in.valid() && out.valid());
-  ASSERT_CU_OK(cu::newtonSchulz(ctx_, in.get(), out.get(), batch, rows, cols, steps, set));
+  ASSERT_CU_OK(cu::newtonSchulz(ctx_, in.get(), out.get(), batch, rows, cols, steps, set, form));
   ASSERT_CU_OK(cu::synchronize(ctx_));
   const std::vector<float> got = out.download();
 
   for (int64_t b = 0; b < batch; ++b) {
     const double err = relFrobenius(got.data() + b * n, want.data() + b * n, n);
-    std::printf("NS %s %lldx%lld (batch %lld of %lld): rel Frobenius error %.3e\n", coefficientSetName(set),
+    std::printf("NS %s %s %lldx%lld (batch %lld of %lld): rel Frobenius error %.3e\n",
+                coefficientSetName(set), form == k::NsForm::Gram ? "gram" : "three-gemm",
                 static_cast<long long>(rows), static_cast<long long>(cols),
                 static_cast<long long>(b), static_cast<long long>(batch), err);
     EXPECT_LE(err, kNsTolerance) << "matrix " << b;
   }
 
   // In place gives the same result (the computation is deterministic).
-  ASSERT_CU_OK(cu::newtonSchulz(ctx_, in.get(), in.get(), batch, rows, cols, steps, set));
+  ASSERT_CU_OK(cu::newtonSchulz(ctx_, in.get(), in.get(), batch, rows, cols, steps, set, form));
   ASSERT_CU_OK(cu::synchronize(ctx_));
   expectBitEqual(in.download(), got, "in-place NS");
 }
@@ -238,8 +244,26 @@ INSTANTIATE_TEST_SUITE_P(
                                          std::make_tuple(int64_t{3}, int64_t{96}, int64_t{160}),
                                          std::make_tuple(int64_t{3}, int64_t{160}, int64_t{96})),
                        ::testing::Values(k::NsCoefficients::Original,
-                                         k::NsCoefficients::PolarExpress)),
+                                         k::NsCoefficients::PolarExpress),
+                       ::testing::Values(k::NsForm::ThreeGemm, k::NsForm::Gram)),
     [](const ::testing::TestParamInfo<NsParam> &info) { return nsName(info.param); });
+
+// Seven iterations cross two Gram restarts (every 3): the segments chain.
+TEST_F(CudaTest, GramAcrossRestartsMatchesCpu) {
+  const int64_t rows = 64, cols = 320;
+  const std::vector<float> g = randomVector(static_cast<size_t>(rows * cols), 17);
+  for (k::NsCoefficients set : {k::NsCoefficients::Original, k::NsCoefficients::PolarExpress}) {
+    std::vector<float> want(g.size());
+    k::NsWorkspace ws;
+    k::newtonSchulz(g.data(), want.data(), rows, cols, 7, set, ws, k::NsForm::ThreeGemm);
+    DeviceBuffer<float> in(g), out(g.size());
+    ASSERT_CU_OK(cu::newtonSchulz(ctx_, in.get(), out.get(), 1, rows, cols, 7, set,
+                                  k::NsForm::Gram));
+    ASSERT_CU_OK(cu::synchronize(ctx_));
+    EXPECT_LE(relFrobenius(out.download().data(), want.data(), g.size()), kNsTolerance)
+        << coefficientSetName(set);
+  }
+}
 
 // Zero iterations: just the normalization, in fp32 on both sides.
 TEST_F(CudaTest, NsZeroStepsIsTheNormalization) {

@@ -51,6 +51,31 @@ TEST(NsWorkspace, LayoutIsTheSumOfItsAlignedBuffers) {
   EXPECT_EQ(nsArenaLayout({3, 160, 96}, true).bytes, with.bytes);
 }
 
+// The Gram form keeps bf16 X0 and X' and replaces bf16 A, B with four fp32
+// s x s matrices; cuBLAS has no bf16 SYRK, so Symmetric runs as ThreeGemm.
+TEST(NsWorkspace, GramFormLayoutAndTheFormsTheGpuRuns) {
+  using dmuon::cuda::gpuNsForm;
+  using dmuon::kernels::NsForm;
+  EXPECT_EQ(gpuNsForm(NsForm::Symmetric, 512, 512), NsForm::ThreeGemm);
+  EXPECT_EQ(gpuNsForm(NsForm::Auto, 512, 512), NsForm::ThreeGemm);
+  EXPECT_EQ(gpuNsForm(NsForm::Auto, 1024, 4096), NsForm::Gram);
+  EXPECT_EQ(gpuNsForm(NsForm::Gram, 512, 512), NsForm::Gram);
+  EXPECT_EQ(gpuNsForm(NsForm::ThreeGemm, 1024, 4096), NsForm::ThreeGemm);
+
+  const MatrixShape m{2, 64, 320}; // s = 64, l = 320
+  const size_t sl = 2 * 64 * 320, ss = 2 * 64 * 64;
+  const size_t partials = 2 * static_cast<size_t>(nsNormPartials(64 * 320)) * sizeof(double);
+  const auto gram = nsArenaLayout(m, true, NsForm::Gram);
+  EXPECT_EQ(gram.bytes, nsAlignUp(sl * 4) + 2 * nsAlignUp(sl * 2) + 4 * nsAlignUp(ss * 4) +
+                            nsAlignUp(partials) + nsAlignUp(2 * sizeof(float)));
+  EXPECT_EQ(gram.a, 0u);
+  EXPECT_EQ(gram.b, 0u);
+  EXPECT_GT(gram.q, gram.gram);
+  EXPECT_GT(gram.product, gram.p);
+  // Auto sizes this shape for the Gram form it runs.
+  EXPECT_EQ(nsArenaBytesFor(&m, 1), gram.bytes);
+}
+
 TEST(NsWorkspace, NormPartialsAreBounded) {
   EXPECT_EQ(nsNormPartials(1), 1);
   EXPECT_EQ(nsNormPartials(256 * 8), 1);

@@ -138,7 +138,8 @@ public:
   Status newtonSchulz(float *x, int64_t batch, int64_t rows, int64_t cols,
                       const MuonHyper &h) override {
     return kernelCheck(
-        cuda::newtonSchulz(ctx_, x, x, batch, rows, cols, h.nsSteps, h.coefficients));
+        cuda::newtonSchulz(ctx_, x, x, batch, rows, cols, h.nsSteps, h.coefficients,
+                           h.nsForm));
   }
   Status muonApply(float *param, const float *ortho, int64_t n, int64_t rows, int64_t cols,
                    const MuonHyper &h) override {
