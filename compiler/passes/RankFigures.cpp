@@ -222,6 +222,22 @@ void computeRankFigures(PlanModel &model) {
     }
   }
 
+  // No_comm Muon params whose batch splits unevenly: a rank runs NS on its
+  // own matrices only, fewer than the largest slice's at the last
+  // coordinates (the unit's cost counts the largest).
+  std::vector<int> uneven;
+  for (size_t i = 0; i < model.params.size(); ++i) {
+    const Param &p = model.params[i];
+    if (p.role != Role::muon || p.group == ShardingGroupKind::comm || p.unit < 0)
+      continue;
+    const common::ShardLayout layout = shardLayoutOf(p, mesh);
+    bool splits = false;
+    for (size_t d = 0; d < p.shape.size(); ++d)
+      splits |= common::chunkSizesOf(p.shape[d], layout, static_cast<int>(d)).size() > 1;
+    if (splits)
+      uneven.push_back(static_cast<int>(i));
+  }
+
   std::vector<std::vector<int64_t>> staging;
   const std::vector<RankFigures> byFine = ownerRouteByFineSlot(model, staging);
   const RankFigures others = otherRoutes(model);
@@ -238,6 +254,21 @@ void computeRankFigures(PlanModel &model) {
     const int64_t r = mesh.replicateDim >= 0 ? c[mesh.replicateDim] : 0;
     const int64_t fine = (r * G + s) * D + mesh.dataIndexOf(c);
     RankFigures f = byFine[static_cast<size_t>(fine)];
+    for (int i : uneven) {
+      // Owned here: the unit's slot, and its data coordinates on the dims
+      // the param is Replicate on (each coordinate of a dim that shards it
+      // owns its own slice).
+      const Param &p = model.params[i];
+      const Unit &u = model.units[p.unit];
+      if (u.slot != r * G + s ||
+          mesh.projectDataIndex(mesh.dataIndexOf(c), p.dataDims) !=
+              mesh.projectDataIndex(u.dataIndex, p.dataDims))
+        continue;
+      const int64_t own = common::localSliceOf(p.shape, shardLayoutOf(p, mesh), c).numel() /
+                          (p.localRows * p.localCols);
+      f.nsFlops -= p.cost / static_cast<double>(p.localBatch) *
+                   static_cast<double>(p.localBatch - own);
+    }
     for (int i : commByFine[static_cast<size_t>(fine)]) {
       // Gathered over the gather mesh dim to the computing member,
       // orthogonalized there, scattered back (fp32 local slices).
