@@ -222,10 +222,14 @@ void computeRankFigures(PlanModel &model) {
     }
   }
 
-  // No_comm Muon params whose batch splits unevenly: a rank runs NS on its
-  // own matrices only, fewer than the largest slice's at the last
-  // coordinates (the unit's cost counts the largest).
-  std::vector<int> uneven;
+  // A rank runs NS on its own matrices only: where a Muon param's batch
+  // dims split unevenly, fewer than the largest slice's at the last
+  // coordinates, whose count the unit's cost counts.
+  auto ownBatch = [&](const Param &p, const std::vector<int64_t> &coord) {
+    const common::LocalSlice own = common::localSliceOf(p.shape, shardLayoutOf(p, mesh), coord);
+    return static_cast<double>(matrixViewOf(own.shape, p.conv).batch);
+  };
+  std::vector<int> uneven; // no_comm ones that split unevenly
   for (size_t i = 0; i < model.params.size(); ++i) {
     const Param &p = model.params[i];
     if (p.role != Role::muon || p.group == ShardingGroupKind::comm || p.unit < 0)
@@ -264,10 +268,7 @@ void computeRankFigures(PlanModel &model) {
           mesh.projectDataIndex(mesh.dataIndexOf(c), p.dataDims) !=
               mesh.projectDataIndex(u.dataIndex, p.dataDims))
         continue;
-      const int64_t own = common::localSliceOf(p.shape, shardLayoutOf(p, mesh), c).numel() /
-                          (p.localRows * p.localCols);
-      f.nsFlops -= p.cost / static_cast<double>(p.localBatch) *
-                   static_cast<double>(p.localBatch - own);
+      f.nsFlops += p.cost * ownBatch(p, c) / static_cast<double>(p.localBatch) - p.cost;
     }
     for (int i : commByFine[static_cast<size_t>(fine)]) {
       // Gathered over the gather mesh dim to the computing member,
@@ -276,7 +277,7 @@ void computeRankFigures(PlanModel &model) {
       const int64_t K = mesh.dims[p.gatherMeshDim].size;
       const int64_t L = p.localNumElements() * kValueBytes;
       if (c[p.gatherMeshDim] == p.computeIndex) {
-        f.nsFlops += p.cost;
+        f.nsFlops += p.cost * ownBatch(p, c) / static_cast<double>(p.localBatch);
         f.gatherRecv += (K - 1) * L;
         f.scatterSend += (K - 1) * L;
       } else {

@@ -116,7 +116,8 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
           if (layout.tensorDimOf[i] != d)
             continue;
           divisor *= mesh.dims[i].size;
-          const std::string one = p.placements[i].str() + " on mesh dim '" + mesh.dims[i].name + "'";
+          const std::string one =
+              p.placements[i].str() + " on mesh dim '" + mesh.dims[i].name + "'";
           by += (by.empty() ? "" : ", ") + one;
           if (p.placements[i].kind == PlacementKind::strided_shard && strided.empty())
             strided = one;

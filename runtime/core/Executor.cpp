@@ -145,9 +145,10 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
   DeviceArray master, momentum, m, v, gradShard;
   if (keepsMaster) {
     DMUON_RETURN_IF_ERROR(master.allocate(*device_, bytes, owner ? &acct.masters : &acct.values));
-    DMUON_RETURN_IF_ERROR(device_->upload(master.bytes(), values + (sharded ? p.shardBegin : 0),
-                                          static_cast<size_t>(sharded ? shardOwn : numel) *
-                                              sizeof(float)));
+    if (!sharded || shardOwn > 0) // a shard past the rank's own slice is padding alone
+      DMUON_RETURN_IF_ERROR(device_->upload(
+          master.bytes(), values + (sharded ? p.shardBegin : 0),
+          static_cast<size_t>(sharded ? shardOwn : numel) * sizeof(float)));
   }
   if (steps && p.muon)
     DMUON_RETURN_IF_ERROR(momentum.allocate(*device_, bytes, &acct.momentum));

@@ -99,8 +99,8 @@ bool identical(const Tensors &a, const Tensors &b, std::string &where) {
 
 int usage() {
   if (gRank == 0)
-    std::fprintf(stderr, "usage: dmuon-mp-checkpoint-test --layout tp|ep|vocab --dir D --save-plan P "
-                         "--resume-plan Q [--resume-plan R ...]\n");
+    std::fprintf(stderr, "usage: dmuon-mp-checkpoint-test --layout tp|ep|vocab --dir D "
+                         "--save-plan P --resume-plan Q [--resume-plan R ...]\n");
   return 2;
 }
 

@@ -309,7 +309,8 @@ TEST(PlanRoundTrip, SemanticChecks) {
        [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_tensor_dim(1); }},
       {"param 'layers.0.up.weight': compute_index 1 out of range (gather mesh dim 2 has size 1)",
        [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_compute_index(1); }},
-      {"param 'layers.0.q.weight': local_shape dim 0 is 48, expected 64 (the largest chunk of its size 64 over the model-parallel mesh dims that shard it)",
+      {"param 'layers.0.q.weight': local_shape dim 0 is 48, expected 64 (the largest chunk of "
+       "its size 64 over the model-parallel mesh dims that shard it)",
        [](fb::Plan &p) {
          p.mutable_params()->GetMutableObject(0)->mutable_local_shape()->Mutate(0, 48);
          return true;

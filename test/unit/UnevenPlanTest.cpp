@@ -53,8 +53,8 @@ TEST(UnevenPlan, LocalShapeIsTheLargestSlice) {
 TEST(UnevenPlan, VerifierHoldsLocalShapeToTheRule) {
   std::vector<uint8_t> b = writePlan(compiled("dp_shard=2,tp=2"));
   // The smaller slice is no local_shape: every rank pads to the largest.
-  fb::GetMutablePlan(b.data())->mutable_params()->GetMutableObject(1)->mutable_local_shape()->Mutate(
-      0, 25128);
+  fb::Param *bias = fb::GetMutablePlan(b.data())->mutable_params()->GetMutableObject(1);
+  bias->mutable_local_shape()->Mutate(0, 25128);
   ASSERT_TRUE(planfile::stampFingerprint(b.data(), b.size()));
   EXPECT_TRUE(contains(verifyComplete(b),
                        "param 'lm_head.bias': local_shape dim 0 is 25128, expected 25129"))

@@ -230,20 +230,22 @@ def main():
             if p["role"] != "muon":
                 continue
             want["momentum_bytes"] += 4 * n
+            # NS on this rank's own matrices (fewer where a batch split is uneven).
+            mine = list(p["shape"])
+            for m, (kind, d) in enumerate(p["_pls"]):
+                if kind in ("shard", "strided") and m not in own:
+                    c = -(-mine[d] // dims[m])
+                    mine[d] = max(0, min(c, mine[d] - coord[m] * c))
+            conv = p.get("conv", False)
+            flops = (p["cost"] * matrix_view(mine, conv)[0] /
+                     matrix_view(p["_local"], conv)[0])
             if "gather" not in p:
-                # NS on this rank's own matrices (fewer where a split is uneven).
-                mine = list(p["shape"])
-                for m, (kind, d) in enumerate(p["_pls"]):
-                    if kind in ("shard", "strided") and m not in own:
-                        c = -(-mine[d] // dims[m])
-                        mine[d] = max(0, min(c, mine[d] - coord[m] * c))
-                lb = matrix_view(p["_local"], p.get("conv", False))[0]
-                want["ns_flops"] += p["cost"] * matrix_view(mine, p.get("conv", False))[0] / lb
+                want["ns_flops"] += flops
                 continue
             g = p["gather"]["mesh_dim"]
             k, payload = dims[g], 4 * n
             if coord[g] == p["gather"]["compute_index"]:
-                want["ns_flops"] += p["cost"]
+                want["ns_flops"] += flops
                 want["gather_recv_bytes"] += (k - 1) * payload
                 want["scatter_send_bytes"] += (k - 1) * payload
             else:
