@@ -211,16 +211,22 @@ void computeRankFigures(PlanModel &model) {
   const int64_t G = mesh.numShards();
 
   const int64_t D = mesh.dataCarryingSize();
-  // Comm params' gather/scatter: per fine slot, the comm params it owns.
-  std::vector<std::vector<int>> commByFine(static_cast<size_t>(mesh.numFineSlots()));
+  // Comm params' gather/scatter, on the ranks that own them.
+  std::vector<int> commParams;
   for (size_t i = 0; i < model.params.size(); ++i) {
     const Param &p = model.params[i];
     if (p.role == Role::muon && p.group == ShardingGroupKind::comm && p.unit >= 0 &&
-        p.gatherMeshDim >= 0) {
-      const Unit &u = model.units[p.unit];
-      commByFine[static_cast<size_t>(u.slot * D + u.dataIndex)].push_back(static_cast<int>(i));
-    }
+        p.gatherMeshDim >= 0)
+      commParams.push_back(static_cast<int>(i));
   }
+  // Whether the rank at `coord` (slot `slot`) owns `p`: the unit's slot, and
+  // its data coordinates on the dims the param is Replicate on (each
+  // coordinate of a data-carrying dim that shards it owns its own slice).
+  auto ownedAt = [&](const Param &p, int64_t slot, const std::vector<int64_t> &coord) {
+    const Unit &u = model.units[p.unit];
+    return u.slot == slot && mesh.projectDataIndex(mesh.dataIndexOf(coord), p.dataDims) ==
+                                 mesh.projectDataIndex(u.dataIndex, p.dataDims);
+  };
 
   // A rank runs NS on its own matrices only: where a Muon param's batch
   // dims split unevenly, fewer than the largest slice's at the last
@@ -259,21 +265,17 @@ void computeRankFigures(PlanModel &model) {
     const int64_t fine = (r * G + s) * D + mesh.dataIndexOf(c);
     RankFigures f = byFine[static_cast<size_t>(fine)];
     for (int i : uneven) {
-      // Owned here: the unit's slot, and its data coordinates on the dims
-      // the param is Replicate on (each coordinate of a dim that shards it
-      // owns its own slice).
       const Param &p = model.params[i];
-      const Unit &u = model.units[p.unit];
-      if (u.slot != r * G + s ||
-          mesh.projectDataIndex(mesh.dataIndexOf(c), p.dataDims) !=
-              mesh.projectDataIndex(u.dataIndex, p.dataDims))
+      if (!ownedAt(p, r * G + s, c))
         continue;
       f.nsFlops += p.cost * ownBatch(p, c) / static_cast<double>(p.localBatch) - p.cost;
     }
-    for (int i : commByFine[static_cast<size_t>(fine)]) {
+    for (int i : commParams) {
       // Gathered over the gather mesh dim to the computing member,
       // orthogonalized there, scattered back (fp32 local slices).
       const Param &p = model.params[i];
+      if (!ownedAt(p, r * G + s, c))
+        continue;
       const int64_t K = mesh.dims[p.gatherMeshDim].size;
       const int64_t L = p.localNumElements() * kValueBytes;
       if (c[p.gatherMeshDim] == p.computeIndex) {
