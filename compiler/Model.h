@@ -68,8 +68,9 @@ struct Param {
   int64_t batch = 1, rows = 0, cols = 0; // the matrix view
   Route route = Route::replicated; // select's; the writer writes owner for Muon params
   RouteReason routeReason = RouteReason::policy;
-  // validate: this rank's shard (the shape divided by the non-ownership mesh
-  // dims that shard it; equal on every rank) and its matrix view.
+  // validate: the local shard every rank holds, padded to the largest (the
+  // shape chunked by the non-ownership mesh dims that shard it, as DTensor
+  // does: common/ShardChunks.h) and its matrix view.
   std::vector<int64_t> localShape;
   int64_t localBatch = 1, localRows = 0, localCols = 0;
   // group

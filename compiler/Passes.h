@@ -6,6 +6,7 @@
 
 #include "Diagnostics.h"
 #include "Model.h"
+#include "common/ShardChunks.h"
 
 namespace dmuon {
 
@@ -21,6 +22,10 @@ bool runLayout(PlanModel &model, Diagnostics &diags);
 // Part of layout: every rank's memory and per-step communication figures
 // (passes/RankFigures.cpp), from the laid-out buffers.
 void computeRankFigures(PlanModel &model);
+
+// The mesh dims that chunk `p`'s local shard (common/ShardChunks.h): its
+// Shard / StridedShard placements on the model-parallel dims.
+common::ShardLayout shardLayoutOf(const Param &p, const Mesh &mesh);
 // Part of validate: the manifest's qk_clip pairs (passes/QkClip.cpp); resolves
 // each pair's key param.
 bool validateQkClip(PlanModel &model, Diagnostics &diags);

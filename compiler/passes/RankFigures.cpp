@@ -211,15 +211,41 @@ void computeRankFigures(PlanModel &model) {
   const int64_t G = mesh.numShards();
 
   const int64_t D = mesh.dataCarryingSize();
-  // Comm params' gather/scatter: per fine slot, the comm params it owns.
-  std::vector<std::vector<int>> commByFine(static_cast<size_t>(mesh.numFineSlots()));
+  // Comm params' gather/scatter, on the ranks that own them.
+  std::vector<int> commParams;
   for (size_t i = 0; i < model.params.size(); ++i) {
     const Param &p = model.params[i];
     if (p.role == Role::muon && p.group == ShardingGroupKind::comm && p.unit >= 0 &&
-        p.gatherMeshDim >= 0) {
-      const Unit &u = model.units[p.unit];
-      commByFine[static_cast<size_t>(u.slot * D + u.dataIndex)].push_back(static_cast<int>(i));
-    }
+        p.gatherMeshDim >= 0)
+      commParams.push_back(static_cast<int>(i));
+  }
+  // Whether the rank at `coord` (slot `slot`) owns `p`: the unit's slot, and
+  // its data coordinates on the dims the param is Replicate on (each
+  // coordinate of a data-carrying dim that shards it owns its own slice).
+  auto ownedAt = [&](const Param &p, int64_t slot, const std::vector<int64_t> &coord) {
+    const Unit &u = model.units[p.unit];
+    return u.slot == slot && mesh.projectDataIndex(mesh.dataIndexOf(coord), p.dataDims) ==
+                                 mesh.projectDataIndex(u.dataIndex, p.dataDims);
+  };
+
+  // A rank runs NS on its own matrices only: where a Muon param's batch
+  // dims split unevenly, fewer than the largest slice's at the last
+  // coordinates, whose count the unit's cost counts.
+  auto ownBatch = [&](const Param &p, const std::vector<int64_t> &coord) {
+    const common::LocalSlice own = common::localSliceOf(p.shape, shardLayoutOf(p, mesh), coord);
+    return static_cast<double>(matrixViewOf(own.shape, p.conv).batch);
+  };
+  std::vector<int> uneven; // no_comm ones that split unevenly
+  for (size_t i = 0; i < model.params.size(); ++i) {
+    const Param &p = model.params[i];
+    if (p.role != Role::muon || p.group == ShardingGroupKind::comm || p.unit < 0)
+      continue;
+    const common::ShardLayout layout = shardLayoutOf(p, mesh);
+    bool splits = false;
+    for (size_t d = 0; d < p.shape.size(); ++d)
+      splits |= common::chunkSizesOf(p.shape[d], layout, static_cast<int>(d)).size() > 1;
+    if (splits)
+      uneven.push_back(static_cast<int>(i));
   }
 
   std::vector<std::vector<int64_t>> staging;
@@ -238,14 +264,22 @@ void computeRankFigures(PlanModel &model) {
     const int64_t r = mesh.replicateDim >= 0 ? c[mesh.replicateDim] : 0;
     const int64_t fine = (r * G + s) * D + mesh.dataIndexOf(c);
     RankFigures f = byFine[static_cast<size_t>(fine)];
-    for (int i : commByFine[static_cast<size_t>(fine)]) {
+    for (int i : uneven) {
+      const Param &p = model.params[i];
+      if (!ownedAt(p, r * G + s, c))
+        continue;
+      f.nsFlops += p.cost * ownBatch(p, c) / static_cast<double>(p.localBatch) - p.cost;
+    }
+    for (int i : commParams) {
       // Gathered over the gather mesh dim to the computing member,
       // orthogonalized there, scattered back (fp32 local slices).
       const Param &p = model.params[i];
+      if (!ownedAt(p, r * G + s, c))
+        continue;
       const int64_t K = mesh.dims[p.gatherMeshDim].size;
       const int64_t L = p.localNumElements() * kValueBytes;
       if (c[p.gatherMeshDim] == p.computeIndex) {
-        f.nsFlops += p.cost;
+        f.nsFlops += p.cost * ownBatch(p, c) / static_cast<double>(p.localBatch);
         f.gatherRecv += (K - 1) * L;
         f.scatterSend += (K - 1) * L;
       } else {

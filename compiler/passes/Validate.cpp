@@ -22,6 +22,16 @@ int64_t footprintBytes(const Param &p, int64_t localElements, int64_t G, int64_t
 
 } // namespace
 
+common::ShardLayout shardLayoutOf(const Param &p, const Mesh &mesh) {
+  common::ShardLayout layout{std::vector<int>(p.placements.size(), -1), {}};
+  for (size_t i = 0; i < p.placements.size(); ++i) {
+    layout.meshSizes.push_back(mesh.dims[i].size);
+    if (p.placements[i].isShard() && !mesh.isOwnershipDim(static_cast<int>(i)))
+      layout.tensorDimOf[i] = p.placements[i].dim;
+  }
+  return layout;
+}
+
 bool runValidate(PlanModel &model, Diagnostics &diags) {
   const Mesh &mesh = model.mesh;
   // Every byte count later passes compute is at most 2·(world + 4) times the
@@ -90,34 +100,48 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
       }
     }
 
-    // The local shard: every model-parallel (non-ownership) mesh dim that
-    // shards a tensor dim divides it, evenly; several on one dim multiply.
+    // The local shard: the model-parallel (non-ownership) mesh dims that
+    // shard a tensor dim chunk it as torch.chunk does, in mesh order
+    // (common/ShardChunks.h); uneven chunks are fine, the local shape is the
+    // largest (coordinate 0's), what buffers and collectives are padded to.
     // (Ownership dims are dmuon's: Replicate for Muon params.)
     p.localShape = p.shape;
-    bool mpSharded = false;
-    for (size_t i = 0; i < p.placements.size(); ++i)
-      mpSharded |= p.placements[i].isShard() && !mesh.isOwnershipDim(static_cast<int>(i));
-    if (placementsOk && mpSharded) {
-      std::vector<int64_t> divisor(ndim, 1);
-      std::vector<std::string> by(ndim);
-      for (size_t i = 0; i < p.placements.size(); ++i) {
-        const Placement &pl = p.placements[i];
-        if (!pl.isShard() || mesh.isOwnershipDim(static_cast<int>(i)))
-          continue;
-        divisor[pl.dim] *= mesh.dims[i].size;
-        by[pl.dim] += (by[pl.dim].empty() ? "" : ", ") + pl.str() + " on mesh dim '" +
-                      mesh.dims[i].name + "'";
-      }
+    const common::ShardLayout layout = shardLayoutOf(p, mesh);
+    if (placementsOk) {
+      bool sliceOk = true;
       for (int d = 0; d < ndim; ++d) {
-        if (divisor[d] == 1)
+        int64_t divisor = 1;
+        std::string by, strided;
+        for (size_t i = 0; i < p.placements.size(); ++i) {
+          if (layout.tensorDimOf[i] != d)
+            continue;
+          divisor *= mesh.dims[i].size;
+          const std::string one =
+              p.placements[i].str() + " on mesh dim '" + mesh.dims[i].name + "'";
+          by += (by.empty() ? "" : ", ") + one;
+          if (p.placements[i].kind == PlacementKind::strided_shard && strided.empty())
+            strided = one;
+        }
+        if (divisor == 1)
           continue;
-        if (p.shape[d] % divisor[d] != 0)
-          diags.error(p.loc, describe() + ": dim " + std::to_string(d) + " of size " +
-                                 std::to_string(p.shape[d]) + " is not divisible by " +
-                                 std::to_string(divisor[d]) + " (" + by[d] + ")");
-        else
-          p.localShape[d] = p.shape[d] / divisor[d];
+        const std::vector<int64_t> sizes = common::chunkSizesOf(p.shape[d], layout, d);
+        const std::string what = describe() + ": dim " + std::to_string(d) + " of size " +
+                                 std::to_string(p.shape[d]);
+        if (!strided.empty() && p.shape[d] % divisor != 0) {
+          diags.error(p.loc, what + " is not divisible by " + std::to_string(divisor) + " (" +
+                                 by + "): " + strided +
+                                 " interleaves equal chunks and needs an even split");
+          sliceOk = false;
+        } else if (sizes.front() == 0) {
+          diags.error(p.loc, what + " split as torch.chunk does over " +
+                                 std::to_string(divisor) + " (" + by +
+                                 ") leaves some ranks an empty shard; every rank must hold part "
+                                 "of each param it shards");
+          sliceOk = false;
+        }
       }
+      if (sliceOk)
+        p.localShape = common::largestLocalShape(p.shape, layout);
     }
     // local <= 2^48 elements and footprint <= maxFootprint: no overflow.
     footprint +=

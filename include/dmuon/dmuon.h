@@ -182,9 +182,10 @@ DMUON_API dmuon_status_t dmuon_plan_param_info(dmuon_plan_t plan, int index,
 #define DMUON_PARAM_SLICE_VERSION 1
 
 /* The slice of a param that one rank binds and views: DTensor's rule. For
- * each tensor dim, the mesh dims that Shard it split it into as many equal
- * chunks as the product of their sizes, and a rank holds chunk k, k being
- * its coordinates on those mesh dims taken row-major in mesh order. */
+ * each tensor dim, the model-parallel mesh dims that Shard it split it one
+ * after the other in mesh order, each as torch.chunk splits what the ones
+ * before left: chunks of ceil(n / size), the last ones smaller when the size
+ * does not divide n (dmuonc refuses placements that leave a rank nothing). */
 typedef struct dmuon_param_slice {
   size_t struct_size; /* set by the caller: sizeof(dmuon_param_slice_t) */
   uint32_t version;   /* set by the caller: DMUON_PARAM_SLICE_VERSION */

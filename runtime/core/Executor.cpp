@@ -117,9 +117,9 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
   ParamRt &p = params_[i];
   if (!values)
     return invalidArgument("bind_param('" + name + "'): values is null");
-  if (numel != p.numel)
+  if (numel != p.sliceNumel)
     return invalidArgument("bind_param('" + name + "'): got " + std::to_string(numel) +
-                           " values but the plan's shape has " + std::to_string(p.numel) +
+                           " values but the plan's shape has " + std::to_string(p.sliceNumel) +
                            " for this rank's slice (the full param has " +
                            std::to_string(fullNumel(*p.plan)) +
                            "; dmuon_plan_param_slice says which slice)");
@@ -135,16 +135,20 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
   MemoryAccounts &acct = memory_;
   const bool owner = p.route == Route::Owner;
   const bool sharded = p.route == Route::Sharded;
-  const int64_t held = sharded ? p.shardElements : numel;
+  // Held padded to the largest model-parallel slice (Params.h); the
+  // padding stays zero.
+  const int64_t held = sharded ? p.shardElements : p.numel;
   const size_t bytes = static_cast<size_t>(held) * sizeof(float);
+  const int64_t shardOwn = std::max<int64_t>(0, std::min(p.shardReal, numel - p.shardBegin));
   const bool keepsMaster = !owner || p.keepsMaster;
   const bool steps = !owner || p.isOwner;
   DeviceArray master, momentum, m, v, gradShard;
   if (keepsMaster) {
     DMUON_RETURN_IF_ERROR(master.allocate(*device_, bytes, owner ? &acct.masters : &acct.values));
-    DMUON_RETURN_IF_ERROR(device_->upload(master.bytes(), values + (sharded ? p.shardBegin : 0),
-                                          static_cast<size_t>(sharded ? p.shardReal : numel) *
-                                              sizeof(float)));
+    if (!sharded || shardOwn > 0) // a shard past the rank's own slice is padding alone
+      DMUON_RETURN_IF_ERROR(device_->upload(
+          master.bytes(), values + (sharded ? p.shardBegin : 0),
+          static_cast<size_t>(sharded ? shardOwn : numel) * sizeof(float)));
   }
   if (steps && p.muon)
     DMUON_RETURN_IF_ERROR(momentum.allocate(*device_, bytes, &acct.momentum));

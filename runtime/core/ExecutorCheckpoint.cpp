@@ -71,8 +71,9 @@ Status Executor::localSlices(std::vector<ckpt::Slice> &out) const {
     out[i].shape.assign(s.shape, s.shape + s.ndim);
     // The local state is what the plan's local shape says; a chunk of
     // another size would save values under the wrong coordinates.
-    if (s.numel != p.numel)
-      return unsupported("checkpoint: param '" + p.name + "' holds " + std::to_string(p.numel) +
+    if (s.numel != p.sliceNumel)
+      return unsupported("checkpoint: param '" + p.name + "' holds " +
+                         std::to_string(p.sliceNumel) +
                          " values on rank " + std::to_string(topo_.rank) +
                          ", but its chunk of the full param " + ckpt::describe(out[i]) + " has " +
                          std::to_string(s.numel));
@@ -97,7 +98,7 @@ Status Executor::gatherShards(const ParamRt &p, const DeviceArray &shard, bool w
   }
   if (!writes)
     return Status::ok();
-  whole.resize(static_cast<size_t>(p.numel));
+  whole.resize(static_cast<size_t>(p.sliceNumel)); // without the padding (Params.h)
   return device_->download(whole.data(), all.bytes(), whole.size() * sizeof(float));
 }
 
@@ -188,7 +189,7 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
     std::vector<float> host;
     auto add = [&](size_t i, ckpt::Kind kind, const DeviceArray &a) -> Status {
       const ParamRt &p = params_[i];
-      host.resize(static_cast<size_t>(p.numel));
+      host.resize(static_cast<size_t>(p.sliceNumel)); // without the padding (Params.h)
       DMUON_RETURN_IF_ERROR(device_->download(host.data(), a.bytes(), host.size() * 4));
       return writer.add(p.name, kind, slices[i], host.data(), host.size() * 4);
     };
@@ -205,7 +206,7 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
       if (!local)
         break;
       const ParamRt &p = params_[w.index];
-      const size_t bytes = static_cast<size_t>(p.numel) * 4;
+      const size_t bytes = static_cast<size_t>(p.sliceNumel) * 4;
       const ckpt::Slice &slice = slices[w.index];
       local = writer.add(p.name, ckpt::Kind::Value, slice, w.value.data(), bytes);
       if (local)
@@ -304,6 +305,10 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
       if (local)
         local = fetch(i, ckpt::Kind::AdamV, st.v);
     }
+    // Held padded to the largest model-parallel slice (Params.h).
+    for (std::vector<float> *own : {&st.value, &st.momentum, &st.m, &st.v})
+      if (!own->empty())
+        own->resize(static_cast<size_t>(p.numel), 0.0f);
     if (p.route == Route::Sharded) // this rank's shard of each, padded
       for (std::vector<float> *whole : {&st.value, &st.m, &st.v}) {
         std::vector<float> shard(static_cast<size_t>(p.shardElements), 0.0f);

@@ -14,18 +14,21 @@ Status Executor::gatherParam(const std::string &name, float *out, int64_t numel)
   ParamRt &p = params_[i];
   if (!out)
     return invalidArgument("gather_param('" + name + "'): out is null");
-  if (numel != p.numel)
+  if (numel != p.sliceNumel)
     return invalidArgument("gather_param('" + name + "'): buffer holds " + std::to_string(numel) +
-                           " values but the param has " + std::to_string(p.numel));
+                           " values but the param has " + std::to_string(p.sliceNumel) +
+                           " in this rank's slice");
   if (!p.bound)
     return invalidState("gather_param('" + name + "'): param is not bound");
+  // Moved padded (Params.h), handed out without the padding.
   const size_t bytes = static_cast<size_t>(p.numel) * sizeof(float);
+  const size_t own = static_cast<size_t>(p.sliceNumel) * sizeof(float);
   if (p.route == Route::Host)
     return invalidArgument("gather_param('" + name +
                            "'): the param travels the host route; the runtime holds nothing "
                            "of it");
   if (p.route == Route::Replicated)
-    return device_->download(out, p.master.bytes(), bytes);
+    return device_->download(out, p.master.bytes(), own);
   if (p.route == Route::Sharded) {
     // Every shard of the dp_shard group, gathered in a temporary buffer.
     const size_t shardBytes = static_cast<size_t>(p.shardElements) * sizeof(float);
@@ -38,7 +41,7 @@ Status Executor::gatherParam(const std::string &name, float *out, int64_t numel)
       DMUON_RETURN_IF_ERROR(backend_->allGatherInPlace(CommGroup::Shard, all.bytes(), shardBytes, id));
       DMUON_RETURN_IF_ERROR(backend_->wait(id));
     }
-    return device_->download(out, all.bytes(), bytes);
+    return device_->download(out, all.bytes(), own);
   }
   // The master of the rank at the owner slot in this rank's data-parallel
   // group (on the owner's column: it keeps one, current once its replicate
@@ -53,7 +56,7 @@ Status Executor::gatherParam(const std::string &name, float *out, int64_t numel)
   DMUON_RETURN_IF_ERROR(backend_->broadcast(CommGroup::DataParallel, tmp.bytes(), bytes,
                                             topo_.dataParallelRank(p.so, p.ro), id));
   DMUON_RETURN_IF_ERROR(backend_->wait(id));
-  return device_->download(out, tmp.bytes(), bytes);
+  return device_->download(out, tmp.bytes(), own);
 }
 
 Status Executor::paramState(const std::string &name, dmuon_param_state_t &out) const {

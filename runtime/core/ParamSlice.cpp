@@ -1,6 +1,7 @@
 #include "core/ParamSlice.h"
 
 #include "common/MeshIndex.h"
+#include "common/ShardChunks.h"
 
 #include <string>
 #include <vector>
@@ -16,30 +17,22 @@ Status paramSlice(const fbp::Plan &plan, int index, int rank, dmuon_param_slice_
   if (ndim > DMUON_MAX_DIMS)
     return unsupported("param '" + p.name()->str() + "' has more than " +
                        std::to_string(DMUON_MAX_DIMS) + " dims");
+  const auto *pls = p.placements();
+  for (flatbuffers::uoffset_t d = 0; pls && d < pls->size(); ++d)
+    if (pls->Get(d)->kind() == fbp::PlacementKind::strided_shard)
+      return unsupported("param '" + p.name()->str() +
+                         "' is StridedShard; its slices are not contiguous chunks");
   std::vector<int64_t> sizes;
   for (const fbp::MeshDim *d : *mesh.dims())
     sizes.push_back(d->size());
-  const std::vector<int64_t> coord = common::rowMajorCoord(sizes, rank);
+  const std::vector<int64_t> full(p.shape()->begin(), p.shape()->end());
+  const common::LocalSlice s = common::localSliceOf(full, common::shardLayoutOf(p, mesh),
+                                                    common::rowMajorCoord(sizes, rank));
   out.ndim = ndim;
-  out.numel = 1;
+  out.numel = s.numel();
   for (int k = 0; k < ndim; ++k) {
-    // The mesh dims sharding tensor dim k, in mesh order: row-major chunks.
-    int64_t chunks = 1, chunk = 0;
-    const auto *pls = p.placements();
-    for (flatbuffers::uoffset_t d = 0; pls && d < pls->size() && d < sizes.size(); ++d) {
-      const fbp::Placement &pl = *pls->Get(d);
-      if (pl.kind() == fbp::PlacementKind::strided_shard && pl.dim() == k)
-        return unsupported("param '" + p.name()->str() +
-                           "' is StridedShard; its slices are not contiguous chunks");
-      if (pl.kind() != fbp::PlacementKind::shard || pl.dim() != k)
-        continue;
-      chunks *= sizes[d];
-      chunk = chunk * sizes[d] + coord[d];
-    }
-    const int64_t full = p.shape()->Get(static_cast<flatbuffers::uoffset_t>(k));
-    out.shape[k] = full / chunks;
-    out.offset[k] = chunk * out.shape[k];
-    out.numel *= out.shape[k];
+    out.shape[k] = s.shape[k];
+    out.offset[k] = s.offset[k];
   }
   return Status::ok();
 }

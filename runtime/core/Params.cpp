@@ -1,6 +1,7 @@
 #include "core/Params.h"
 
 #include "common/Routes.h"
+#include "common/ShardChunks.h"
 
 #include <algorithm>
 
@@ -130,6 +131,10 @@ Status ownerColumn(const fbp::Param &pp, const fbp::Unit &unit, const std::vecto
   return Status::ok();
 }
 
+std::vector<int64_t> coordOf(const Topology &topo) {
+  return std::vector<int64_t>(topo.coord.begin(), topo.coord.end());
+}
+
 } // namespace
 
 Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
@@ -156,15 +161,28 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
       p.route = Route::Replicated;
       break;
     }
-    // A model-parallel param is held as this rank's local shard.
+    // A model-parallel param is held as this rank's local shard, padded to
+    // the largest coordinate's.
     const bool local = pp.local_shape() && pp.local_shape()->size();
     const auto *shape = local ? pp.local_shape() : pp.shape();
     p.numel = 1;
     for (int64_t d : *shape)
       p.numel *= d;
+    const common::ShardLayout layout = common::shardLayoutOf(pp, *plan.root().mesh());
+    const std::vector<int64_t> full(pp.shape()->begin(), pp.shape()->end());
+    const common::LocalSlice slice = common::localSliceOf(full, layout, coordOf(topo));
+    p.sliceNumel = local ? slice.numel() : p.numel;
     p.localBatch = local ? pp.local_batch() : pp.batch();
     p.localRows = local ? pp.local_rows() : pp.rows();
     p.localCols = local ? pp.local_cols() : pp.cols();
+    // Muon runs on this rank's own matrices: a tensor dim split unevenly
+    // before the matrix dims leaves it fewer than the largest slice's.
+    p.sliceBatch = p.localBatch;
+    if (local && p.muon && !pp.conv() && slice.shape.size() >= 2) {
+      p.sliceBatch = 1;
+      for (size_t k = 0; k + 2 < slice.shape.size(); ++k)
+        p.sliceBatch *= slice.shape[k];
+    }
     // The form the plan priced (three_gemm in plans before 1.3).
     p.nsForm = pp.ns_form() == fbp::NsForm::gram        ? kernels::NsForm::Gram
                : pp.ns_form() == fbp::NsForm::symmetric ? kernels::NsForm::Symmetric
@@ -176,13 +194,19 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
       p.gatherSize = topo.dimSizes[d];
       p.gatherCoord = topo.coord[d];
       p.computeIndex = pp.compute_index();
-      for (int k = 0; k < static_cast<int>(shape->size()); ++k) {
+      for (int k = 0; k < static_cast<int>(slice.shape.size()); ++k) {
         if (k < td)
-          p.concatOuter *= shape->Get(k);
+          p.concatOuter *= slice.shape[k];
         else if (k > td)
-          p.concatInner *= shape->Get(k);
+          p.concatInner *= slice.shape[k];
       }
-      p.concatLocal = shape->Get(td);
+      // The rows of td each gather coordinate holds: td chunked by the mesh
+      // dims before d first (the same for the whole gather group), then by d.
+      std::vector<int64_t> c = coordOf(topo);
+      for (int k = 0; k < p.gatherSize; ++k) {
+        c[d] = k;
+        p.concatChunks.push_back(common::localSliceOf(full, layout, c).shape[td]);
+      }
     }
     // The data-carrying dims it is Replicate on (the verifier checked the
     // list against the placements in plans from 1.4 on; older ones spanning

@@ -34,13 +34,20 @@ struct ParamRt {
   std::string name;
   Route route = Route::Owner;
   bool muon = false; // Muon math; otherwise AdamW
-  int64_t numel = 0; // of this rank's local shard on model-parallel dims
+  // Elements of the local shard every rank's state, buffers and collectives
+  // hold: the largest model-parallel coordinate's (plan local_shape). This
+  // rank's own slice (common/ShardChunks.h) is the first sliceNumel of them,
+  // row-major; where a tensor dim does not divide evenly the rest is padding
+  // and stays zero.
+  int64_t numel = 0;
+  int64_t sliceNumel = 0;
   int group = -1;    // hook group (owner and sharded routes)
   int so = -1, ro = -1; // owner slot (owner route)
   // The local matrix view; for a matrix sharded on a matrix dim over a
   // model-parallel dim, the group that gathers it for NS, who in it computes,
   // and how its chunks concatenate along the gathered tensor dim.
   int64_t localBatch = 1, localRows = 0, localCols = 0;
+  int64_t sliceBatch = 1; // the matrices of this rank's own slice (numel: the largest's)
   bool comm = false;
   // Replicated and sharded routes: the data-carrying dims it is Replicate
   // on; its averaged gradient is summed along them too (alongData;
@@ -51,7 +58,11 @@ struct ParamRt {
   OwnerColumn column;
   CommGroup gatherGroup = CommGroup::World;
   int gatherSize = 1, gatherCoord = 0, computeIndex = 0;
-  int64_t concatOuter = 1, concatInner = 1, concatLocal = 1;
+  // This rank's slice as [concatOuter, its rows, concatInner] around the
+  // gathered tensor dim (the same outside it for the whole gather group),
+  // and each gather coordinate's rows, which add up to the full dim.
+  int64_t concatOuter = 1, concatInner = 1;
+  std::vector<int64_t> concatChunks;
   bool isOwner = false, keepsMaster = false, bound = false;
   // Whether this rank's copy of the (averaged) gradient counts in the global
   // norm: one rank per element over owners, replicas and model-parallel

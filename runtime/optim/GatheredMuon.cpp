@@ -23,19 +23,31 @@ Status gatheredMuonStep(const Context &ctx, ParamRt &p, const MuonHyper &h, Gath
   DMUON_RETURN_IF_ERROR(
       backend.gather(p.gatherGroup, sc.u.floats(), sc.chunks.floats(), local, p.computeIndex, id));
   DMUON_RETURN_IF_ERROR(backend.wait(id));
-  // Chunk k is the local tensor of coordinate k; the whole tensor is their
-  // concatenation along the gathered tensor dim.
-  const size_t row = static_cast<size_t>(p.concatLocal * p.concatInner) * sizeof(float);
+  // Chunk k is the local tensor of coordinate k, padded to the largest
+  // (Params.h): its own [outer, concatChunks[k], inner] come first. The
+  // whole tensor is their concatenation along the gathered tensor dim.
+  const size_t unit = static_cast<size_t>(p.concatInner) * sizeof(float);
+  size_t fullRow = 0;
+  for (int64_t n : p.concatChunks)
+    fullRow += static_cast<size_t>(n) * unit;
   const size_t height = static_cast<size_t>(p.concatOuter);
   if (computes) {
-    for (int k = 0; k < K; ++k)
-      DMUON_RETURN_IF_ERROR(dev.copy2D(sc.full.bytes() + k * row, row * K,
+    size_t at = 0;
+    for (int k = 0; k < K; ++k) {
+      const size_t row = static_cast<size_t>(p.concatChunks[k]) * unit;
+      DMUON_RETURN_IF_ERROR(dev.copy2D(sc.full.bytes() + at, fullRow,
                                        sc.chunks.bytes() + k * bytes, row, row, height));
+      at += row;
+    }
     DMUON_RETURN_IF_ERROR(
-        dev.newtonSchulz(sc.full.floats(), p.localBatch, p.plan->rows(), p.plan->cols(), h));
-    for (int k = 0; k < K; ++k)
+        dev.newtonSchulz(sc.full.floats(), p.sliceBatch, p.plan->rows(), p.plan->cols(), h));
+    at = 0;
+    for (int k = 0; k < K; ++k) {
+      const size_t row = static_cast<size_t>(p.concatChunks[k]) * unit;
       DMUON_RETURN_IF_ERROR(dev.copy2D(sc.chunks.bytes() + k * bytes, row,
-                                       sc.full.bytes() + k * row, row * K, row, height));
+                                       sc.full.bytes() + at, fullRow, row, height));
+      at += row;
+    }
   }
   ctx.counters.countFanIn(DMUON_COLLECTIVE_GATHER, computes, K - 1, bytes);
   ctx.counters.countFanOut(DMUON_COLLECTIVE_SCATTER, computes, K - 1, bytes);

@@ -36,10 +36,10 @@ Status OwnerStep::step(int64_t adamwStep) {
       DMUON_RETURN_IF_ERROR(gatheredMuonStep(*ctx_, p, h, scratch_));
     else
       DMUON_RETURN_IF_ERROR(ctx_->device.muonStep(p.master.floats(), p.momentum.floats(),
-                                                  p.reducedGrad.floats(), p.localBatch,
+                                                  p.reducedGrad.floats(), p.sliceBatch,
                                                   p.localRows, p.localCols, h));
     if (!p.comm || p.gatherCoord == p.computeIndex) // at the runtime's ns_steps
-      nsFlops_ += static_cast<double>(p.localBatch) *
+      nsFlops_ += static_cast<double>(p.sliceBatch) *
                   kernels::ns::flops(p.nsForm, p.comm ? p.plan->rows() : p.localRows,
                                      p.comm ? p.plan->cols() : p.localCols, cfg.muon.nsSteps);
     p.reducedGrad.release();

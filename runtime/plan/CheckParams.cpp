@@ -6,6 +6,7 @@
 #include "common/ParamNames.h"
 #include "common/PlanRules.h"
 #include "common/Routes.h"
+#include "common/ShardChunks.h"
 
 #include <algorithm>
 #include <string_view>
@@ -272,11 +273,18 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &w
     return who + ": matrix view " + gv + " has " + std::to_string(n) +
            " elements but shape has " + std::to_string(global);
   // A comm param's NS runs on local_batch x rows x cols: the local shards of
-  // its gather group, concatenated.
+  // its gather group concatenated along the gathered tensor dim, whose whole
+  // size they hold between them (chunks of local_shape's size there, the
+  // last ones possibly smaller).
   if (q.group() == fb::ShardingGroupKind::comm) {
     const int64_t k = dimSizes_[static_cast<size_t>(q.gather_mesh_dim())];
-    if (!boundedProduct(q.local_batch(), q.rows(), q.cols(), n) || n % k != 0 ||
-        n / k != local)
+    const int32_t t = q.gather_tensor_dim();
+    const bool inRange = t >= 0 && t < static_cast<int32_t>(q.shape()->size()) &&
+                         q.local_shape() && t < static_cast<int32_t>(q.local_shape()->size());
+    const int64_t whole = inRange ? q.shape()->Get(t) : 0;
+    const int64_t chunk = inRange ? q.local_shape()->Get(t) : 0;
+    if (!boundedProduct(q.local_batch(), q.rows(), q.cols(), n) || whole <= 0 ||
+        n % whole != 0 || n / whole * chunk != local)
       return who + ": gathered matrix view " +
              matrixStr(q.local_batch(), q.rows(), q.cols()) +
              " (local_batch x rows x cols) is not " + std::to_string(k) + " local shards of " +
@@ -327,12 +335,22 @@ std::string Checker::checkModelParallel(const fb::Param &q, const std::string &w
     if (q.local_shape()->size() != q.shape()->size())
       return who + " has a local_shape of " + std::to_string(q.local_shape()->size()) +
              " dims for a shape of " + std::to_string(q.shape()->size());
-    for (uint32_t d = 0; d < q.shape()->size(); ++d) {
-      int64_t global = q.shape()->Get(d), local = q.local_shape()->Get(d);
-      if (local < 0 || (local == 0 ? global != 0 : global % local != 0))
-        return who + ": local_shape dim " + std::to_string(d) + " of size " +
-               std::to_string(local) + " does not divide its global size " +
-               std::to_string(global);
+    // The largest slice of DTensor's chunking (common/ShardChunks.h), with
+    // no rank left empty; a shape past 2^48 elements is reported below.
+    int64_t elements;
+    const bool bounded = elementCount(q.shape(), elements);
+    const common::ShardLayout layout = common::shardLayoutOf(q, *p_.mesh());
+    const std::vector<int64_t> full(q.shape()->begin(), q.shape()->end());
+    const std::vector<int64_t> largest = common::largestLocalShape(full, layout);
+    for (uint32_t d = 0; bounded && d < q.shape()->size(); ++d) {
+      const int64_t local = q.local_shape()->Get(d);
+      if (local != largest[d])
+        return who + ": local_shape dim " + std::to_string(d) + " is " + std::to_string(local) +
+               ", expected " + std::to_string(largest[d]) + " (the largest chunk of its size " +
+               std::to_string(full[d]) + " over the model-parallel mesh dims that shard it)";
+      if (full[d] > 0 && common::chunkSizesOf(full[d], layout, static_cast<int>(d)).front() == 0)
+        return who + ": dim " + std::to_string(d) + " of size " + std::to_string(full[d]) +
+               " leaves some ranks an empty shard over the mesh dims that shard it";
     }
   }
   const bool comm = q.role() == fb::Role::muon && q.group() == fb::ShardingGroupKind::comm;

@@ -9,6 +9,7 @@
 #include "dmuon/dmuon.hpp"
 #include "kernels/cpu/MuonKernels.h"
 
+#include "MpShards.h"
 #include "MpiCheck.h"
 #include "ReferenceHyper.h"
 
@@ -34,7 +35,22 @@ inline constexpr uint64_t kSeed = 11;
 struct Config {
   int64_t in = 16, dim = 32, hidden = 64, out = 8, experts = 4, expertHidden = 16, layers = 2;
   int64_t globalBatch = 64;
+  bool headBias = false;
 };
+
+// mp-<layout>.toml's sizes: vocab has a GPT-2-sized output (50257, uneven
+// over tp = 2) with a bias, 5 experts (3 + 2 over tp) and a narrower model.
+inline Config configFor(const std::string &layout) {
+  Config c;
+  if (layout == "vocab") {
+    c.dim = 16;
+    c.hidden = 32;
+    c.out = 50257;
+    c.experts = 5;
+    c.headBias = true;
+  }
+  return c;
+}
 
 struct Spec {
   std::string name;
@@ -44,7 +60,7 @@ struct Spec {
 };
 
 inline std::vector<Spec> modelSpecs(const Config &c, const std::string &layout) {
-  const bool tp = layout == "tp", cp = layout == "cp";
+  const bool vocab = layout == "vocab", tp = layout == "tp" || vocab, cp = layout == "cp";
   std::vector<Spec> s;
   s.push_back({"embed.weight", {c.dim, c.in}, 1, -1});
   for (int64_t l = 0; l < c.layers; ++l) {
@@ -54,7 +70,9 @@ inline std::vector<Spec> modelSpecs(const Config &c, const std::string &layout) 
     s.push_back({p + "down.weight", {c.dim, c.hidden}, 1, tp ? 1 : -1});
   }
   s.push_back({"moe.experts.w", {c.experts, c.expertHidden, c.dim}, 1, cp ? -1 : 0});
-  s.push_back({"head.weight", {c.out, c.dim}, 1, -1});
+  s.push_back({"head.weight", {c.out, c.dim}, 1, vocab ? 0 : -1});
+  if (c.headBias)
+    s.push_back({"head.bias", {c.out}, 1, vocab ? 0 : -1});
   for (Spec &x : s)
     for (int64_t d : x.shape)
       x.numel *= d;
@@ -100,6 +118,17 @@ inline void makeBatch(const Config &c, int64_t step, int64_t first, int64_t coun
   const int64_t th = 24;
   x.assign(static_cast<size_t>(count * c.in), 0.0f);
   t.assign(static_cast<size_t>(count * c.out), 0.0f);
+  // The teacher's output weights, drawn once per output size (a vocabulary
+  // of them would otherwise dominate the test's time).
+  static std::map<int64_t, std::vector<float>> teachers;
+  std::vector<float> &T2 = teachers[c.out];
+  if (T2.empty()) {
+    T2.resize(static_cast<size_t>(c.out * th));
+    for (int64_t o = 0; o < c.out; ++o)
+      for (int64_t j = 0; j < th; ++j)
+        T2[static_cast<size_t>(o * th + j)] =
+            uniform(kSeed ^ 0x7ea2, static_cast<uint64_t>(o), static_cast<uint64_t>(j));
+  }
   std::vector<float> hid(static_cast<size_t>(th));
   for (int64_t b = 0; b < count; ++b) {
     const uint64_t row = static_cast<uint64_t>(first + b);
@@ -116,8 +145,7 @@ inline void makeBatch(const Config &c, int64_t step, int64_t first, int64_t coun
     for (int64_t o = 0; o < c.out; ++o) {
       float a = 0;
       for (int64_t j = 0; j < th; ++j)
-        a += uniform(kSeed ^ 0x7ea2, static_cast<uint64_t>(o), static_cast<uint64_t>(j)) *
-             hid[static_cast<size_t>(j)];
+        a += T2[static_cast<size_t>(o * th + j)] * hid[static_cast<size_t>(j)];
       t[static_cast<size_t>(b * c.out + o)] = 0.5f * a;
     }
   }
@@ -167,6 +195,7 @@ inline double forwardBackward(const Config &c, const Tensors &p, Tensors &g, con
   double loss = 0;
   const float *embed = p.at("embed.weight").data();
   const float *head = p.at("head.weight").data();
+  const float *bias = c.headBias ? p.at("head.bias").data() : nullptr;
   const float *experts = p.at("moe.experts.w").data();
   for (int64_t b = 0; b < count; ++b) {
     const float *xb = x + b * c.in;
@@ -205,6 +234,9 @@ inline double forwardBackward(const Config &c, const Tensors &p, Tensors &g, con
     hm = hL;
     matvecTAdd(W, z2.data(), hm.data(), F, D);
     matvec(head, hm.data(), y.data(), c.out, D);
+    if (bias)
+      for (int64_t o = 0; o < c.out; ++o)
+        y[o] += bias[o];
     for (int64_t o = 0; o < c.out; ++o) {
       const float diff = y[o] - tb[o];
       loss += static_cast<double>(diff) * diff;
@@ -212,6 +244,11 @@ inline double forwardBackward(const Config &c, const Tensors &p, Tensors &g, con
     }
     // Backward.
     outerAdd(g.at("head.weight").data(), dy.data(), hm.data(), c.out, D);
+    if (bias) {
+      float *dbias = g.at("head.bias").data();
+      for (int64_t o = 0; o < c.out; ++o)
+        dbias[o] += dy[o];
+    }
     std::fill(dh.begin(), dh.end(), 0.0f);
     matvecTAdd(head, dy.data(), dh.data(), c.out, D);
     float *dW = g.at("moe.experts.w").data() + e * F * D;
@@ -253,51 +290,6 @@ inline double forwardBackward(const Config &c, const Tensors &p, Tensors &g, con
     outerAdd(g.at("embed.weight").data(), dh.data(), xb, D, c.in);
   }
   return loss / static_cast<double>(count * c.out);
-}
-
-// --------------------------------------------------- shards of a tensor
-// The elements before and after dim `dim` of a row-major tensor.
-inline void aroundDim(const std::vector<int64_t> &shape, int dim, int64_t &outer,
-                      int64_t &inner) {
-  outer = inner = 1;
-  for (int d = 0; d < static_cast<int>(shape.size()); ++d)
-    if (d < dim)
-      outer *= shape[static_cast<size_t>(d)];
-    else if (d > dim)
-      inner *= shape[static_cast<size_t>(d)];
-}
-
-// The `k`-th of `parts` equal slices of a tensor along dim `dim`.
-inline std::vector<float> sliceOf(const std::vector<float> &full,
-                                  const std::vector<int64_t> &shape, int dim, int parts, int k) {
-  int64_t outer, inner;
-  aroundDim(shape, dim, outer, inner);
-  const int64_t chunk = shape[static_cast<size_t>(dim)] / parts;
-  const int64_t row = chunk * inner, fullRow = shape[static_cast<size_t>(dim)] * inner;
-  std::vector<float> out(static_cast<size_t>(outer * row));
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(&out[static_cast<size_t>(o * row)],
-                &full[static_cast<size_t>(o * fullRow + k * row)],
-                static_cast<size_t>(row) * sizeof(float));
-  return out;
-}
-
-// The inverse: `chunks` holds `parts` local slices back to back.
-inline std::vector<float> concatOf(const std::vector<float> &chunks,
-                                   const std::vector<int64_t> &shape, int dim, int parts) {
-  int64_t outer, inner;
-  aroundDim(shape, dim, outer, inner);
-  const int64_t numel = outer * shape[static_cast<size_t>(dim)] * inner;
-  const int64_t chunk = shape[static_cast<size_t>(dim)] / parts;
-  const int64_t row = chunk * inner, fullRow = shape[static_cast<size_t>(dim)] * inner;
-  const int64_t local = outer * row;
-  std::vector<float> out(static_cast<size_t>(numel));
-  for (int k = 0; k < parts; ++k)
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(&out[static_cast<size_t>(o * fullRow + k * row)],
-                  &chunks[static_cast<size_t>(k * local + o * row)],
-                  static_cast<size_t>(row) * sizeof(float));
-  return out;
 }
 
 // --------------------------------------------------------------- the mesh
@@ -448,9 +440,12 @@ public:
       if (s.shardDim >= 0 && topo_.mpDim < 0)
         throw std::runtime_error("layout shards " + s.name + " but the mesh has no mp dim");
       Spec &l = localSpec_[s.name] = s;
+      int64_t &largest = largestNumel_[s.name] = s.numel;
       if (s.shardDim >= 0) {
-        l.shape[static_cast<size_t>(s.shardDim)] /= topo_.mpSize;
-        l.numel /= topo_.mpSize;
+        const int64_t n = s.shape[static_cast<size_t>(s.shardDim)];
+        l.shape[static_cast<size_t>(s.shardDim)] = chunkRows(n, topo_.mpSize, topo_.mp).count;
+        l.numel = s.numel / n * l.shape[static_cast<size_t>(s.shardDim)];
+        largest = s.numel / n * chunkRows(n, topo_.mpSize, 0).count;
       }
     }
     for (int i = 0; i < plan_.numParams(); ++i) {
@@ -461,6 +456,9 @@ public:
   }
 
   const Spec &local(const std::string &name) const { return localSpec_.at(name); }
+  // The elements of the largest local slice (coordinate 0's), which every
+  // rank's buffers and collectives hold.
+  int64_t largestNumel(const std::string &name) const { return largestNumel_.at(name); }
   const dmuon_param_info_t &info(const std::string &name) const { return infos_.at(name); }
   const std::vector<dmuon_param_info_t> &muon() const { return muon_; }
 
@@ -545,10 +543,14 @@ private:
     const Spec &s = localSpec_.at(name);
     if (s.shardDim < 0)
       return std::vector<float>(localData, localData + s.numel);
-    std::vector<float> chunks(static_cast<size_t>(s.numel * topo_.mpSize));
-    MPI_Allgather(localData, static_cast<int>(s.numel), MPI_FLOAT, chunks.data(),
-                  static_cast<int>(s.numel), MPI_FLOAT, topo_.mpComm);
-    return concatOf(chunks, global(name).shape, s.shardDim, topo_.mpSize);
+    // Padded to the largest slice, so the pieces are of one size.
+    const int64_t stride = largestNumel_.at(name);
+    std::vector<float> mine(localData, localData + s.numel);
+    mine.resize(static_cast<size_t>(stride), 0.0f);
+    std::vector<float> chunks(static_cast<size_t>(stride * topo_.mpSize));
+    MPI_Allgather(mine.data(), static_cast<int>(stride), MPI_FLOAT, chunks.data(),
+                  static_cast<int>(stride), MPI_FLOAT, topo_.mpComm);
+    return concatOf(chunks, stride, global(name).shape, s.shardDim, topo_.mpSize);
   }
 
   const Spec &global(const std::string &name) const {
@@ -585,6 +587,7 @@ private:
   bool differentData_; // ranks along the model-parallel dim read different rows
   std::map<std::string, dmuon_param_info_t> infos_;
   std::map<std::string, Spec> localSpec_;
+  std::map<std::string, int64_t> largestNumel_;
   std::vector<dmuon_param_info_t> muon_;
 };
 

@@ -12,7 +12,11 @@
 //     uninterrupted distributed run of that plan (masters, Muon momentum and
 //     AdamW moments all came back exactly).
 //
-// usage: mpirun -n N dmuon-mp-checkpoint-test --layout tp|ep --dir D
+// The vocab layout (mp-vocab.toml) splits its head, bias and experts
+// unevenly over tp (torch.chunk): its entries hold slices of different sizes,
+// and a resume under tp = 1 reads each whole param from two of them.
+//
+// usage: mpirun -n N dmuon-mp-checkpoint-test --layout tp|ep|vocab --dir D
 //          --save-plan P --resume-plan Q [--resume-plan R ...]
 #include "MpModel.h"
 #include "MpiCheck.h"
@@ -95,8 +99,8 @@ bool identical(const Tensors &a, const Tensors &b, std::string &where) {
 
 int usage() {
   if (gRank == 0)
-    std::fprintf(stderr, "usage: dmuon-mp-checkpoint-test --layout tp|ep --dir D --save-plan P "
-                         "--resume-plan Q [--resume-plan R ...]\n");
+    std::fprintf(stderr, "usage: dmuon-mp-checkpoint-test --layout tp|ep|vocab --dir D "
+                         "--save-plan P --resume-plan Q [--resume-plan R ...]\n");
   return 2;
 }
 
@@ -118,10 +122,10 @@ int runTests(int argc, char **argv) {
     else
       return usage();
   }
-  if ((layout != "tp" && layout != "ep") || dir.empty() || savePath.empty() ||
+  if ((layout != "tp" && layout != "ep" && layout != "vocab") || dir.empty() || savePath.empty() ||
       resumePaths.empty())
     return usage();
-  const Config cfg;
+  const Config cfg = configFor(layout);
   const std::vector<Spec> specs = modelSpecs(cfg, layout);
   if (gRank == 0)
     std::filesystem::remove_all(dir);

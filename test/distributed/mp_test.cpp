@@ -43,10 +43,13 @@
 //   * bind_param / gather_param of a sharded param with its global numel are
 //     refused (INVALID_ARGUMENT): the runtime takes and gives local shards.
 //
-// usage: mpirun -n N dmuon-mp-test --plan P --layout tp|ep
+// usage: mpirun -n N dmuon-mp-test --plan P --layout tp|ep|cp|vocab
 // The layout names which params are sharded on the model-parallel dim:
 //   tp: layers.N.up.weight on tensor dim 0, layers.N.down.weight on dim 1,
-//       moe.experts.w on dim 0;  ep: moe.experts.w on dim 0.
+//       moe.experts.w on dim 0;  ep: moe.experts.w on dim 0;
+//   vocab (mp-vocab.toml): as tp, with a GPT-2-sized head [50257, D] (Muon)
+//       and head.bias (AdamW) on dim 0 and 5 experts, all split unevenly
+//       over tp = 2 (torch.chunk: 25129 + 25128 rows, 3 + 2 experts).
 // Exits 0 when every check passed on every rank; failures are printed as
 // "rank R: FAIL: ..." lines.
 #include "dmuon/dmuon.h"
@@ -127,7 +130,8 @@ public:
              static_cast<int>(p.dtype));
       const bool wantMuon = s.name.find(".up.") != std::string::npos ||
                             s.name.find(".down.") != std::string::npos ||
-                            s.name.find("experts") != std::string::npos;
+                            s.name.find("experts") != std::string::npos ||
+                            (s.name == "head.weight" && s.shardDim >= 0);
       if ((p.role == DMUON_ROLE_MUON) != wantMuon)
         fail("[%s] %s: role %s, expected %s", topo_.text.c_str(), s.name.c_str(),
              p.role == DMUON_ROLE_MUON ? "muon" : "adamw", wantMuon ? "muon" : "adamw");
@@ -207,7 +211,9 @@ public:
       const Spec &l = host_.local(s.name);
       for (size_t k = 0; k < s.shape.size(); ++k) {
         const int64_t wantOffset =
-            static_cast<int>(k) == s.shardDim ? topo_.mp * l.shape[k] : 0;
+            static_cast<int>(k) == s.shardDim
+                ? chunkRows(s.shape[k], topo_.mpSize, topo_.mp).first
+                : 0;
         if (slice.shape[k] != l.shape[k] || slice.offset[k] != wantOffset)
           fail("[%s] param_slice('%s') dim %zu: shape %" PRId64 " offset %" PRId64
                ", expected %" PRId64 " at %" PRId64,
@@ -363,9 +369,10 @@ private:
 
   // This rank's bytes per step from the param table and the accounting rule
   // of docs/plan-format.md, independently of the plan's stats: as in
-  // mpi_test.cpp with P = the local shard's fp32 bytes (every local shard of
-  // this model is a multiple of the 256-byte alignment), within the rank's
-  // own model-parallel coordinate. The gather/scatter of a comm param owned
+  // mpi_test.cpp with P = the largest local slice's fp32 bytes (every rank
+  // moves that much, its own slice padded), within the rank's own
+  // model-parallel coordinate; the packed buffers' broadcast and reduce move
+  // it rounded up to the 256-byte alignment (Pa). The gather/scatter of a comm param owned
   // by this rank's slot depends on which coordinate runs NS (the plan's
   // compute index, not in the C API), so only its sum is predicted here:
   // per such param a rank either sends P (gather) and receives P (scatter),
@@ -377,7 +384,8 @@ private:
     commOwnedBytes = 0;
     for (const Spec &s : specs_) {
       const dmuon_param_info_t &p = host_.info(s.name);
-      const uint64_t P = static_cast<uint64_t>(host_.local(s.name).numel) * sizeof(float);
+      const uint64_t P = static_cast<uint64_t>(host_.largestNumel(s.name)) * sizeof(float);
+      const uint64_t Pa = (P + 255) / 256 * 256;
       // A replicated adamw param is summed along a data-carrying dim it is
       // Replicate on by an all-reduce; a Muon param's owner column spans it.
       const bool alongData = topo_.mpCarriesData && topo_.mpSize > 1 && s.shardDim < 0;
@@ -391,17 +399,17 @@ private:
       const bool column = p.owner_shard == topo_.shard;
       const bool owner = isOwnerHere(p);
       if (column) {
-        c.kinds[DMUON_COLLECTIVE_BROADCAST].sent += passes * (G - 1) * P;
-        c.kinds[DMUON_COLLECTIVE_REDUCE].received += (G - 1) * P;
+        c.kinds[DMUON_COLLECTIVE_BROADCAST].sent += passes * (G - 1) * Pa;
+        c.kinds[DMUON_COLLECTIVE_REDUCE].received += (G - 1) * Pa;
       } else {
-        c.kinds[DMUON_COLLECTIVE_BROADCAST].received += passes * P;
-        c.kinds[DMUON_COLLECTIVE_REDUCE].sent += P;
+        c.kinds[DMUON_COLLECTIVE_BROADCAST].received += passes * Pa;
+        c.kinds[DMUON_COLLECTIVE_REDUCE].sent += Pa;
       }
       if (owner) {
-        c.kinds[DMUON_COLLECTIVE_REDUCE].received += (C - 1) * P;
+        c.kinds[DMUON_COLLECTIVE_REDUCE].received += (C - 1) * Pa;
         c.kinds[DMUON_COLLECTIVE_REPLICATE].sent += (C - 1) * P;
       } else if (column) {
-        c.kinds[DMUON_COLLECTIVE_REDUCE].sent += P;
+        c.kinds[DMUON_COLLECTIVE_REDUCE].sent += Pa;
         c.kinds[DMUON_COLLECTIVE_REPLICATE].received += P;
       }
       // A comm param: sharded on one of the two matrix dims.
@@ -569,7 +577,7 @@ void compareWithReference(const Trajectory &dist, const Trajectory &ref, const s
 
 int usage() {
   if (gRank == 0)
-    std::fprintf(stderr, "usage: dmuon-mp-test --plan PLAN --layout tp|ep|cp "
+    std::fprintf(stderr, "usage: dmuon-mp-test --plan PLAN --layout tp|ep|cp|vocab "
                          "[--different-data-expect-mismatch]\n");
   return 2;
 }
@@ -591,7 +599,8 @@ int runTests(int argc, char **argv) {
     else
       return usage();
   }
-  if (planPath.empty() || (layout != "tp" && layout != "ep" && layout != "cp"))
+  if (planPath.empty() ||
+      (layout != "tp" && layout != "ep" && layout != "cp" && layout != "vocab"))
     return usage();
   dmuon::Plan plan(planPath);
   if (plan.worldSize() != gWorld) {
@@ -600,10 +609,10 @@ int runTests(int argc, char **argv) {
                    plan.worldSize(), gWorld);
     return 2;
   }
-  const Config cfg;
+  const Config cfg = configFor(layout);
   const std::vector<Spec> specs = modelSpecs(cfg, layout);
   const Topology topo = makeTopology(plan);
-  if (layout == "tp" && topo.mpName != "tp")
+  if ((layout == "tp" || layout == "vocab") && topo.mpName != "tp")
     throw std::runtime_error("layout tp on a mesh without a tp dim");
   if (cfg.globalBatch % (topo.G * topo.R) != 0)
     throw std::runtime_error("the global batch does not split over the data-parallel ranks");

@@ -3,53 +3,13 @@
 // every rank fed the same gradients, end where a 1-rank run ends; on the
 // expert-parallel plan each dense param has one owner over dp x ep; and the
 // backend itself turns mismatched or missing collectives into errors.
-#include "backends/loopback/LoopbackBackend.h"
-#include "core/Executor.h"
-#include "core/LoadedPlan.h"
-#include "devices/CpuDevice.h"
-#include "dmuon/dmuon.h"
-
-#include <gtest/gtest.h>
+#include "LoopbackSupport.h"
 
 #include <cmath>
-#include <fstream>
-#include <functional>
-#include <iterator>
-#include <thread>
 
 using namespace dmuon::rt;
 
 namespace {
-
-std::unique_ptr<LoadedPlan> loadPlan(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
-  std::unique_ptr<LoadedPlan> plan;
-  Status s = LoadedPlan::create(std::move(bytes), plan);
-  EXPECT_TRUE(s.isOk()) << path << ": " << s.message();
-  return plan;
-}
-
-// Runs `body(rank, executor)` on one thread per rank of the plan's world.
-void runWorld(const LoadedPlan &plan, const std::function<void(int, Executor &)> &body) {
-  const int world = plan.worldSize();
-  std::shared_ptr<LoopbackFabric> fabric = createLoopbackFabric(world);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < world; ++r)
-    ranks.emplace_back([&, r] {
-      std::unique_ptr<Backend> backend;
-      ASSERT_TRUE(createLoopbackBackend(fabric, r, backend).isOk());
-      dmuon_runtime_options_t options;
-      dmuon_runtime_options_init(&options);
-      options.collective_timeout_s = 60; // a bug fails the test instead of hanging it
-      std::unique_ptr<Executor> ex;
-      Status s = Executor::create(plan, options, std::move(backend), createCpuDevice(), ex);
-      ASSERT_TRUE(s.isOk()) << "rank " << r << ": " << s.message();
-      body(r, *ex);
-    });
-  for (std::thread &t : ranks)
-    t.join();
-}
 
 // A value per (param, step, element), the same on every rank.
 float valueOf(int param, int step, int64_t i) {

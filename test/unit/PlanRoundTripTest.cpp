@@ -309,7 +309,8 @@ TEST(PlanRoundTrip, SemanticChecks) {
        [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_tensor_dim(1); }},
       {"param 'layers.0.up.weight': compute_index 1 out of range (gather mesh dim 2 has size 1)",
        [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_compute_index(1); }},
-      {"param 'layers.0.q.weight': local_shape dim 0 of size 48 does not divide its global size 64",
+      {"param 'layers.0.q.weight': local_shape dim 0 is 48, expected 64 (the largest chunk of "
+       "its size 64 over the model-parallel mesh dims that shard it)",
        [](fb::Plan &p) {
          p.mutable_params()->GetMutableObject(0)->mutable_local_shape()->Mutate(0, 48);
          return true;
@@ -505,8 +506,10 @@ TEST(PlanRoundTrip, CompletePlanChecks) {
          P(p, 1)->mutable_shape()->Mutate(0, int64_t(1) << 49);
          return true;
        }},
-      // A zero global dim "divides" any local size; the local count is bounded too.
-      {"param 'layers.0.norm.weight': local_shape has more than 2^48 elements",
+      // local_shape is held to the chunking rule exactly, even over a zero
+      // global dim (which once "divided" any local size).
+      {"param 'layers.0.norm.weight': local_shape dim 0 is 562949953421312, expected 0 (the "
+       "largest chunk of its size 0 over the model-parallel mesh dims that shard it)",
        [](fb::Plan &p) {
          P(p, 1)->mutable_shape()->Mutate(0, 0);
          P(p, 1)->mutable_local_shape()->Mutate(0, int64_t(1) << 49);

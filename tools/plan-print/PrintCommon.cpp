@@ -3,6 +3,7 @@
 
 #include "common/MeshIndex.h"
 #include "common/PlanRules.h"
+#include "common/ShardChunks.h"
 
 #include <charconv>
 #include <cmath>
@@ -74,6 +75,21 @@ bool localDiffers(const fb::Param &q) {
     if (q.local_shape()->Get(i) != q.shape()->Get(i))
       return true;
   return false;
+}
+
+std::vector<int64_t> smallestLocalShape(const fb::Param &q, const fb::Mesh *mesh) {
+  if (!mesh || !q.local_shape() || !q.shape())
+    return {};
+  const common::ShardLayout layout = common::shardLayoutOf(q, *mesh);
+  std::vector<int64_t> smallest;
+  bool uneven = false;
+  for (uint32_t d = 0; d < size(q.shape()); ++d) {
+    const std::vector<int64_t> sizes =
+        common::chunkSizesOf(q.shape()->Get(d), layout, static_cast<int>(d));
+    smallest.push_back(sizes.front());
+    uneven |= sizes.size() > 1;
+  }
+  return uneven ? smallest : std::vector<int64_t>{};
 }
 
 MeshView::MeshView(const fb::Plan &p) {

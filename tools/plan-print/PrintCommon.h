@@ -77,6 +77,11 @@ inline bool gathers(const fb::Param &q) {
 // local_shape, when the plan has it and it differs from shape.
 bool localDiffers(const fb::Param &q);
 
+// The smallest slice a rank holds, per dim, where a model-parallel split is
+// uneven (common/ShardChunks.h; local_shape is the largest); empty when
+// every rank's slice is local_shape.
+std::vector<int64_t> smallestLocalShape(const fb::Param &q, const fb::Mesh *mesh);
+
 // The plan's mesh: dim sizes and names, ownership dims, G shards x R
 // replicas (at least 1 each, whatever an unverified plan says).
 struct MeshView {

@@ -62,8 +62,17 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
   for (uint32_t i = 0; i < size(q.placements()); ++i)
     j.value(placementString(*q.placements()->Get(i)));
   j.endArray();
-  if (v.reached(fb::Stage::validate) && q.local_shape())
+  if (v.reached(fb::Stage::validate) && q.local_shape()) {
     jsonInlineList(j, "local_shape", q.local_shape());
+    const std::vector<int64_t> smallest = smallestLocalShape(q, v.p.mesh());
+    if (!smallest.empty()) {
+      j.key("smallest_local_shape");
+      j.beginArray(true);
+      for (int64_t d : smallest)
+        j.value(d);
+      j.endArray();
+    }
+  }
   if (v.reached(fb::Stage::select)) {
     bool muon = isMuon(q);
     const bool owned = ownerRouted(q);

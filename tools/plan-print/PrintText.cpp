@@ -49,6 +49,10 @@ void textParam(const View &v, const fb::Param &q, std::string &o) {
       o += num(q.local_shape()->Get(i));
     }
     o += ']';
+    // Uneven: the last coordinates hold less (torch.chunk).
+    const std::vector<int64_t> smallest = smallestLocalShape(q, v.p.mesh());
+    for (size_t i = 0; i < smallest.size(); ++i)
+      o += (i ? "," : " smallest=[") + num(smallest[i]) + (i + 1 == smallest.size() ? "]" : "");
   }
   if (q.conv())
     o += " conv";

@@ -2,8 +2,9 @@
 """Recomputes the model-parallel fields of a complete plan (dmuonc --emit=json)
 from the rules in docs/plan-format.md, independently of dmuonc, and compares.
 
-Checks, for every param: local_shape (the shape divided by the non-ownership
-mesh dims that shard it), bytes / reduce_bytes (local numel), group and gather
+Checks, for every param: local_shape (the shape chunked as torch.chunk does
+by the non-ownership mesh dims that shard it: the largest slice) and, for an
+uneven split, smallest_local_shape, bytes / reduce_bytes (local numel), group and gather
 (mesh dim, tensor dim) of comm params, the NS cost (local batch x NS flops of
 the local matrix for no_comm, of the full matrix for comm params), and the
 compute_index (LPT per owner and gather mesh dim); for a sharded param
@@ -110,11 +111,20 @@ def main():
         who = "param '%s'" % p["name"]
         shape, conv = p["shape"], p.get("conv", False)
         pls = [parse_placement(s) for s in p["placements"]]
-        local = list(shape)
+        # torch.chunk over each sharding mesh dim in mesh order: coordinate 0
+        # holds the largest chunk, ceil(n / k); the last coordinate the
+        # smallest, what is left after k - 1 chunks of ceil(n / k).
+        local, sizes = list(shape), [{n} for n in shape]
         for m, (kind, d) in enumerate(pls):
             if kind in ("shard", "strided") and m not in own:
-                local[d] //= dims[m]
+                k = dims[m]
+                local[d] = -(-local[d] // k)
+                sizes[d] = {max(0, min(-(-n // k), n - i * -(-n // k)))
+                            for n in sizes[d] for i in range(k)}
+        smallest = [min(s) for s in sizes]
         expect(who + " local_shape", p["local_shape"], local)
+        expect(who + " smallest_local_shape", p.get("smallest_local_shape", local),
+               smallest)
         # Averaged also along the data-carrying dims it is Replicate on.
         along = 1
         for m in carrying:
@@ -122,6 +132,7 @@ def main():
                 along *= dims[m]
         p["_along"] = along
         p["_local"] = local
+        p["_pls"] = pls
         p["_data_dims"] = [m for m in carrying if pls[m][0] == "replicate"]
         expect(who + " data_dims", p.get("data_dims", []), p["_data_dims"])
         route = p.get("route", "owner" if p["role"] == "muon" else "replicated")
@@ -219,13 +230,22 @@ def main():
             if p["role"] != "muon":
                 continue
             want["momentum_bytes"] += 4 * n
+            # NS on this rank's own matrices (fewer where a batch split is uneven).
+            mine = list(p["shape"])
+            for m, (kind, d) in enumerate(p["_pls"]):
+                if kind in ("shard", "strided") and m not in own:
+                    c = -(-mine[d] // dims[m])
+                    mine[d] = max(0, min(c, mine[d] - coord[m] * c))
+            conv = p.get("conv", False)
+            flops = (p["cost"] * matrix_view(mine, conv)[0] /
+                     matrix_view(p["_local"], conv)[0])
             if "gather" not in p:
-                want["ns_flops"] += p["cost"]
+                want["ns_flops"] += flops
                 continue
             g = p["gather"]["mesh_dim"]
             k, payload = dims[g], 4 * n
             if coord[g] == p["gather"]["compute_index"]:
-                want["ns_flops"] += p["cost"]
+                want["ns_flops"] += flops
                 want["gather_recv_bytes"] += (k - 1) * payload
                 want["scatter_send_bytes"] += (k - 1) * payload
             else:
