@@ -18,9 +18,9 @@ bool runCheckPlacements(PlanModel &model, Diagnostics &diags);
 bool runPartition(PlanModel &model, Diagnostics &diags);
 bool runHooks(PlanModel &model, Diagnostics &diags);
 bool runLayout(PlanModel &model, Diagnostics &diags);
-// Part of layout: every rank's memory and per-step communication figures
-// (passes/RankFigures.cpp), from the laid-out buffers.
-void computeRankFigures(PlanModel &model);
+// An analysis of the laid-out plan: every rank's memory and per-step
+// communication figures (passes/RankFigures.cpp). It completes the plan.
+bool runRankFigures(PlanModel &model, Diagnostics &diags);
 // Part of validate: the manifest's qk_clip pairs (passes/QkClip.cpp); resolves
 // each pair's key param.
 bool validateQkClip(PlanModel &model, Diagnostics &diags);

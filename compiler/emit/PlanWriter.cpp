@@ -1,9 +1,14 @@
 // PlanModel -> FlatBuffers plan (include/dmuon/plan.fbs).
 //
 // Determinism: everything is built in a fixed order from vectors in model
-// order (no pointers, no hash-map iteration), strings are not deduplicated and
-// the builder starts from a fixed initial size, so the same model always gives
-// the same bytes.
+// order (no hash-map iteration) and the builder starts from a fixed initial
+// size, so the same model always gives the same bytes.
+//
+// Size: a FlatBuffers offset may be shared, so equal strings (layers, unit
+// names), equal shapes and equal placement lists are written once and
+// referenced from every table that holds them; a reader sees the same
+// fields (docs/plan-format.md, "Size"). The first occurrence in build order
+// is the one written, so sharing keeps the output deterministic.
 #include "PlanWriter.h"
 
 #include "dmuon/plan_generated.h"
@@ -11,6 +16,8 @@
 #include "plan/PlanFile.h"
 
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
 namespace dmuon {
 
@@ -38,10 +45,30 @@ private:
   Offset<String> optString(const std::string &s) {
     return s.empty() ? Offset<String>() : b_.CreateString(s);
   }
+  // A string written once per distinct value. The keys view the model's
+  // strings, which outlive the writer.
+  Offset<String> sharedString(const std::string &s) {
+    auto [it, inserted] = strings_.try_emplace(std::string_view(s));
+    if (inserted)
+      it->second = b_.CreateString(s);
+    return it->second;
+  }
+  Offset<String> optSharedString(const std::string &s) {
+    return s.empty() ? Offset<String>() : sharedString(s);
+  }
+  Offset<flatbuffers::Vector<int64_t>> sharedLongs(const std::vector<int64_t> &v) {
+    std::string_view key(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(int64_t));
+    auto [it, inserted] = longs_.try_emplace(key);
+    if (inserted)
+      it->second = b_.CreateVector(v);
+    return it->second;
+  }
   template <typename T> auto intVector(const std::vector<T> &v) {
     std::vector<int32_t> out(v.begin(), v.end());
     return b_.CreateVector(out);
   }
+  Offset<flatbuffers::Vector<Offset<fb::Placement>>>
+  sharedPlacements(const std::vector<Placement> &pls);
   bool reached(Stage s) const { return m_.stage >= s; }
   int64_t numShards() const { return m_.mesh.numShards(); }
   // Owner coordinates of a slot index (slot = replicate * G + shard) and a
@@ -67,7 +94,36 @@ private:
 
   const PlanModel &m_;
   FlatBufferBuilder b_;
+  std::unordered_map<std::string_view, Offset<String>> strings_;
+  std::unordered_map<std::string_view, Offset<flatbuffers::Vector<int64_t>>> longs_;
+  std::unordered_map<std::string, Offset<flatbuffers::Vector<Offset<fb::Placement>>>>
+      placementLists_;
 };
+
+Offset<flatbuffers::Vector<Offset<fb::Placement>>>
+Writer::sharedPlacements(const std::vector<Placement> &pls) {
+  std::string key;
+  for (const Placement &pl : pls) {
+    std::string one = pl.str(); // every field written below, spelled
+    key += std::to_string(one.size());
+    key += ':';
+    key += one;
+  }
+  auto [it, inserted] = placementLists_.try_emplace(std::move(key));
+  if (!inserted)
+    return it->second;
+  std::vector<Offset<fb::Placement>> offsets;
+  for (const Placement &pl : pls) {
+    Offset<String> op;
+    if (pl.kind == PlacementKind::partial)
+      op = sharedString(pl.reduceOp);
+    offsets.push_back(fb::CreatePlacement(
+        b_, pl.kind, pl.isShard() ? pl.dim : 0,
+        pl.kind == PlacementKind::strided_shard ? pl.splitFactor : 0, op));
+  }
+  it->second = b_.CreateVector(offsets);
+  return it->second;
+}
 
 Offset<fb::Mesh> Writer::writeMesh() {
   std::vector<Offset<fb::MeshDim>> dims;
@@ -104,25 +160,16 @@ Offset<fb::Options> Writer::writeOptions() {
 }
 
 Offset<fb::Param> Writer::writeParam(const Param &p) {
-  auto name = b_.CreateString(p.name);
+  auto name = sharedString(p.name);
   bool recovered = !p.sourceName.empty();
   auto sourceName = optString(p.sourceName);
   auto nameNote = optString(p.nameNote);
   auto sourceLoc = optString(p.sourceLoc);
-  auto shape = b_.CreateVector(p.shape);
-  std::vector<Offset<fb::Placement>> pls;
-  for (const Placement &pl : p.placements) {
-    Offset<String> op;
-    if (pl.kind == PlacementKind::partial)
-      op = b_.CreateString(pl.reduceOp);
-    pls.push_back(fb::CreatePlacement(
-        b_, pl.kind, pl.isShard() ? pl.dim : 0,
-        pl.kind == PlacementKind::strided_shard ? pl.splitFactor : 0, op));
-  }
-  auto placements = b_.CreateVector(pls);
-  auto localShape = reached(Stage::validate) ? b_.CreateVector(p.localShape)
+  auto shape = sharedLongs(p.shape);
+  auto placements = sharedPlacements(p.placements);
+  auto localShape = reached(Stage::validate) ? sharedLongs(p.localShape)
                                              : Offset<flatbuffers::Vector<int64_t>>();
-  auto layer = reached(Stage::partition) ? optString(p.layer) : Offset<String>();
+  auto layer = reached(Stage::partition) ? optSharedString(p.layer) : Offset<String>();
 
   int32_t ownerShard = -1, ownerReplicate = -1, ownerRank = -1;
   int64_t ownerData = 0;
@@ -193,8 +240,8 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
 }
 
 Offset<fb::Unit> Writer::writeUnit(const Unit &u) {
-  auto name = b_.CreateString(u.name);
-  auto layer = b_.CreateString(u.layer);
+  auto name = sharedString(u.name);
+  auto layer = sharedString(u.layer);
   auto params = intVector(u.params);
   return fb::CreateUnit(b_, name, layer, params, u.cost, u.slot,
                        static_cast<int32_t>(u.dataIndex));
@@ -250,7 +297,7 @@ Offset<fb::Stats> Writer::writeStats() {
   bool partitioned = reached(Stage::partition);
   auto slotLoad = b_.CreateVector(partitioned ? s.slotLoad : std::vector<double>());
   std::vector<Offset<fb::RankFigures>> ranks;
-  if (reached(Stage::layout)) {
+  if (reached(Stage::complete)) {
     for (const RankFigures &r : s.ranks)
       ranks.push_back(fb::CreateRankFigures(
           b_, static_cast<int32_t>(r.rank), r.ownedParams, r.ownedElements, r.masterBytes,

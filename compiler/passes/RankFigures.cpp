@@ -1,5 +1,5 @@
-// Part of layout: every rank's memory and per-step communication figures,
-// the ones the runtime's counters and its allocation report are checked
+// An analysis after layout: every rank's memory and per-step communication
+// figures, the ones the runtime's counters and its allocation report are checked
 // against (accounting rules: docs/plan-format.md). Ranks that differ only in
 // pure model-parallel dims (and data-carrying dims that shard what they
 // own) see the same data-parallel traffic of their local shards; comm
@@ -206,7 +206,7 @@ int64_t peakBuffers(const PlanModel &model, const std::vector<int64_t> &groupSta
 
 } // namespace
 
-void computeRankFigures(PlanModel &model) {
+bool runRankFigures(PlanModel &model, Diagnostics &) {
   const Mesh &mesh = model.mesh;
   const int64_t G = mesh.numShards();
 
@@ -267,6 +267,7 @@ void computeRankFigures(PlanModel &model) {
                     f.gradBytes + f.peakBufferBytes;
     model.stats.ranks.push_back(f);
   }
+  return true;
 }
 
 } // namespace dmuon
