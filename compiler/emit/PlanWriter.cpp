@@ -36,7 +36,7 @@ public:
   // doubling of the builder's buffer.
   explicit Writer(const PlanModel &m)
       : m_(m), b_(64 * 1024 + 560 * m.params.size() + 64 * m.units.size() +
-                  160 * static_cast<size_t>(m.mesh.worldSize())) {}
+                  160 * m.stats.ranks.size()) {}
 
   std::vector<uint8_t> run();
 
@@ -56,9 +56,13 @@ private:
   Offset<String> optSharedString(const std::string &s) {
     return s.empty() ? Offset<String>() : sharedString(s);
   }
-  Offset<flatbuffers::Vector<int64_t>> sharedLongs(const std::vector<int64_t> &v) {
+  // `pool` keeps shapes and local shapes apart, so each field's vectors are
+  // shared only among the same field of other params.
+  using LongsPool = std::unordered_map<std::string_view, Offset<flatbuffers::Vector<int64_t>>>;
+  Offset<flatbuffers::Vector<int64_t>> sharedLongs(LongsPool &pool,
+                                                   const std::vector<int64_t> &v) {
     std::string_view key(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(int64_t));
-    auto [it, inserted] = longs_.try_emplace(key);
+    auto [it, inserted] = pool.try_emplace(key);
     if (inserted)
       it->second = b_.CreateVector(v);
     return it->second;
@@ -95,7 +99,7 @@ private:
   const PlanModel &m_;
   FlatBufferBuilder b_;
   std::unordered_map<std::string_view, Offset<String>> strings_;
-  std::unordered_map<std::string_view, Offset<flatbuffers::Vector<int64_t>>> longs_;
+  LongsPool shapes_, localShapes_;
   std::unordered_map<std::string, Offset<flatbuffers::Vector<Offset<fb::Placement>>>>
       placementLists_;
 };
@@ -165,9 +169,9 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
   auto sourceName = optString(p.sourceName);
   auto nameNote = optString(p.nameNote);
   auto sourceLoc = optString(p.sourceLoc);
-  auto shape = sharedLongs(p.shape);
+  auto shape = sharedLongs(shapes_, p.shape);
   auto placements = sharedPlacements(p.placements);
-  auto localShape = reached(Stage::validate) ? sharedLongs(p.localShape)
+  auto localShape = reached(Stage::validate) ? sharedLongs(localShapes_, p.localShape)
                                              : Offset<flatbuffers::Vector<int64_t>>();
   auto layer = reached(Stage::partition) ? optSharedString(p.layer) : Offset<String>();
 
@@ -296,9 +300,13 @@ Offset<fb::Stats> Writer::writeStats() {
   }
   bool partitioned = reached(Stage::partition);
   auto slotLoad = b_.CreateVector(partitioned ? s.slotLoad : std::vector<double>());
+  // Format 1.6: rank_runs, maximal runs of equal figures.
   std::vector<Offset<fb::RankFigures>> ranks;
   if (reached(Stage::complete)) {
-    for (const RankFigures &r : s.ranks)
+    for (size_t i = 0; i < s.ranks.size(); ++i) {
+      const RankFigures &r = s.ranks[i];
+      if (i > 0 && sameFigures(s.ranks[i - 1], r))
+        continue;
       ranks.push_back(fb::CreateRankFigures(
           b_, static_cast<int32_t>(r.rank), r.ownedParams, r.ownedElements, r.masterBytes,
           r.momentumBytes, r.peakBufferBytes, r.nsFlops, r.broadcastSend, r.broadcastRecv,
@@ -306,6 +314,7 @@ Offset<fb::Stats> Writer::writeStats() {
           r.gatherSend, r.gatherRecv, r.scatterSend, r.scatterRecv, r.dataAllreduceBytes,
           r.allgatherSend, r.allgatherRecv, r.reduceScatterSend, r.reduceScatterRecv,
           r.valueBytes, r.adamMomentBytes, r.gradBytes, r.memoryBytes));
+    }
   }
   auto ranksVec = b_.CreateVector(ranks);
   auto lbKind = partitioned ? optString(s.lowerBoundKind) : Offset<String>();
@@ -331,7 +340,7 @@ Offset<fb::Stats> Writer::writeStats() {
   sb.add_adamw_params(adamw);
   sb.add_muon_elements(muonElems);
   sb.add_adamw_elements(adamwElems);
-  sb.add_ranks(ranksVec);
+  sb.add_rank_runs(ranksVec);
   return sb.Finish();
 }
 

@@ -8,6 +8,7 @@
 #include "common/PlanRules.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace dmuon {
 
@@ -31,25 +32,37 @@ int64_t alongDataSize(const Mesh &mesh, const Param &p) {
 // coordinate of shard s), optimizer state and reduced gradients on the
 // owner, the two-phase reduce and the replicate broadcast, whose second
 // phase spans the segment's column: dp_replicate and the data-carrying dims
-// its params are Replicate on. `staging[s][g]`: the bytes shard column s
-// stages for hook group g's replicate broadcasts.
-std::vector<RankFigures> ownerRouteByFineSlot(const PlanModel &model,
-                                              std::vector<std::vector<int64_t>> &staging) {
+// its params are Replicate on.
+//
+// Only the shard columns that own segments are stored (`columns`, and in
+// `byFine` their fine slots); every other fine slot has `idle`'s figures,
+// so memory grows with the segments, not with the world size.
+struct OwnerRoute {
+  struct Column {
+    int64_t bytes = 0, reduceBytes = 0;
+    std::vector<int64_t> staging; // per hook group: its replicate staging
+  };
+  std::unordered_map<int64_t, Column> columns;    // by shard s
+  std::unordered_map<int64_t, RankFigures> byFine; // fine slots of those columns
+  RankFigures idle;
+};
+
+OwnerRoute ownerRoute(const PlanModel &model) {
   const Mesh &mesh = model.mesh;
   const int64_t G = mesh.numShards(), R = mesh.numReplicas(), D = mesh.dataCarryingSize();
   const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
-  std::vector<RankFigures> byFine(static_cast<size_t>(G * R * D));
-  std::vector<int64_t> columnBytes(G, 0), columnReduceBytes(G, 0);
+  OwnerRoute out;
   int64_t totalBytes = 0, totalReduceBytes = 0;
-  staging.assign(static_cast<size_t>(G), std::vector<int64_t>(model.hookGroups.size(), 0));
   for (size_t gi = 0; gi < model.hookGroups.size(); ++gi) {
     for (const Segment &seg : model.hookGroups[gi].segments) {
       const int64_t so = seg.slot % G, ro = seg.slot / G;
       const std::vector<int> &dataDims = model.params[seg.params.front()].dataDims;
       const int64_t column = R * mesh.sizeOfDims(dataDims);
       const int64_t ownerData = mesh.projectDataIndex(seg.dataIndex, dataDims);
-      columnBytes[so] += seg.bytes;
-      columnReduceBytes[so] += seg.reduceBytes;
+      OwnerRoute::Column &col = out.columns[so];
+      col.staging.resize(model.hookGroups.size(), 0);
+      col.bytes += seg.bytes;
+      col.reduceBytes += seg.reduceBytes;
       totalBytes += seg.bytes;
       totalReduceBytes += seg.reduceBytes;
       int64_t master = 0, elements = 0, muonElements = 0, adamwElements = 0;
@@ -64,10 +77,10 @@ std::vector<RankFigures> ownerRouteByFineSlot(const PlanModel &model,
           flops += p.cost;
       }
       if (column > 1)
-        staging[so][gi] += master;
+        col.staging[gi] += master;
       for (int64_t r = 0; r < R; ++r)
         for (int64_t d = 0; d < D; ++d) {
-          RankFigures &f = byFine[static_cast<size_t>((r * G + so) * D + d)];
+          RankFigures &f = out.byFine[(r * G + so) * D + d];
           const bool owner = r == ro && mesh.projectDataIndex(d, dataDims) == ownerData;
           f.masterBytes += master;
           if (column > 1) {
@@ -93,18 +106,20 @@ std::vector<RankFigures> ownerRouteByFineSlot(const PlanModel &model,
     }
   }
   if (G > 1) {
-    for (size_t fine = 0; fine < byFine.size(); ++fine) {
-      RankFigures &f = byFine[fine];
-      const int64_t s = static_cast<int64_t>(fine) / D % G;
-      // Broadcast per unshard inside each shard group; phase 1 reduce to
-      // the group's shard owner.
-      f.broadcastSend += unshardsPerStep * (G - 1) * columnBytes[s];
-      f.broadcastRecv += unshardsPerStep * (totalBytes - columnBytes[s]);
-      f.reduceRecv += (G - 1) * columnReduceBytes[s];
-      f.reduceSend += totalReduceBytes - columnReduceBytes[s];
-    }
+    // Broadcast per unshard inside each shard group; phase 1 reduce to the
+    // group's shard owner.
+    auto addShardGroup = [&](RankFigures &f, const OwnerRoute::Column *col) {
+      const int64_t bytes = col ? col->bytes : 0, reduceBytes = col ? col->reduceBytes : 0;
+      f.broadcastSend += unshardsPerStep * (G - 1) * bytes;
+      f.broadcastRecv += unshardsPerStep * (totalBytes - bytes);
+      f.reduceRecv += (G - 1) * reduceBytes;
+      f.reduceSend += totalReduceBytes - reduceBytes;
+    };
+    for (auto &[fine, f] : out.byFine)
+      addShardGroup(f, &out.columns.at(fine / D % G));
+    addShardGroup(out.idle, nullptr);
   }
-  return byFine;
+  return out;
 }
 
 // The sharded and replicated routes: the same on every rank.
@@ -209,52 +224,70 @@ int64_t peakBuffers(const PlanModel &model, const std::vector<int64_t> &groupSta
 bool runRankFigures(PlanModel &model, Diagnostics &) {
   const Mesh &mesh = model.mesh;
   const int64_t G = mesh.numShards();
-
   const int64_t D = mesh.dataCarryingSize();
   // Comm params' gather/scatter: per fine slot, the comm params it owns.
-  std::vector<std::vector<int>> commByFine(static_cast<size_t>(mesh.numFineSlots()));
+  std::unordered_map<int64_t, std::vector<int>> commByFine;
   for (size_t i = 0; i < model.params.size(); ++i) {
     const Param &p = model.params[i];
     if (p.role == Role::muon && p.group == ShardingGroupKind::comm && p.unit >= 0 &&
         p.gatherMeshDim >= 0) {
       const Unit &u = model.units[p.unit];
-      commByFine[static_cast<size_t>(u.slot * D + u.dataIndex)].push_back(static_cast<int>(i));
+      commByFine[u.slot * D + u.dataIndex].push_back(static_cast<int>(i));
     }
   }
 
-  std::vector<std::vector<int64_t>> staging;
-  const std::vector<RankFigures> byFine = ownerRouteByFineSlot(model, staging);
+  const OwnerRoute owner = ownerRoute(model);
   const RankFigures others = otherRoutes(model);
 
-  // Per shard column: the peak of buffers (the staging differs by column).
-  std::vector<int64_t> peakOfColumn(G, 0);
-  for (int64_t s = 0; s < G; ++s)
-    peakOfColumn[s] = peakBuffers(model, staging[s]);
+  // Per shard column: the peak of buffers (the staging differs by column;
+  // a column without segments stages nothing).
+  std::unordered_map<int64_t, int64_t> peakOfColumn;
+  for (const auto &[s, col] : owner.columns)
+    peakOfColumn[s] = peakBuffers(model, col.staging);
+  const int64_t idlePeak = peakBuffers(model, std::vector<int64_t>(model.hookGroups.size(), 0));
 
+  // Runs of equal figures are stored once (plan 1.6: Stats.rank_runs):
+  // memory and the plan stay O(runs) while the walk is O(world size), with
+  // the coordinates stepped row-major instead of decoded per rank.
   model.stats.ranks.clear();
+  std::vector<int64_t> c(mesh.dims.size(), 0);
+  bool lastIdle = false;
   for (int64_t rank = 0; rank < mesh.worldSize(); ++rank) {
-    std::vector<int64_t> c = mesh.coordOf(rank);
+    if (rank > 0)
+      for (size_t k = c.size(); k-- > 0;) {
+        if (++c[k] < mesh.dims[k].size)
+          break;
+        c[k] = 0;
+      }
     const int64_t s = mesh.shardDim >= 0 ? c[mesh.shardDim] : 0;
     const int64_t r = mesh.replicateDim >= 0 ? c[mesh.replicateDim] : 0;
-    const int64_t fine = (r * G + s) * D + mesh.dataIndexOf(c);
-    RankFigures f = byFine[static_cast<size_t>(fine)];
-    for (int i : commByFine[static_cast<size_t>(fine)]) {
-      // Gathered over the gather mesh dim to the computing member,
-      // orthogonalized there, scattered back (fp32 local slices).
-      const Param &p = model.params[i];
-      const int64_t K = mesh.dims[p.gatherMeshDim].size;
-      const int64_t L = p.localNumElements() * kValueBytes;
-      if (c[p.gatherMeshDim] == p.computeIndex) {
-        f.nsFlops += p.cost;
-        f.gatherRecv += (K - 1) * L;
-        f.scatterSend += (K - 1) * L;
-      } else {
-        f.gatherSend += L;
-        f.scatterRecv += L;
+    const int64_t fine = (r * G + s) * D + (D > 1 ? mesh.dataIndexOf(c) : 0);
+    auto ownerIt = owner.byFine.find(fine);
+    auto commIt = commByFine.find(fine);
+    const bool idle = ownerIt == owner.byFine.end() && commIt == commByFine.end();
+    // Consecutive idle ranks share one row: nothing to compute or compare.
+    if (idle && lastIdle)
+      continue;
+    RankFigures f = ownerIt != owner.byFine.end() ? ownerIt->second : owner.idle;
+    if (commIt != commByFine.end())
+      for (int i : commIt->second) {
+        // Gathered over the gather mesh dim to the computing member,
+        // orthogonalized there, scattered back (fp32 local slices).
+        const Param &p = model.params[i];
+        const int64_t K = mesh.dims[p.gatherMeshDim].size;
+        const int64_t L = p.localNumElements() * kValueBytes;
+        if (c[p.gatherMeshDim] == p.computeIndex) {
+          f.nsFlops += p.cost;
+          f.gatherRecv += (K - 1) * L;
+          f.scatterSend += (K - 1) * L;
+        } else {
+          f.gatherSend += L;
+          f.scatterRecv += L;
+        }
       }
-    }
+    auto peakIt = peakOfColumn.find(s);
     f.rank = rank;
-    f.peakBufferBytes = peakOfColumn[s];
+    f.peakBufferBytes = peakIt != peakOfColumn.end() ? peakIt->second : idlePeak;
     f.allreduceBytes = others.allreduceBytes;
     f.allgatherSend = others.allgatherSend;
     f.allgatherRecv = others.allgatherRecv;
@@ -265,7 +298,11 @@ bool runRankFigures(PlanModel &model, Diagnostics &) {
     f.gradBytes += others.gradBytes;
     f.memoryBytes = f.masterBytes + f.momentumBytes + f.valueBytes + f.adamMomentBytes +
                     f.gradBytes + f.peakBufferBytes;
-    model.stats.ranks.push_back(f);
+    // lastIdle: the last row is the idle ranks' figures.
+    if (model.stats.ranks.empty() || !sameFigures(model.stats.ranks.back(), f)) {
+      model.stats.ranks.push_back(f);
+      lastIdle = idle;
+    }
   }
   return true;
 }

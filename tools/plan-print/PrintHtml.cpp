@@ -420,7 +420,11 @@ private:
   void ranks(const fb::Stats *s) {
     if (!s || !reached(p_, fb::Stage::layout))
       return;
-    const uint32_t n = size(s->ranks());
+    // One entry per rank up to common::kRankListLimit ranks, else per run
+    // of ranks with equal figures.
+    const std::vector<common::RankRows::Listed> listed = common::RankRows(p_).listed();
+    const uint32_t n = static_cast<uint32_t>(listed.size());
+    const int64_t world = n ? listed.back().end : 0;
     section("ranks", "Per-rank memory and communication (per training step)");
     o_ += "<p class=\"note\">Bytes are logical collective payloads as the runtime counts them "
           "(docs/plan-format.md \xC2\xA7 Communication accounting). Master and momentum are "
@@ -433,6 +437,7 @@ private:
     }
     // Which rows: all ranks if few; else the first kMaxRankRows and the
     // extremes (busiest NS load, most master bytes, most bytes moved).
+    auto entry = [&](uint32_t i) { return listed[i].row; };
     auto moved = [](const fb::RankFigures *r) {
       return double(r->broadcast_send_bytes()) + double(r->broadcast_recv_bytes()) +
              double(r->reduce_send_bytes()) + double(r->reduce_recv_bytes()) +
@@ -444,19 +449,19 @@ private:
     // The model-parallel gather/scatter columns only when some rank has any.
     bool mp = false;
     for (uint32_t i = 0; i < n && !mp; ++i) {
-      const fb::RankFigures *r = s->ranks()->Get(i);
+      const fb::RankFigures *r = entry(i);
       mp = r->gather_send_bytes() || r->gather_recv_bytes() || r->scatter_send_bytes() ||
            r->scatter_recv_bytes();
     }
     const std::string span = mp ? "20" : "16";
     uint32_t busiest = 0, heaviest = 0, chattiest = 0;
     for (uint32_t i = 1; i < n; ++i) {
-      const fb::RankFigures *r = s->ranks()->Get(i);
-      if (r->ns_flops() > s->ranks()->Get(busiest)->ns_flops())
+      const fb::RankFigures *r = entry(i);
+      if (r->ns_flops() > entry(busiest)->ns_flops())
         busiest = i;
-      if (r->master_bytes() > s->ranks()->Get(heaviest)->master_bytes())
+      if (r->master_bytes() > entry(heaviest)->master_bytes())
         heaviest = i;
-      if (moved(r) > moved(s->ranks()->Get(chattiest)))
+      if (moved(r) > moved(entry(chattiest)))
         chattiest = i;
     }
     std::vector<uint32_t> rows;
@@ -487,9 +492,11 @@ private:
     auto cellBytes = [&](int64_t b) {
       return "<td title=\"" + grouped(b) + " bytes\">" + bytes(double(b)) + "</td>";
     };
-    auto row = [&](const fb::RankFigures *r, const char *cls) {
+    auto row = [&](const common::RankRows::Listed &e, const char *cls) {
+      const fb::RankFigures *r = e.row;
       o_ += std::string("<tr") + (cls ? std::string(" class=\"") + cls + "\"" : "") + "><td>" +
-            i64(r->rank()) + "</td><td class=\"l\">" + mesh_.coords(r->rank()) + "</td><td>" +
+            (e.end - e.first == 1 ? i64(e.first) : i64(e.first) + "\xE2\x80\x93" + i64(e.end - 1)) +
+            "</td><td class=\"l\">" + mesh_.coords(e.first) + "</td><td>" +
             i64(r->owned_params()) + "</td><td>" + grouped(r->owned_elements()) + "</td>" +
             cellBytes(r->master_bytes()) + cellBytes(r->momentum_bytes()) +
             cellBytes(r->peak_buffer_bytes()) + "<td>" + CostUnit{}(r->ns_flops()) + "</td>" +
@@ -506,41 +513,40 @@ private:
     bool first = true;
     for (uint32_t i : rows) {
       if (!first && i != prev + 1)
-        o_ += "<tr class=\"gap\"><td colspan=\"" + span + "\">\xE2\x8B\xAF " + i64(i - prev - 1) +
-              " ranks not shown \xE2\x8B\xAF</td></tr>\n";
-      const fb::RankFigures *r = s->ranks()->Get(i);
+        o_ += "<tr class=\"gap\"><td colspan=\"" + span + "\">\xE2\x8B\xAF " +
+              i64(listed[i].first - listed[prev].end) + " ranks not shown \xE2\x8B\xAF</td></tr>\n";
       const char *cls = nullptr;
       if (n > 1 && (i == busiest || i == heaviest || i == chattiest))
         cls = "hot";
-      row(r, cls);
+      row(listed[i], cls);
       prev = i;
       first = false;
     }
     if (n > 0 && prev + 1 < n)
-      o_ += "<tr class=\"gap\"><td colspan=\"" + span + "\">\xE2\x8B\xAF " + i64(n - prev - 1) +
-            " ranks not shown \xE2\x8B\xAF</td></tr>\n";
+      o_ += "<tr class=\"gap\"><td colspan=\"" + span + "\">\xE2\x8B\xAF " +
+            i64(world - listed[prev].end) + " ranks not shown \xE2\x8B\xAF</td></tr>\n";
     // Min and max over all ranks.
     if (n > 1) {
       auto agg = [&](bool isMax) {
         auto pick = [&](auto get) {
-          double v = get(s->ranks()->Get(0));
+          double v = get(entry(0));
           for (uint32_t i = 1; i < n; ++i)
-            v = isMax ? std::max(v, get(s->ranks()->Get(i))) : std::min(v, get(s->ranks()->Get(i)));
+            v = isMax ? std::max(v, get(entry(i))) : std::min(v, get(entry(i)));
           return v;
         };
 #define DM_PICK(field) pick([](const fb::RankFigures *r) { return double(r->field()); })
         // In int64 itself: near 2^63 a double rounds past the int64 range.
         auto pickElements = [&](bool most) {
-          int64_t v = s->ranks()->Get(0)->owned_elements();
+          int64_t v = entry(0)->owned_elements();
           for (uint32_t i = 1; i < n; ++i) {
-            const int64_t x = s->ranks()->Get(i)->owned_elements();
+            const int64_t x = entry(i)->owned_elements();
             v = most ? std::max(v, x) : std::min(v, x);
           }
           return v;
         };
         auto b = [&](double v) { return "<td>" + bytes(v) + "</td>"; };
         o_ += std::string("<tr class=\"agg\"><td>") + (isMax ? "max" : "min") +
-              "</td><td class=\"l\">all " + i64(n) + " ranks</td><td>" +
+              "</td><td class=\"l\">all " + i64(world) + " ranks</td><td>" +
               fmt("%.0f", DM_PICK(owned_params)) + "</td><td>" +
               grouped(pickElements(isMax)) + "</td>" +
               b(DM_PICK(master_bytes)) + b(DM_PICK(momentum_bytes)) +
@@ -561,7 +567,8 @@ private:
     o_ += "</table>\n";
     if (rows.size() < n)
       o_ += "<p class=\"note\">Showing " + i64(rows.size()) + " of " + i64(n) +
-            " ranks: the first " + i64(head) +
+            (int64_t(n) == world ? std::string(" ranks") : " runs of ranks with equal figures") +
+            ": the first " + i64(head) +
             " and the busiest (NS load), the one with the most master bytes and the one "
             "moving the most bytes (highlighted). The min / max rows cover all ranks.</p>\n";
     else if (n > 1)
@@ -571,13 +578,13 @@ private:
     // The same rows, plus the rank holding the most memory.
     uint32_t fullest = 0;
     for (uint32_t i = 1; i < n; ++i)
-      if (s->ranks()->Get(i)->memory_bytes() > s->ranks()->Get(fullest)->memory_bytes())
+      if (entry(i)->memory_bytes() > entry(fullest)->memory_bytes())
         fullest = i;
     if (std::find(rows.begin(), rows.end(), fullest) == rows.end()) {
       rows.push_back(fullest);
       std::sort(rows.begin() + head, rows.end());
     }
-    o_ += htmlMemoryChart(*s, rows);
+    o_ += htmlMemoryChart(listed, rows);
   }
 
   const fb::Plan &p_;

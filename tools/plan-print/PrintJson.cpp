@@ -335,10 +335,14 @@ std::string printJson(const fb::Plan &plan) {
     if (v.reached(fb::Stage::layout)) {
       j.key("ranks");
       j.beginArray();
-      for (uint32_t i = 0; i < size(s->ranks()); ++i) {
-        const fb::RankFigures *r = s->ranks()->Get(i);
+      // One object per rank up to common::kRankListLimit ranks, then one
+      // per run of equal figures, its ranks from "rank" to "last_rank".
+      common::RankRows(v.p).forEachListed(
+          [&](int64_t first, int64_t end, const fb::RankFigures *r) {
         j.beginObject();
-        j.field("rank", r->rank());
+        j.field("rank", first);
+        if (end - first > 1)
+          j.field("last_rank", end - 1);
         j.field("owned_params", r->owned_params());
         j.field("owned_elements", r->owned_elements());
         j.field("master_bytes", r->master_bytes());
@@ -366,7 +370,7 @@ std::string printJson(const fb::Plan &plan) {
         j.field("grad_bytes", r->grad_bytes());
         j.field("memory_bytes", r->memory_bytes());
         j.endObject();
-      }
+      });
       j.endArray();
     }
     j.endObject();

@@ -246,10 +246,12 @@ std::string printText(const fb::Plan &plan) {
            ") rank=" + num(v.ownerRank(sh, re, d)) + " load=" + num(s->slot_load()->Get(i)) +
            "\n";
     }
-    if (v.reached(fb::Stage::layout))
-      for (uint32_t i = 0; i < size(s->ranks()); ++i) {
-        const fb::RankFigures *r = s->ranks()->Get(i);
-        o += "rank " + num(int64_t(r->rank())) +
+    // One line per rank up to common::kRankListLimit ranks, then per run
+    // of equal figures ("ranks A-B").
+    common::RankRows(v.p).forEachListed(
+        [&](int64_t first, int64_t end, const fb::RankFigures *r) {
+        o += (end - first == 1 ? "rank " + num(first)
+                               : "ranks " + num(first) + "-" + num(end - 1)) +
              " owned_params=" + num(int64_t(r->owned_params())) +
              " owned_elements=" + num(r->owned_elements()) +
              " master_bytes=" + num(r->master_bytes()) +
@@ -278,7 +280,7 @@ std::string printText(const fb::Plan &plan) {
              " adam_moment_bytes=" + num(r->adam_moment_bytes()) +
              " grad_bytes=" + num(r->grad_bytes()) +
              " memory_bytes=" + num(r->memory_bytes()) + "\n";
-      }
+      });
   }
   return o;
 }
