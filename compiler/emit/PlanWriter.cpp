@@ -4,17 +4,20 @@
 // order (no hash-map iteration) and the builder starts from a fixed initial
 // size, so the same model always gives the same bytes.
 //
-// Size: a FlatBuffers offset may be shared, so equal strings (layers, unit
-// names), equal shapes and equal placement lists are written once and
-// referenced from every table that holds them; a reader sees the same
-// fields (docs/plan-format.md, "Size"). The first occurrence in build order
-// is the one written, so sharing keeps the output deterministic.
+// Size: a FlatBuffers offset may be shared, so equal shapes and placement
+// lists are written once and referenced from every param that holds them, a
+// layer string once per run of params in it, and a unit's name and layer
+// are its param's when equal; a reader sees the same fields. The first
+// occurrence in build order is the one written, so sharing keeps the output
+// deterministic. (Hashing every name instead cost more time than the bytes
+// it saved: names are unique.)
 #include "PlanWriter.h"
 
 #include "dmuon/plan_generated.h"
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -28,6 +31,14 @@ namespace {
 using flatbuffers::FlatBufferBuilder;
 using flatbuffers::Offset;
 using flatbuffers::String;
+
+bool samePlacements(const std::vector<Placement> &a, const std::vector<Placement> &b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const Placement &x, const Placement &y) {
+                      return x.kind == y.kind && x.dim == y.dim &&
+                             x.splitFactor == y.splitFactor && x.reduceOp == y.reduceOp;
+                    });
+}
 
 class Writer {
 public:
@@ -52,9 +63,6 @@ private:
     if (inserted)
       it->second = b_.CreateString(s);
     return it->second;
-  }
-  Offset<String> optSharedString(const std::string &s) {
-    return s.empty() ? Offset<String>() : sharedString(s);
   }
   // `pool` keeps shapes and local shapes apart, so each field's vectors are
   // shared only among the same field of other params.
@@ -100,6 +108,11 @@ private:
   FlatBufferBuilder b_;
   std::unordered_map<std::string_view, Offset<String>> strings_;
   LongsPool shapes_, localShapes_;
+  std::vector<Offset<String>> paramNames_, paramLayers_; // by param index
+  const std::vector<Placement> *prevPlacements_ = nullptr;
+  Offset<flatbuffers::Vector<Offset<fb::Placement>>> prevPlacementsOffset_;
+  const std::string *prevLayer_ = nullptr;
+  Offset<String> prevLayerOffset_;
   std::unordered_map<std::string, Offset<flatbuffers::Vector<Offset<fb::Placement>>>>
       placementLists_;
 };
@@ -164,16 +177,27 @@ Offset<fb::Options> Writer::writeOptions() {
 }
 
 Offset<fb::Param> Writer::writeParam(const Param &p) {
-  auto name = sharedString(p.name);
+  auto name = b_.CreateString(p.name);
+  paramNames_.push_back(name);
   bool recovered = !p.sourceName.empty();
   auto sourceName = optString(p.sourceName);
   auto nameNote = optString(p.nameNote);
   auto sourceLoc = optString(p.sourceLoc);
   auto shape = sharedLongs(shapes_, p.shape);
-  auto placements = sharedPlacements(p.placements);
+  auto placements = prevPlacements_ && samePlacements(*prevPlacements_, p.placements)
+                        ? prevPlacementsOffset_
+                        : sharedPlacements(p.placements);
+  prevPlacements_ = &p.placements;
+  prevPlacementsOffset_ = placements;
   auto localShape = reached(Stage::validate) ? sharedLongs(localShapes_, p.localShape)
                                              : Offset<flatbuffers::Vector<int64_t>>();
-  auto layer = reached(Stage::partition) ? optSharedString(p.layer) : Offset<String>();
+  Offset<String> layer;
+  if (reached(Stage::partition) && !p.layer.empty()) {
+    layer = prevLayer_ && *prevLayer_ == p.layer ? prevLayerOffset_ : b_.CreateString(p.layer);
+    prevLayer_ = &p.layer;
+    prevLayerOffset_ = layer;
+  }
+  paramLayers_.push_back(layer);
 
   int32_t ownerShard = -1, ownerReplicate = -1, ownerRank = -1;
   int64_t ownerData = 0;
@@ -244,8 +268,15 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
 }
 
 Offset<fb::Unit> Writer::writeUnit(const Unit &u) {
-  auto name = sharedString(u.name);
-  auto layer = sharedString(u.layer);
+  // A unit of one param is usually named after it, and in its layer.
+  const int first = u.params.empty() ? -1 : u.params.front();
+  const bool own = first >= 0 && first < static_cast<int>(paramNames_.size());
+  auto name = own && u.params.size() == 1 && m_.params[first].name == u.name
+                  ? paramNames_[first]
+                  : b_.CreateString(u.name);
+  auto layer = own && !paramLayers_[first].IsNull() && m_.params[first].layer == u.layer
+                   ? paramLayers_[first]
+                   : b_.CreateString(u.layer);
   auto params = intVector(u.params);
   return fb::CreateUnit(b_, name, layer, params, u.cost, u.slot,
                        static_cast<int32_t>(u.dataIndex));

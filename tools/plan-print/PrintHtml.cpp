@@ -33,6 +33,7 @@ constexpr uint32_t kMaxRankRows = 64;      // first ranks shown, plus the extrem
 constexpr uint32_t kMaxHookRows = 96;      // hook groups shown
 constexpr uint32_t kMaxSegmentsShown = 12; // owners listed per hook group
 constexpr uint32_t kMaxBarTitles = 512;    // bars with their own tooltip
+constexpr int64_t kMaxGridCells = 65536;   // owner slots drawn one cell each
 constexpr double kWidth = 1240;            // drawing width of the SVGs
 
 class Report {
@@ -144,6 +145,14 @@ private:
           (G == 1 ? "" : "s") +
           "; slot <i>i</i> = <i>r</i>\xC2\xB7G + <i>s</i>. Hover a cell for its rank and "
           "load; the busiest slot is outlined in red.</p>\n";
+    // Past a few pages of cells (an 8M-slot mesh made a 1.3 GB report) the
+    // grid says why it is left out; the load chart below still covers
+    // every slot.
+    if (G * R > kMaxGridCells) {
+      o_ += "<p class=\"note\">" + i64(G * R) + " owner slots are more than the " +
+            i64(kMaxGridCells) + " this grid draws; see the slot loads below.</p>\n</section>\n";
+      return;
+    }
     const double left = 84, top = 34;
     const double cw = std::clamp((kWidth - left - 10) / static_cast<double>(G), 1.0, 110.0);
     const double ch =

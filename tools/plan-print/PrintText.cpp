@@ -237,8 +237,21 @@ std::string printText(const fb::Plan &plan) {
         o += " optimal";
     }
     o += "\n";
-    // Fine slots: slot * D + data index.
-    for (uint32_t i = 0; i < size(s->slot_load()); ++i) {
+    // Fine slots: slot * D + data index; one line each up to
+    // common::kRankListLimit slots, then one per run of equal loads
+    // ("slots A-B load=X"), so the listing follows the partition, not the
+    // world size.
+    const uint32_t nLoad = size(s->slot_load());
+    for (uint32_t i = 0; i < nLoad && nLoad > common::kRankListLimit;) {
+      uint32_t e = i + 1;
+      while (e < nLoad && s->slot_load()->Get(e) == s->slot_load()->Get(i))
+        ++e;
+      o += (e - i == 1 ? "slot " + num(int64_t(i)) : "slots " + num(int64_t(i)) + "-" +
+                                                          num(int64_t(e - 1))) +
+           " load=" + num(s->slot_load()->Get(i)) + "\n";
+      i = e;
+    }
+    for (uint32_t i = 0; i < nLoad && nLoad <= common::kRankListLimit; ++i) {
       const int64_t slot = i / v.D, d = i % v.D;
       int64_t sh = v.slotShard(slot), re = v.slotReplicate(slot);
       o += "slot " + num(int64_t(i)) + " (" + num(sh) + "," + num(re) +
