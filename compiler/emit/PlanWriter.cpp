@@ -330,7 +330,20 @@ Offset<fb::Stats> Writer::writeStats() {
     }
   }
   bool partitioned = reached(Stage::partition);
-  auto slotLoad = b_.CreateVector(partitioned ? s.slotLoad : std::vector<double>());
+  // Format 1.6: slot loads as runs of equal loads.
+  std::vector<int32_t> runLengths;
+  std::vector<double> runValues;
+  if (partitioned)
+    for (double load : s.slotLoad) {
+      if (!runValues.empty() && runValues.back() == load) {
+        ++runLengths.back();
+        continue;
+      }
+      runLengths.push_back(1);
+      runValues.push_back(load);
+    }
+  auto runLengthsVec = b_.CreateVector(runLengths);
+  auto runValuesVec = b_.CreateVector(runValues);
   // Format 1.6: rank_runs, maximal runs of equal figures.
   std::vector<Offset<fb::RankFigures>> ranks;
   if (reached(Stage::complete)) {
@@ -351,7 +364,8 @@ Offset<fb::Stats> Writer::writeStats() {
   auto lbKind = partitioned ? optString(s.lowerBoundKind) : Offset<String>();
   fb::StatsBuilder sb(b_);
   sb.add_slots(static_cast<int32_t>(m_.mesh.numFineSlots()));
-  sb.add_slot_load(slotLoad);
+  sb.add_slot_load_run_lengths(runLengthsVec);
+  sb.add_slot_load_run_values(runValuesVec);
   if (partitioned) {
     sb.add_total_cost(s.totalCost);
     sb.add_lower_bound(s.lowerBound);

@@ -197,6 +197,33 @@ std::string Checker::checkStats() {
   if (s->slots() != slots)
     return "stats.slots is " + std::to_string(s->slots()) + ", expected " +
            std::to_string(slots) + slotsWhy;
+  if (p_.format_minor() >= 6) {
+    // 1.6: runs of equal loads (common/SlotLoads.h).
+    if (s->slot_load() && s->slot_load()->size() != 0)
+      return "stats.slot_load is set in a plan of format 1.6 or later, which stores the slot "
+             "loads as runs (stats.slot_load_run_lengths, stats.slot_load_run_values)";
+    const auto *len = s->slot_load_run_lengths();
+    const auto *val = s->slot_load_run_values();
+    const uint32_t n = len ? len->size() : 0;
+    if (!val || val->size() != n)
+      return "stats.slot_load_run_values has " + std::to_string(val ? val->size() : 0) +
+             " entries, expected " + std::to_string(n) + " (one per run)";
+    int64_t covered = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      const std::string who = "stats.slot_load run " + std::to_string(i);
+      if (len->Get(i) < 1)
+        return who + " has length " + std::to_string(len->Get(i)) + " (must be >= 1)";
+      if (!std::isfinite(val->Get(i)) || val->Get(i) < 0)
+        return who + " has load " + std::to_string(val->Get(i)) + " (must be finite and >= 0)";
+      if (i > 0 && val->Get(i) == val->Get(i - 1))
+        return who + " has the load of the run before it (adjacent runs must differ)";
+      covered += len->Get(i);
+    }
+    if (covered != slots)
+      return "stats.slot_load runs cover " + std::to_string(covered) + " fine slots, expected " +
+             std::to_string(slots) + slotsWhy;
+    return checkRankRows();
+  }
   int64_t loads = s->slot_load() ? s->slot_load()->size() : 0;
   if (loads != slots)
     return "stats.slot_load has " + std::to_string(loads) + " entries, expected " +

@@ -9,6 +9,7 @@
 #include "plan/PlanFile.h"
 #include "plan-print/PlanPrinter.h"
 #include "common/RankRows.h"
+#include "common/SlotLoads.h"
 
 #include "gtest/gtest.h"
 
@@ -184,7 +185,15 @@ TEST(PlanRoundTrip, VerifiesAndReadsBack) {
   EXPECT_EQ(p->stats()->muon_params(), 2);
   EXPECT_EQ(p->stats()->adamw_params(), 1);
   EXPECT_EQ(p->stats()->muon_elements(), 64 * 64 + 128 * 64);
-  EXPECT_EQ(p->stats()->slot_load()->size(), 8u);
+  // 1.6: slot loads as runs of equal loads.
+  EXPECT_EQ(p->stats()->slot_load(), nullptr);
+  ASSERT_NE(p->stats()->slot_load_run_lengths(), nullptr);
+  EXPECT_EQ(p->stats()->slot_load_run_lengths()->size(), 5u);
+  const common::SlotLoads loads(p->stats());
+  EXPECT_EQ(loads.size(), 8);
+  EXPECT_EQ(loads.at(2), 7340032.5);
+  EXPECT_EQ(loads.at(5), 5242880.0);
+  EXPECT_EQ(loads.at(7), 0.0);
   uint64_t fp;
   ASSERT_TRUE(planfile::computeFingerprint(b.data(), b.size(), fp));
   EXPECT_EQ(fp, p->fingerprint());
@@ -445,7 +454,7 @@ TEST(PlanRoundTrip, SlotLoadCountChecked) {
   m.stats.slotLoad.resize(5);
   std::vector<uint8_t> b = writePlan(m);
   EXPECT_TRUE(contains(verify(b),
-                       "stats.slot_load has 5 entries, expected 8 (num_shards*num_replicas)"))
+                       "stats.slot_load runs cover 5 fine slots, expected 8 (num_shards*num_replicas)"))
       << verify(b);
 }
 
@@ -647,12 +656,19 @@ TEST(PlanRoundTrip, RankRuns) {
   EXPECT_EQ(verify(same),
             "stats.rank_runs[1] has the figures of the run before it (adjacent runs must differ)");
 
-  // A plan that says it is 1.5 keeps its figures in stats.ranks.
+  // Slot-load run 1 given run 0's load.
+  std::vector<uint8_t> sameLoad = b;
+  mutablePlan(sameLoad)->mutable_stats()->mutable_slot_load_run_values()->Mutate(1, 0.0);
+  restamp(sameLoad);
+  EXPECT_EQ(verify(sameLoad),
+            "stats.slot_load run 1 has the load of the run before it (adjacent runs must differ)");
+
+  // A plan that says it is 1.5 keeps its slot loads in stats.slot_load (and
+  // its figures in stats.ranks).
   std::vector<uint8_t> old = b;
   ASSERT_TRUE(mutablePlan(old)->mutate_format_minor(5));
   restamp(old);
-  EXPECT_EQ(verify(old), "stats.rank_runs is set in a plan of format 1.5, which stores the "
-                         "per-rank figures in stats.ranks");
+  EXPECT_EQ(verify(old), "stats.slot_load has 0 entries, expected 8 (num_shards*num_replicas)");
 }
 
 TEST(PlanRoundTrip, CompletePlanNeedsFields) {

@@ -161,13 +161,14 @@ private:
     const double legendTop = top + gh + 34;
     const double height = legendTop + 46;
     const double width = std::max(left + gw + 10, left + 660.0);
-    const uint32_t nLoad = size(s.slot_load());
+    const common::SlotLoads loads(&s);
+    const int64_t nLoad = loads.size();
     double maxLoad = 0;
     uint32_t busiest = 0;
-    for (uint32_t i = 0; i < nLoad; ++i)
-      if (s.slot_load()->Get(i) > maxLoad) {
-        maxLoad = s.slot_load()->Get(i);
-        busiest = i;
+    for (const auto &r : loads.runs())
+      if (r.load > maxLoad) {
+        maxLoad = r.load;
+        busiest = static_cast<uint32_t>(r.first);
       }
     o_ += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + px(width) + "\" height=\"" +
           px(height) + "\" viewBox=\"0 0 " + px(width) + " " + px(height) +
@@ -206,7 +207,7 @@ private:
         for (int64_t d = 0; d < mesh_.D; ++d) {
           const int64_t fine = static_cast<int64_t>(i) * mesh_.D + d;
           if (fine < nLoad)
-            load = std::max(load, s.slot_load()->Get(static_cast<uint32_t>(fine)));
+            load = std::max(load, loads.at(fine));
         }
         double t = maxLoad > 0 ? load / maxLoad : 0;
         double x = left + static_cast<double>(c) * cw, y = top + static_cast<double>(r) * ch;
@@ -272,12 +273,15 @@ private:
   // Bar chart of slot loads, with the lower bound as a line.
   void chart(const fb::Stats &s) {
     section("loads", "Slot loads against the lower bound");
-    const uint32_t n = size(s.slot_load());
+    // Walked by runs of equal loads (plan 1.6): the chart's cost follows the
+    // partition, not the number of slots.
+    const common::SlotLoads loads(&s);
+    const int64_t n = loads.size();
     const double lb = s.lower_bound();
-    double maxLoad = 0, minLoad = n ? s.slot_load()->Get(0) : 0;
-    for (uint32_t i = 0; i < n; ++i) {
-      maxLoad = std::max(maxLoad, s.slot_load()->Get(i));
-      minLoad = std::min(minLoad, s.slot_load()->Get(i));
+    double maxLoad = 0, minLoad = n ? loads.runs().front().load : 0;
+    for (const auto &r : loads.runs()) {
+      maxLoad = std::max(maxLoad, r.load);
+      minLoad = std::min(minLoad, r.load);
     }
     o_ +=
         "<p class=\"note\">" + i64(n) + " slots in slot order; min " + unit_(minLoad) + ", max " +
@@ -309,8 +313,8 @@ private:
     const double gap = bw >= 6 ? std::min(2.0, bw * 0.15) : 0;
     const double hot = lb * 1.01;
     if (n <= kMaxBarTitles) {
-      for (uint32_t i = 0; i < n; ++i) {
-        double v = s.slot_load()->Get(i), y = yOf(v);
+      for (int64_t i = 0; i < n; ++i) {
+        double v = loads.at(i), y = yOf(v);
         o_ += "<rect x=\"" + px(left + i * bw + gap / 2) + "\" y=\"" + px(y) + "\" width=\"" +
               px(std::max(bw - gap, 0.5)) + "\" height=\"" + px(top + ph - y) + "\" fill=\"" +
               (lb > 0 && v > hot ? "#f28e2b" : "#4c78a8") + "\"><title>slot " + i64(i) +
@@ -323,13 +327,13 @@ private:
       // One path per colour: thousands of bars without thousands of elements.
       for (int pass = 0; pass < 2; ++pass) {
         std::string d;
-        for (uint32_t i = 0; i < n; ++i) {
-          double v = s.slot_load()->Get(i);
+        for (const auto &r : loads.runs()) {
+          const double v = r.load;
           bool isHot = lb > 0 && v > hot;
           if (isHot != (pass == 1) || v <= 0)
             continue;
-          d += "M" + px(left + i * bw) + " " + px(top + ph) + "V" + px(yOf(v)) + "h" +
-               px(std::max(bw, 0.6)) + "V" + px(top + ph) + "Z";
+          d += "M" + px(left + r.first * bw) + " " + px(top + ph) + "V" + px(yOf(v)) + "h" +
+               px(std::max(bw * double(r.end - r.first), 0.6)) + "V" + px(top + ph) + "Z";
         }
         if (!d.empty())
           o_ += "<path d=\"" + d + "\" fill=\"" + (pass ? "#f28e2b" : "#4c78a8") + "\"/>\n";

@@ -312,7 +312,28 @@ std::string printJson(const fb::Plan &plan) {
     j.key("stats");
     j.beginObject();
     j.field("slots", s->slots());
-    jsonInlineList(j, "slot_load", s->slot_load());
+    // One load per fine slot up to common::kRankListLimit slots, else
+    // "slot_load_runs": [[first, last, load], ...] of equal loads (1.6).
+    const common::SlotLoads loads(s);
+    if (loads.size() <= common::kRankListLimit) {
+      j.key("slot_load");
+      j.beginArray(true);
+      for (const auto &r : loads.runs())
+        for (int64_t i = r.first; i < r.end; ++i)
+          j.value(r.load);
+      j.endArray();
+    } else {
+      j.key("slot_load_runs");
+      j.beginArray();
+      for (const auto &r : loads.runs()) {
+        j.beginArray(true);
+        j.value(r.first);
+        j.value(r.end - 1);
+        j.value(r.load);
+        j.endArray();
+      }
+      j.endArray();
+    }
     j.field("total_cost", s->total_cost());
     j.field("lower_bound", s->lower_bound());
     j.field("max_load", s->max_load());

@@ -241,22 +241,25 @@ std::string printText(const fb::Plan &plan) {
     // common::kRankListLimit slots, then one per run of equal loads
     // ("slots A-B load=X"), so the listing follows the partition, not the
     // world size.
-    const uint32_t nLoad = size(s->slot_load());
-    for (uint32_t i = 0; i < nLoad && nLoad > common::kRankListLimit;) {
-      uint32_t e = i + 1;
-      while (e < nLoad && s->slot_load()->Get(e) == s->slot_load()->Get(i))
+    const common::SlotLoads loads(s);
+    const auto &runs = loads.runs();
+    const int64_t nLoad = loads.size();
+    for (size_t k = 0; k < runs.size() && nLoad > common::kRankListLimit;) {
+      size_t e = k + 1; // an old plan's per-slot entries merge here too
+      while (e < runs.size() && runs[e].load == runs[k].load)
         ++e;
-      o += (e - i == 1 ? "slot " + num(int64_t(i)) : "slots " + num(int64_t(i)) + "-" +
-                                                          num(int64_t(e - 1))) +
-           " load=" + num(s->slot_load()->Get(i)) + "\n";
-      i = e;
+      const int64_t first = runs[k].first, last = runs[e - 1].end - 1;
+      o += (first == last ? "slot " + num(first)
+                          : "slots " + num(first) + "-" + num(last)) +
+           " load=" + num(runs[k].load) + "\n";
+      k = e;
     }
-    for (uint32_t i = 0; i < nLoad && nLoad <= common::kRankListLimit; ++i) {
+    for (int64_t i = 0; i < nLoad && nLoad <= common::kRankListLimit; ++i) {
       const int64_t slot = i / v.D, d = i % v.D;
       int64_t sh = v.slotShard(slot), re = v.slotReplicate(slot);
       o += "slot " + num(int64_t(i)) + " (" + num(sh) + "," + num(re) +
            (v.D > 1 ? "," + num(d) : std::string()) +
-           ") rank=" + num(v.ownerRank(sh, re, d)) + " load=" + num(s->slot_load()->Get(i)) +
+           ") rank=" + num(v.ownerRank(sh, re, d)) + " load=" + num(loads.at(i)) +
            "\n";
     }
     // One line per rank up to common::kRankListLimit ranks, then per run
