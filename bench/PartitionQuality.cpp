@@ -64,7 +64,8 @@ bool compile(const std::string &path, const std::string &mesh, PlanModel &m, Tim
     bool (*run)(PlanModel &, Diagnostics &);
   } passes[] = {{"select", runSelect},     {"validate", runValidate},
                 {"group", runGroup},       {"partition", runPartition},
-                {"hooks", runHooks},       {"layout", runLayout}};
+                {"hooks", runHooks},       {"layout", runLayout},
+                {"rank-figures", runRankFigures}};
   for (const P &p : passes) {
     auto a = Clock::now();
     if (!p.run(m, diags))

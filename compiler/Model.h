@@ -147,7 +147,16 @@ struct RankFigures {
   int64_t dataAllreduceBytes = 0;
   int64_t allgatherSend = 0, allgatherRecv = 0, reduceScatterSend = 0, reduceScatterRecv = 0;
   int64_t valueBytes = 0, adamMomentBytes = 0, gradBytes = 0, memoryBytes = 0;
+
+  bool operator==(const RankFigures &) const = default;
 };
+
+// Whether two rows hold the same figures, their ranks aside.
+inline bool sameFigures(const RankFigures &a, const RankFigures &b) {
+  RankFigures x = a;
+  x.rank = b.rank;
+  return x == b;
+}
 
 struct Stats {
   std::vector<double> slotLoad;
@@ -160,6 +169,9 @@ struct Stats {
   bool optimal = false;           // maxLoad meets lowerBound
   int maxOwnersPerHookGroup = 0;  // (layout)
   double smallUnitCap = 0;        // 0: one merged small unit per layer
+  // (rank-figures) Runs of consecutive ranks with equal figures: a row's
+  // rank is its run's first, the run lasts to the next row's rank (the last
+  // to the world size). The writer merges adjacent equal rows.
   std::vector<RankFigures> ranks;
 };
 

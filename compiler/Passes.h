@@ -19,9 +19,9 @@ bool runCheckPlacements(PlanModel &model, Diagnostics &diags);
 bool runPartition(PlanModel &model, Diagnostics &diags);
 bool runHooks(PlanModel &model, Diagnostics &diags);
 bool runLayout(PlanModel &model, Diagnostics &diags);
-// Part of layout: every rank's memory and per-step communication figures
-// (passes/RankFigures.cpp), from the laid-out buffers.
-void computeRankFigures(PlanModel &model);
+// An analysis of the laid-out plan: every rank's memory and per-step
+// communication figures (passes/RankFigures.cpp). It completes the plan.
+bool runRankFigures(PlanModel &model, Diagnostics &diags);
 
 // The mesh dims that chunk `p`'s local shard (common/ShardChunks.h): its
 // Shard / StridedShard placements on the model-parallel dims.

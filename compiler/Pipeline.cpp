@@ -29,6 +29,8 @@ constexpr PassEntry kPasses[] = {
     {Stage::partition, runPartition, "Partition units over owner slots", "partition"},
     {Stage::hooks, runHooks, "Choose hook boundaries", "hooks"},
     {Stage::layout, runLayout, "Lay out packed buffers", "layout"},
+    // An analysis of the laid-out plan; its result is the complete plan.
+    {Stage::complete, runRankFigures, "Compute per-rank figures", "rank-figures"},
 };
 
 // --verify-each: the stage's plan as the readers would see it.
@@ -80,7 +82,6 @@ bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &dia
     if (opts.stopAfter == *p.stage)
       return true;
   }
-  model.stage = Stage::complete;
   return true;
 }
 

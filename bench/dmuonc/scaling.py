@@ -26,6 +26,7 @@ PASS_NAMES = {
     "Partition units over owner slots": "partition",
     "Choose hook boundaries": "hooks",
     "Lay out packed buffers": "layout",
+    "Compute per-rank figures": "figures",
     "Write the plan": "write",
     "Verify the plan": "verify",
 }

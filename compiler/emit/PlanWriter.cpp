@@ -1,16 +1,26 @@
 // PlanModel -> FlatBuffers plan (include/dmuon/plan.fbs).
 //
 // Determinism: everything is built in a fixed order from vectors in model
-// order (no pointers, no hash-map iteration), strings are not deduplicated and
-// the builder starts from a fixed initial size, so the same model always gives
-// the same bytes.
+// order (no hash-map iteration) and the builder starts from a fixed initial
+// size, so the same model always gives the same bytes.
+//
+// Size: a FlatBuffers offset may be shared, so equal shapes and placement
+// lists are written once and referenced from every param that holds them, a
+// layer string once per run of params in it, and a unit's name and layer
+// are its param's when equal; a reader sees the same fields. The first
+// occurrence in build order is the one written, so sharing keeps the output
+// deterministic. (Hashing every name instead cost more time than the bytes
+// it saved: names are unique.)
 #include "PlanWriter.h"
 
 #include "dmuon/plan_generated.h"
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
 
+#include <algorithm>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
 namespace dmuon {
 
@@ -22,6 +32,14 @@ using flatbuffers::FlatBufferBuilder;
 using flatbuffers::Offset;
 using flatbuffers::String;
 
+bool samePlacements(const std::vector<Placement> &a, const std::vector<Placement> &b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const Placement &x, const Placement &y) {
+                      return x.kind == y.kind && x.dim == y.dim &&
+                             x.splitFactor == y.splitFactor && x.reduceOp == y.reduceOp;
+                    });
+}
+
 class Writer {
 public:
   // The initial size is a function of the model only (so output stays
@@ -29,7 +47,7 @@ public:
   // doubling of the builder's buffer.
   explicit Writer(const PlanModel &m)
       : m_(m), b_(64 * 1024 + 560 * m.params.size() + 64 * m.units.size() +
-                  160 * static_cast<size_t>(m.mesh.worldSize())) {}
+                  160 * m.stats.ranks.size()) {}
 
   std::vector<uint8_t> run();
 
@@ -38,10 +56,31 @@ private:
   Offset<String> optString(const std::string &s) {
     return s.empty() ? Offset<String>() : b_.CreateString(s);
   }
+  // A string written once per distinct value. The keys view the model's
+  // strings, which outlive the writer.
+  Offset<String> sharedString(const std::string &s) {
+    auto [it, inserted] = strings_.try_emplace(std::string_view(s));
+    if (inserted)
+      it->second = b_.CreateString(s);
+    return it->second;
+  }
+  // `pool` keeps shapes and local shapes apart, so each field's vectors are
+  // shared only among the same field of other params.
+  using LongsPool = std::unordered_map<std::string_view, Offset<flatbuffers::Vector<int64_t>>>;
+  Offset<flatbuffers::Vector<int64_t>> sharedLongs(LongsPool &pool,
+                                                   const std::vector<int64_t> &v) {
+    std::string_view key(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(int64_t));
+    auto [it, inserted] = pool.try_emplace(key);
+    if (inserted)
+      it->second = b_.CreateVector(v);
+    return it->second;
+  }
   template <typename T> auto intVector(const std::vector<T> &v) {
     std::vector<int32_t> out(v.begin(), v.end());
     return b_.CreateVector(out);
   }
+  Offset<flatbuffers::Vector<Offset<fb::Placement>>>
+  sharedPlacements(const std::vector<Placement> &pls);
   bool reached(Stage s) const { return m_.stage >= s; }
   int64_t numShards() const { return m_.mesh.numShards(); }
   // Owner coordinates of a slot index (slot = replicate * G + shard) and a
@@ -67,7 +106,41 @@ private:
 
   const PlanModel &m_;
   FlatBufferBuilder b_;
+  std::unordered_map<std::string_view, Offset<String>> strings_;
+  LongsPool shapes_, localShapes_;
+  std::vector<Offset<String>> paramNames_, paramLayers_; // by param index
+  const std::vector<Placement> *prevPlacements_ = nullptr;
+  Offset<flatbuffers::Vector<Offset<fb::Placement>>> prevPlacementsOffset_;
+  const std::string *prevLayer_ = nullptr;
+  Offset<String> prevLayerOffset_;
+  std::unordered_map<std::string, Offset<flatbuffers::Vector<Offset<fb::Placement>>>>
+      placementLists_;
 };
+
+Offset<flatbuffers::Vector<Offset<fb::Placement>>>
+Writer::sharedPlacements(const std::vector<Placement> &pls) {
+  std::string key;
+  for (const Placement &pl : pls) {
+    std::string one = pl.str(); // every field written below, spelled
+    key += std::to_string(one.size());
+    key += ':';
+    key += one;
+  }
+  auto [it, inserted] = placementLists_.try_emplace(std::move(key));
+  if (!inserted)
+    return it->second;
+  std::vector<Offset<fb::Placement>> offsets;
+  for (const Placement &pl : pls) {
+    Offset<String> op;
+    if (pl.kind == PlacementKind::partial)
+      op = sharedString(pl.reduceOp);
+    offsets.push_back(fb::CreatePlacement(
+        b_, pl.kind, pl.isShard() ? pl.dim : 0,
+        pl.kind == PlacementKind::strided_shard ? pl.splitFactor : 0, op));
+  }
+  it->second = b_.CreateVector(offsets);
+  return it->second;
+}
 
 Offset<fb::Mesh> Writer::writeMesh() {
   std::vector<Offset<fb::MeshDim>> dims;
@@ -105,24 +178,26 @@ Offset<fb::Options> Writer::writeOptions() {
 
 Offset<fb::Param> Writer::writeParam(const Param &p) {
   auto name = b_.CreateString(p.name);
+  paramNames_.push_back(name);
   bool recovered = !p.sourceName.empty();
   auto sourceName = optString(p.sourceName);
   auto nameNote = optString(p.nameNote);
   auto sourceLoc = optString(p.sourceLoc);
-  auto shape = b_.CreateVector(p.shape);
-  std::vector<Offset<fb::Placement>> pls;
-  for (const Placement &pl : p.placements) {
-    Offset<String> op;
-    if (pl.kind == PlacementKind::partial)
-      op = b_.CreateString(pl.reduceOp);
-    pls.push_back(fb::CreatePlacement(
-        b_, pl.kind, pl.isShard() ? pl.dim : 0,
-        pl.kind == PlacementKind::strided_shard ? pl.splitFactor : 0, op));
-  }
-  auto placements = b_.CreateVector(pls);
-  auto localShape = reached(Stage::validate) ? b_.CreateVector(p.localShape)
+  auto shape = sharedLongs(shapes_, p.shape);
+  auto placements = prevPlacements_ && samePlacements(*prevPlacements_, p.placements)
+                        ? prevPlacementsOffset_
+                        : sharedPlacements(p.placements);
+  prevPlacements_ = &p.placements;
+  prevPlacementsOffset_ = placements;
+  auto localShape = reached(Stage::validate) ? sharedLongs(localShapes_, p.localShape)
                                              : Offset<flatbuffers::Vector<int64_t>>();
-  auto layer = reached(Stage::partition) ? optString(p.layer) : Offset<String>();
+  Offset<String> layer;
+  if (reached(Stage::partition) && !p.layer.empty()) {
+    layer = prevLayer_ && *prevLayer_ == p.layer ? prevLayerOffset_ : b_.CreateString(p.layer);
+    prevLayer_ = &p.layer;
+    prevLayerOffset_ = layer;
+  }
+  paramLayers_.push_back(layer);
 
   int32_t ownerShard = -1, ownerReplicate = -1, ownerRank = -1;
   int64_t ownerData = 0;
@@ -193,8 +268,15 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
 }
 
 Offset<fb::Unit> Writer::writeUnit(const Unit &u) {
-  auto name = b_.CreateString(u.name);
-  auto layer = b_.CreateString(u.layer);
+  // A unit of one param is usually named after it, and in its layer.
+  const int first = u.params.empty() ? -1 : u.params.front();
+  const bool own = first >= 0 && first < static_cast<int>(paramNames_.size());
+  auto name = own && u.params.size() == 1 && m_.params[first].name == u.name
+                  ? paramNames_[first]
+                  : b_.CreateString(u.name);
+  auto layer = own && !paramLayers_[first].IsNull() && m_.params[first].layer == u.layer
+                   ? paramLayers_[first]
+                   : b_.CreateString(u.layer);
   auto params = intVector(u.params);
   return fb::CreateUnit(b_, name, layer, params, u.cost, u.slot,
                        static_cast<int32_t>(u.dataIndex));
@@ -248,10 +330,27 @@ Offset<fb::Stats> Writer::writeStats() {
     }
   }
   bool partitioned = reached(Stage::partition);
-  auto slotLoad = b_.CreateVector(partitioned ? s.slotLoad : std::vector<double>());
+  // Format 1.6: slot loads as runs of equal loads.
+  std::vector<int32_t> runLengths;
+  std::vector<double> runValues;
+  if (partitioned)
+    for (double load : s.slotLoad) {
+      if (!runValues.empty() && runValues.back() == load) {
+        ++runLengths.back();
+        continue;
+      }
+      runLengths.push_back(1);
+      runValues.push_back(load);
+    }
+  auto runLengthsVec = b_.CreateVector(runLengths);
+  auto runValuesVec = b_.CreateVector(runValues);
+  // Format 1.6: rank_runs, maximal runs of equal figures.
   std::vector<Offset<fb::RankFigures>> ranks;
-  if (reached(Stage::layout)) {
-    for (const RankFigures &r : s.ranks)
+  if (reached(Stage::complete)) {
+    for (size_t i = 0; i < s.ranks.size(); ++i) {
+      const RankFigures &r = s.ranks[i];
+      if (i > 0 && sameFigures(s.ranks[i - 1], r))
+        continue;
       ranks.push_back(fb::CreateRankFigures(
           b_, static_cast<int32_t>(r.rank), r.ownedParams, r.ownedElements, r.masterBytes,
           r.momentumBytes, r.peakBufferBytes, r.nsFlops, r.broadcastSend, r.broadcastRecv,
@@ -259,12 +358,14 @@ Offset<fb::Stats> Writer::writeStats() {
           r.gatherSend, r.gatherRecv, r.scatterSend, r.scatterRecv, r.dataAllreduceBytes,
           r.allgatherSend, r.allgatherRecv, r.reduceScatterSend, r.reduceScatterRecv,
           r.valueBytes, r.adamMomentBytes, r.gradBytes, r.memoryBytes));
+    }
   }
   auto ranksVec = b_.CreateVector(ranks);
   auto lbKind = partitioned ? optString(s.lowerBoundKind) : Offset<String>();
   fb::StatsBuilder sb(b_);
   sb.add_slots(static_cast<int32_t>(m_.mesh.numFineSlots()));
-  sb.add_slot_load(slotLoad);
+  sb.add_slot_load_run_lengths(runLengthsVec);
+  sb.add_slot_load_run_values(runValuesVec);
   if (partitioned) {
     sb.add_total_cost(s.totalCost);
     sb.add_lower_bound(s.lowerBound);
@@ -284,7 +385,7 @@ Offset<fb::Stats> Writer::writeStats() {
   sb.add_adamw_params(adamw);
   sb.add_muon_elements(muonElems);
   sb.add_adamw_elements(adamwElems);
-  sb.add_ranks(ranksVec);
+  sb.add_rank_runs(ranksVec);
   return sb.Finish();
 }
 

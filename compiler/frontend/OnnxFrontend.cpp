@@ -6,6 +6,7 @@
 // module path is then recovered from the first consuming node's name
 // (`/layers.0/linear1/MatMul` -> `layers.0.linear1.weight`), docs/dmuonc.md.
 #include "Frontend.h"
+#include "OnnxWire.h"
 #include "common/ParamNames.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -13,7 +14,6 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
-#include <google/protobuf/io/coded_stream.h>
 #include <onnx/onnx_pb.h>
 
 #include <cctype>
@@ -118,7 +118,7 @@ const char *suffixFor(std::string_view op, int input, size_t ndim) {
 }
 
 struct Use {
-  const onnx::NodeProto *node = nullptr;
+  const OnnxNode *node = nullptr;
   int input = -1;
 };
 
@@ -131,39 +131,37 @@ public:
   bool runOnBytes(std::string_view bytes);
 
 private:
-  void visit(const onnx::GraphProto &g);
+  void findUses();
 
   const std::string &path_;
   PlanModel &model_;
   Diagnostics &diags_;
 
-  std::vector<const onnx::TensorProto *> inits_; // floating-point initializers
+  OnnxModelView view_;
+  std::vector<const OnnxInitializer *> inits_; // floating-point initializers
   std::unordered_map<std::string_view, int> index_;
   std::vector<Use> firstUse_;
   std::vector<bool> conv_;
   std::vector<int> order_;
 };
 
-void OnnxFrontend::visit(const onnx::GraphProto &g) {
-  for (const onnx::NodeProto &node : g.node()) {
-    for (int i = 0; i < node.input_size(); ++i) {
-      auto it = index_.find(node.input(i));
+// The nodes are in the order of a recursive walk of the graph: control-flow
+// bodies (If/Loop/Scan), which may use outer initializers, right after
+// their node.
+void OnnxFrontend::findUses() {
+  for (const OnnxNode &node : view_.graph.nodes) {
+    llvm::ArrayRef<std::string_view> inputs = view_.graph.inputsOf(node);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      auto it = index_.find(inputs[i]);
       if (it == index_.end())
         continue;
       int k = it->second;
       if (!firstUse_[k].node) {
-        firstUse_[k] = Use{&node, i};
+        firstUse_[k] = Use{&node, static_cast<int>(i)};
         order_.push_back(k);
       }
-      if (node.op_type() == "Conv" && i == 1 && inits_[k]->dims_size() >= 3)
+      if (node.opType == "Conv" && i == 1 && inits_[k]->numDims >= 3)
         conv_[k] = true;
-    }
-    // Control-flow bodies (If/Loop/Scan) may use outer initializers.
-    for (const onnx::AttributeProto &a : node.attribute()) {
-      if (a.has_g())
-        visit(a.g());
-      for (const onnx::GraphProto &sub : a.graphs())
-        visit(sub);
     }
   }
 }
@@ -199,37 +197,34 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
     return false;
   }
 
-  onnx::ModelProto proto;
-  {
-    google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t *>(bytes.data()),
-                                              static_cast<int>(bytes.size()));
-    in.SetTotalBytesLimit(INT_MAX);
-    if (!proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
-      diags_.fileError(path_, "not a valid ONNX model (protobuf parse failed)");
-      return false;
-    }
+  // Only the fields the frontend reads are decoded (OnnxWire.h): a full
+  // protobuf parse of a large export's initializers and nodes costs most of
+  // dmuonc's time (docs/benchmarks.md, "dmuonc on the largest inputs").
+  if (!decodeOnnxModel(bytes, view_)) {
+    diags_.fileError(path_, "not a valid ONNX model (protobuf parse failed)");
+    return false;
   }
-  if (!proto.has_graph()) {
+  if (!view_.hasGraph) {
     diags_.fileError(path_, "not a valid ONNX model (it has no graph)");
     return false;
   }
-  const onnx::GraphProto &graph = proto.graph();
 
   // Floating-point initializers are the params; integer ones (shape constants)
   // and scalars (folded constants such as epsilons) are not.
-  for (const onnx::TensorProto &t : graph.initializer()) {
-    if (!dtypeOf(t.data_type()) || t.dims_size() == 0)
+  index_.reserve(view_.initializers.size());
+  inits_.reserve(view_.initializers.size());
+  for (const OnnxInitializer &t : view_.initializers) {
+    if (!dtypeOf(t.dataType) || t.numDims == 0)
       continue;
-    if (t.name().empty()) {
+    if (t.name.empty()) {
       diags_.warning("'" + path_ + "': ignoring an initializer without a name");
       continue;
     }
-    auto [it, inserted] =
-        index_.try_emplace(std::string_view(t.name()), static_cast<int>(inits_.size()));
+    auto [it, inserted] = index_.try_emplace(t.name, static_cast<int>(inits_.size()));
     (void)it;
     if (!inserted) {
-      diags_.warning("'" + path_ + "': ignoring a second initializer named '" + t.name() +
-                     "'");
+      diags_.warning("'" + path_ + "': ignoring a second initializer named '" +
+                     std::string(t.name) + "'");
       continue;
     }
     inits_.push_back(&t);
@@ -243,7 +238,7 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
   firstUse_.assign(inits_.size(), Use{});
   conv_.assign(inits_.size(), false);
   order_.reserve(inits_.size());
-  visit(graph);
+  findUses();
   {
     std::vector<bool> placed(inits_.size(), false);
     for (int k : order_)
@@ -253,42 +248,40 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
         order_.push_back(static_cast<int>(k));
   }
 
-  // Names: every initializer's own name is taken; a recovered name must not
-  // collide with any of them or with an earlier recovered one.
-  std::unordered_set<std::string> taken;
-  taken.reserve(inits_.size() * 2);
-  for (const onnx::TensorProto *t : inits_)
-    taken.insert(t->name());
+  // Names: every initializer's own name (index_) is taken; a recovered name
+  // must not collide with any of them or with an earlier recovered one.
+  std::unordered_set<std::string> recovered;
 
-  model_.modelName =
-      graph.name().empty() ? llvm::sys::path::stem(path_).str() : graph.name();
+  model_.modelName = view_.graphName.empty() ? llvm::sys::path::stem(path_).str()
+                                             : std::string(view_.graphName);
   model_.params.reserve(model_.params.size() + order_.size());
   bool ok = true;
   for (int k : order_) {
-    const onnx::TensorProto &t = *inits_[k];
-    Param p;
-    p.name = t.name();
-    p.dtype = *dtypeOf(t.data_type());
-    p.shape.assign(t.dims().begin(), t.dims().end());
+    const OnnxInitializer &t = *inits_[k];
+    Param &p = model_.params.emplace_back();
+    p.name = std::string(t.name);
+    p.dtype = *dtypeOf(t.dataType);
+    llvm::ArrayRef<int64_t> dims = view_.dimsOf(t);
+    p.shape.assign(dims.begin(), dims.end());
     for (int64_t d : p.shape)
       if (d < 0) {
-        diags_.fileError(path_, "initializer '" + t.name() + "' has a negative dim");
+        diags_.fileError(path_, "initializer '" + p.name + "' has a negative dim");
         ok = false;
         break;
       }
     p.placements.assign(model_.mesh.dims.size(), Placement{});
     p.conv = conv_[k];
     const Use &use = firstUse_[k];
-    if (!isModulePath(t.name()) && use.node) {
-      std::string mod = modulePathOfNode(use.node->name());
+    if (!isModulePath(t.name) && use.node) {
+      std::string mod = modulePathOfNode(use.node->name);
       const char *suffix =
-          mod.empty() ? nullptr : suffixFor(use.node->op_type(), use.input, p.shape.size());
+          mod.empty() ? nullptr : suffixFor(use.node->opType, use.input, p.shape.size());
       if (suffix) {
         std::string candidate = mod + "." + suffix;
-        if (taken.insert(candidate).second) {
+        if (!index_.count(candidate) && recovered.insert(candidate).second) {
           p.sourceName = std::move(p.name);
           p.name = std::move(candidate);
-          p.nameNote = "recovered from node '" + use.node->name() + "'";
+          p.nameNote = "recovered from node '" + std::string(use.node->name) + "'";
         }
       }
     }
@@ -297,7 +290,6 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
                                   "; " + common::paramNameRuleText());
       ok = false;
     }
-    model_.params.push_back(std::move(p));
   }
   return ok;
 }

@@ -1,8 +1,9 @@
 // layout: one contiguous, aligned segment per (hook group, owner) in the
 // group's packed buffer, so each owner's params move in one collective; the
 // reduce buffer has the same segments in fp32. A group's sharded params
-// follow its segments, padded to equal flat shards. Then the per-rank
-// figures (passes/RankFigures.cpp).
+// follow its segments, padded to equal flat shards. The per-rank figures
+// are an analysis of the laid-out plan, the pipeline's next entry
+// (passes/RankFigures.cpp).
 #include "Passes.h"
 #include "common/Routes.h"
 #include "common/PlanRules.h"
@@ -130,7 +131,6 @@ bool runLayout(PlanModel &model, Diagnostics &) {
         std::max(model.stats.maxOwnersPerHookGroup, static_cast<int>(g.segments.size()));
   }
 
-  computeRankFigures(model);
   return true;
 }
 

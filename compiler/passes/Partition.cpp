@@ -282,6 +282,11 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
     // (layer, data class) -> unit being filled
     std::map<std::pair<std::string, int>, int> openSmall;
     std::vector<int> unitLayer;
+    // At most one unit per param: no reallocation while filling.
+    a.units.reserve(ownerParams.size());
+    a.unitClass.reserve(ownerParams.size());
+    a.unitOfParam.reserve(ownerParams.size());
+    unitLayer.reserve(ownerParams.size());
     for (size_t k = 0; k < ownerParams.size(); ++k) {
       const Param &p = model.params[ownerParams[k]];
       const int layer = layerIds.find(p.layer)->second;

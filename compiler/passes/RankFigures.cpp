@@ -1,5 +1,5 @@
-// Part of layout: every rank's memory and per-step communication figures,
-// the ones the runtime's counters and its allocation report are checked
+// An analysis after layout: every rank's memory and per-step communication
+// figures, the ones the runtime's counters and its allocation report are checked
 // against (accounting rules: docs/plan-format.md). Ranks that differ only in
 // pure model-parallel dims (and data-carrying dims that shard what they
 // own) see the same data-parallel traffic of their local shards; comm
@@ -8,6 +8,7 @@
 #include "common/PlanRules.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace dmuon {
 
@@ -31,25 +32,37 @@ int64_t alongDataSize(const Mesh &mesh, const Param &p) {
 // coordinate of shard s), optimizer state and reduced gradients on the
 // owner, the two-phase reduce and the replicate broadcast, whose second
 // phase spans the segment's column: dp_replicate and the data-carrying dims
-// its params are Replicate on. `staging[s][g]`: the bytes shard column s
-// stages for hook group g's replicate broadcasts.
-std::vector<RankFigures> ownerRouteByFineSlot(const PlanModel &model,
-                                              std::vector<std::vector<int64_t>> &staging) {
+// its params are Replicate on.
+//
+// Only the shard columns that own segments are stored (`columns`, and in
+// `byFine` their fine slots); every other fine slot has `idle`'s figures,
+// so memory grows with the segments, not with the world size.
+struct OwnerRoute {
+  struct Column {
+    int64_t bytes = 0, reduceBytes = 0;
+    std::vector<int64_t> staging; // per hook group: its replicate staging
+  };
+  std::unordered_map<int64_t, Column> columns;    // by shard s
+  std::unordered_map<int64_t, RankFigures> byFine; // fine slots of those columns
+  RankFigures idle;
+};
+
+OwnerRoute ownerRoute(const PlanModel &model) {
   const Mesh &mesh = model.mesh;
   const int64_t G = mesh.numShards(), R = mesh.numReplicas(), D = mesh.dataCarryingSize();
   const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
-  std::vector<RankFigures> byFine(static_cast<size_t>(G * R * D));
-  std::vector<int64_t> columnBytes(G, 0), columnReduceBytes(G, 0);
+  OwnerRoute out;
   int64_t totalBytes = 0, totalReduceBytes = 0;
-  staging.assign(static_cast<size_t>(G), std::vector<int64_t>(model.hookGroups.size(), 0));
   for (size_t gi = 0; gi < model.hookGroups.size(); ++gi) {
     for (const Segment &seg : model.hookGroups[gi].segments) {
       const int64_t so = seg.slot % G, ro = seg.slot / G;
       const std::vector<int> &dataDims = model.params[seg.params.front()].dataDims;
       const int64_t column = R * mesh.sizeOfDims(dataDims);
       const int64_t ownerData = mesh.projectDataIndex(seg.dataIndex, dataDims);
-      columnBytes[so] += seg.bytes;
-      columnReduceBytes[so] += seg.reduceBytes;
+      OwnerRoute::Column &col = out.columns[so];
+      col.staging.resize(model.hookGroups.size(), 0);
+      col.bytes += seg.bytes;
+      col.reduceBytes += seg.reduceBytes;
       totalBytes += seg.bytes;
       totalReduceBytes += seg.reduceBytes;
       int64_t master = 0, elements = 0, muonElements = 0, adamwElements = 0;
@@ -64,10 +77,10 @@ std::vector<RankFigures> ownerRouteByFineSlot(const PlanModel &model,
           flops += p.cost;
       }
       if (column > 1)
-        staging[so][gi] += master;
+        col.staging[gi] += master;
       for (int64_t r = 0; r < R; ++r)
         for (int64_t d = 0; d < D; ++d) {
-          RankFigures &f = byFine[static_cast<size_t>((r * G + so) * D + d)];
+          RankFigures &f = out.byFine[(r * G + so) * D + d];
           const bool owner = r == ro && mesh.projectDataIndex(d, dataDims) == ownerData;
           f.masterBytes += master;
           if (column > 1) {
@@ -93,18 +106,20 @@ std::vector<RankFigures> ownerRouteByFineSlot(const PlanModel &model,
     }
   }
   if (G > 1) {
-    for (size_t fine = 0; fine < byFine.size(); ++fine) {
-      RankFigures &f = byFine[fine];
-      const int64_t s = static_cast<int64_t>(fine) / D % G;
-      // Broadcast per unshard inside each shard group; phase 1 reduce to
-      // the group's shard owner.
-      f.broadcastSend += unshardsPerStep * (G - 1) * columnBytes[s];
-      f.broadcastRecv += unshardsPerStep * (totalBytes - columnBytes[s]);
-      f.reduceRecv += (G - 1) * columnReduceBytes[s];
-      f.reduceSend += totalReduceBytes - columnReduceBytes[s];
-    }
+    // Broadcast per unshard inside each shard group; phase 1 reduce to the
+    // group's shard owner.
+    auto addShardGroup = [&](RankFigures &f, const OwnerRoute::Column *col) {
+      const int64_t bytes = col ? col->bytes : 0, reduceBytes = col ? col->reduceBytes : 0;
+      f.broadcastSend += unshardsPerStep * (G - 1) * bytes;
+      f.broadcastRecv += unshardsPerStep * (totalBytes - bytes);
+      f.reduceRecv += (G - 1) * reduceBytes;
+      f.reduceSend += totalReduceBytes - reduceBytes;
+    };
+    for (auto &[fine, f] : out.byFine)
+      addShardGroup(f, &out.columns.at(fine / D % G));
+    addShardGroup(out.idle, nullptr);
   }
-  return byFine;
+  return out;
 }
 
 // The sharded and replicated routes: the same on every rank.
@@ -206,28 +221,36 @@ int64_t peakBuffers(const PlanModel &model, const std::vector<int64_t> &groupSta
 
 } // namespace
 
-void computeRankFigures(PlanModel &model) {
+bool runRankFigures(PlanModel &model, Diagnostics &) {
   const Mesh &mesh = model.mesh;
   const int64_t G = mesh.numShards();
-
   const int64_t D = mesh.dataCarryingSize();
-  // Comm params' gather/scatter, on the ranks that own them.
-  std::vector<int> commParams;
+  // Comm params' gather/scatter, and Muon params whose batch dims split
+  // unevenly, by owner slot: a rank of that slot owns one when its data
+  // coordinates match on the dims the param is Replicate on (each coordinate
+  // of a data-carrying dim that shards it owns its own slice).
+  std::unordered_map<int64_t, std::vector<int>> commBySlot, unevenBySlot;
   for (size_t i = 0; i < model.params.size(); ++i) {
     const Param &p = model.params[i];
-    if (p.role == Role::muon && p.group == ShardingGroupKind::comm && p.unit >= 0 &&
-        p.gatherMeshDim >= 0)
-      commParams.push_back(static_cast<int>(i));
+    if (p.role != Role::muon || p.unit < 0)
+      continue;
+    const int64_t slot = model.units[p.unit].slot;
+    if (p.group == ShardingGroupKind::comm) {
+      if (p.gatherMeshDim >= 0)
+        commBySlot[slot].push_back(static_cast<int>(i));
+      continue;
+    }
+    const common::ShardLayout layout = shardLayoutOf(p, mesh);
+    bool splits = false;
+    for (size_t d = 0; d < p.shape.size(); ++d)
+      splits |= common::chunkSizesOf(p.shape[d], layout, static_cast<int>(d)).size() > 1;
+    if (splits)
+      unevenBySlot[slot].push_back(static_cast<int>(i));
   }
-  // Whether the rank at `coord` (slot `slot`) owns `p`: the unit's slot, and
-  // its data coordinates on the dims the param is Replicate on (each
-  // coordinate of a data-carrying dim that shards it owns its own slice).
-  auto ownedAt = [&](const Param &p, int64_t slot, const std::vector<int64_t> &coord) {
-    const Unit &u = model.units[p.unit];
-    return u.slot == slot && mesh.projectDataIndex(mesh.dataIndexOf(coord), p.dataDims) ==
-                                 mesh.projectDataIndex(u.dataIndex, p.dataDims);
+  auto ownedAt = [&](const Param &p, int64_t dataIndex) {
+    return mesh.projectDataIndex(dataIndex, p.dataDims) ==
+           mesh.projectDataIndex(model.units[p.unit].dataIndex, p.dataDims);
   };
-
   // A rank runs NS on its own matrices only: where a Muon param's batch
   // dims split unevenly, fewer than the largest slice's at the last
   // coordinates, whose count the unit's cost counts.
@@ -235,60 +258,70 @@ void computeRankFigures(PlanModel &model) {
     const common::LocalSlice own = common::localSliceOf(p.shape, shardLayoutOf(p, mesh), coord);
     return static_cast<double>(matrixViewOf(own.shape, p.conv).batch);
   };
-  std::vector<int> uneven; // no_comm ones that split unevenly
-  for (size_t i = 0; i < model.params.size(); ++i) {
-    const Param &p = model.params[i];
-    if (p.role != Role::muon || p.group == ShardingGroupKind::comm || p.unit < 0)
-      continue;
-    const common::ShardLayout layout = shardLayoutOf(p, mesh);
-    bool splits = false;
-    for (size_t d = 0; d < p.shape.size(); ++d)
-      splits |= common::chunkSizesOf(p.shape[d], layout, static_cast<int>(d)).size() > 1;
-    if (splits)
-      uneven.push_back(static_cast<int>(i));
-  }
 
-  std::vector<std::vector<int64_t>> staging;
-  const std::vector<RankFigures> byFine = ownerRouteByFineSlot(model, staging);
+  const OwnerRoute owner = ownerRoute(model);
   const RankFigures others = otherRoutes(model);
 
-  // Per shard column: the peak of buffers (the staging differs by column).
-  std::vector<int64_t> peakOfColumn(G, 0);
-  for (int64_t s = 0; s < G; ++s)
-    peakOfColumn[s] = peakBuffers(model, staging[s]);
+  // Per shard column: the peak of buffers (the staging differs by column;
+  // a column without segments stages nothing).
+  std::unordered_map<int64_t, int64_t> peakOfColumn;
+  for (const auto &[s, col] : owner.columns)
+    peakOfColumn[s] = peakBuffers(model, col.staging);
+  const int64_t idlePeak = peakBuffers(model, std::vector<int64_t>(model.hookGroups.size(), 0));
 
+  // Runs of equal figures are stored once (plan 1.6: Stats.rank_runs):
+  // memory and the plan stay O(runs) while the walk is O(world size), with
+  // the coordinates stepped row-major instead of decoded per rank.
   model.stats.ranks.clear();
+  std::vector<int64_t> c(mesh.dims.size(), 0);
+  bool lastIdle = false;
   for (int64_t rank = 0; rank < mesh.worldSize(); ++rank) {
-    std::vector<int64_t> c = mesh.coordOf(rank);
+    if (rank > 0)
+      for (size_t k = c.size(); k-- > 0;) {
+        if (++c[k] < mesh.dims[k].size)
+          break;
+        c[k] = 0;
+      }
     const int64_t s = mesh.shardDim >= 0 ? c[mesh.shardDim] : 0;
     const int64_t r = mesh.replicateDim >= 0 ? c[mesh.replicateDim] : 0;
-    const int64_t fine = (r * G + s) * D + mesh.dataIndexOf(c);
-    RankFigures f = byFine[static_cast<size_t>(fine)];
-    for (int i : uneven) {
-      const Param &p = model.params[i];
-      if (!ownedAt(p, r * G + s, c))
-        continue;
-      f.nsFlops += p.cost * ownBatch(p, c) / static_cast<double>(p.localBatch) - p.cost;
-    }
-    for (int i : commParams) {
-      // Gathered over the gather mesh dim to the computing member,
-      // orthogonalized there, scattered back (fp32 local slices).
-      const Param &p = model.params[i];
-      if (!ownedAt(p, r * G + s, c))
-        continue;
-      const int64_t K = mesh.dims[p.gatherMeshDim].size;
-      const int64_t L = p.localNumElements() * kValueBytes;
-      if (c[p.gatherMeshDim] == p.computeIndex) {
-        f.nsFlops += p.cost * ownBatch(p, c) / static_cast<double>(p.localBatch);
-        f.gatherRecv += (K - 1) * L;
-        f.scatterSend += (K - 1) * L;
-      } else {
-        f.gatherSend += L;
-        f.scatterRecv += L;
+    const int64_t slot = r * G + s;
+    const int64_t dataIndex = D > 1 ? mesh.dataIndexOf(c) : 0;
+    auto ownerIt = owner.byFine.find(slot * D + dataIndex);
+    auto commIt = commBySlot.find(slot);
+    auto unevenIt = unevenBySlot.find(slot);
+    const bool idle = ownerIt == owner.byFine.end() && commIt == commBySlot.end() &&
+                      unevenIt == unevenBySlot.end();
+    // Consecutive idle ranks share one row: nothing to compute or compare.
+    if (idle && lastIdle)
+      continue;
+    RankFigures f = ownerIt != owner.byFine.end() ? ownerIt->second : owner.idle;
+    if (unevenIt != unevenBySlot.end())
+      for (int i : unevenIt->second) {
+        const Param &p = model.params[i];
+        if (ownedAt(p, dataIndex))
+          f.nsFlops += p.cost * ownBatch(p, c) / static_cast<double>(p.localBatch) - p.cost;
       }
-    }
+    if (commIt != commBySlot.end())
+      for (int i : commIt->second) {
+        // Gathered over the gather mesh dim to the computing member,
+        // orthogonalized there, scattered back (fp32 local slices).
+        const Param &p = model.params[i];
+        if (!ownedAt(p, dataIndex))
+          continue;
+        const int64_t K = mesh.dims[p.gatherMeshDim].size;
+        const int64_t L = p.localNumElements() * kValueBytes;
+        if (c[p.gatherMeshDim] == p.computeIndex) {
+          f.nsFlops += p.cost * ownBatch(p, c) / static_cast<double>(p.localBatch);
+          f.gatherRecv += (K - 1) * L;
+          f.scatterSend += (K - 1) * L;
+        } else {
+          f.gatherSend += L;
+          f.scatterRecv += L;
+        }
+      }
+    auto peakIt = peakOfColumn.find(s);
     f.rank = rank;
-    f.peakBufferBytes = peakOfColumn[s];
+    f.peakBufferBytes = peakIt != peakOfColumn.end() ? peakIt->second : idlePeak;
     f.allreduceBytes = others.allreduceBytes;
     f.allgatherSend = others.allgatherSend;
     f.allgatherRecv = others.allgatherRecv;
@@ -299,8 +332,13 @@ void computeRankFigures(PlanModel &model) {
     f.gradBytes += others.gradBytes;
     f.memoryBytes = f.masterBytes + f.momentumBytes + f.valueBytes + f.adamMomentBytes +
                     f.gradBytes + f.peakBufferBytes;
-    model.stats.ranks.push_back(f);
+    // lastIdle: the last row is the idle ranks' figures.
+    if (model.stats.ranks.empty() || !sameFigures(model.stats.ranks.back(), f)) {
+      model.stats.ranks.push_back(f);
+      lastIdle = idle;
+    }
   }
+  return true;
 }
 
 } // namespace dmuon

@@ -2,6 +2,7 @@
 // values from its keeper, the invariants' per-param state, and the plan's
 // per-step communication figures for this rank.
 #include "core/Executor.h"
+#include "common/RankRows.h"
 #include "plan/PlanFile.h"
 
 namespace dmuon::rt {
@@ -78,8 +79,7 @@ Status Executor::paramState(const std::string &name, dmuon_param_state_t &out) c
 
 dmuon_comm_counters_t Executor::plannedCounters() const {
   dmuon_comm_counters_t c{};
-  const auto *ranks = plan_->root().stats()->ranks();
-  const fbp::RankFigures *f = ranks->Get(static_cast<flatbuffers::uoffset_t>(topo_.rank));
+  const fbp::RankFigures *f = common::RankRows(plan_->root()).ofRank(topo_.rank);
   // The plan prices one micro-batch in its own mode; scale the unshard
   // broadcasts to ours and to the last step's micro-batches, and the reduces
   // to them when every micro-batch reduces.
@@ -116,8 +116,7 @@ dmuon_comm_counters_t Executor::plannedCounters() const {
 }
 
 void Executor::plannedMemory(dmuon_memory_report_t &out) const {
-  const fbp::RankFigures *f =
-      plan_->root().stats()->ranks()->Get(static_cast<flatbuffers::uoffset_t>(topo_.rank));
+  const fbp::RankFigures *f = common::RankRows(plan_->root()).ofRank(topo_.rank);
   auto put = [](dmuon_memory_category_t &c, int64_t bytes) {
     c.live = c.peak = static_cast<uint64_t>(bytes);
   };

@@ -3,9 +3,11 @@
 #include "plan/PlanChecker.h"
 
 #include "common/PlanRules.h"
+#include "common/RankRows.h"
 #include "common/Routes.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace dmuon::planfile::detail {
@@ -195,22 +197,84 @@ std::string Checker::checkStats() {
   if (s->slots() != slots)
     return "stats.slots is " + std::to_string(s->slots()) + ", expected " +
            std::to_string(slots) + slotsWhy;
+  if (p_.format_minor() >= 6) {
+    // 1.6: runs of equal loads (common/SlotLoads.h).
+    if (s->slot_load() && s->slot_load()->size() != 0)
+      return "stats.slot_load is set in a plan of format 1.6 or later, which stores the slot "
+             "loads as runs (stats.slot_load_run_lengths, stats.slot_load_run_values)";
+    const auto *len = s->slot_load_run_lengths();
+    const auto *val = s->slot_load_run_values();
+    const uint32_t n = len ? len->size() : 0;
+    if (!val || val->size() != n)
+      return "stats.slot_load_run_values has " + std::to_string(val ? val->size() : 0) +
+             " entries, expected " + std::to_string(n) + " (one per run)";
+    int64_t covered = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      const std::string who = "stats.slot_load run " + std::to_string(i);
+      if (len->Get(i) < 1)
+        return who + " has length " + std::to_string(len->Get(i)) + " (must be >= 1)";
+      if (!std::isfinite(val->Get(i)) || val->Get(i) < 0)
+        return who + " has load " + std::to_string(val->Get(i)) + " (must be finite and >= 0)";
+      if (i > 0 && val->Get(i) == val->Get(i - 1))
+        return who + " has the load of the run before it (adjacent runs must differ)";
+      covered += len->Get(i);
+    }
+    if (covered != slots)
+      return "stats.slot_load runs cover " + std::to_string(covered) + " fine slots, expected " +
+             std::to_string(slots) + slotsWhy;
+    return checkRankRows();
+  }
   int64_t loads = s->slot_load() ? s->slot_load()->size() : 0;
   if (loads != slots)
     return "stats.slot_load has " + std::to_string(loads) + " entries, expected " +
            std::to_string(slots) + slotsWhy;
-  if (complete() || (s->ranks() && s->ranks()->size() != 0)) {
-    if (!s->ranks())
-      return "stats.ranks is missing, expected " + std::to_string(world_) +
-             " entries (world size)";
-    if (static_cast<int64_t>(s->ranks()->size()) != world_)
-      return "stats.ranks has " + std::to_string(s->ranks()->size()) +
+  return checkRankRows();
+}
+
+// Format 1.6 stores runs of equal figures (stats.rank_runs), older plans one
+// row per rank (stats.ranks); common/RankRows.h reads either.
+std::string Checker::checkRankRows() {
+  const fb::Stats *s = p_.stats();
+  const bool runs = p_.format_minor() >= 6;
+  const auto *rows = runs ? s->rank_runs() : s->ranks();
+  const auto *other = runs ? s->ranks() : s->rank_runs();
+  const char *field = runs ? "stats.rank_runs" : "stats.ranks";
+  if (other && other->size() != 0)
+    return std::string(runs ? "stats.ranks" : "stats.rank_runs") + " is set in a plan of format " +
+           std::to_string(p_.format_major()) + "." + std::to_string(p_.format_minor()) +
+           ", which stores the per-rank figures in " + field;
+  if (complete() || (rows && rows->size() != 0)) {
+    if (!rows)
+      return runs ? std::string("stats.rank_runs is missing")
+                  : "stats.ranks is missing, expected " + std::to_string(world_) +
+                        " entries (world size)";
+    if (runs && rows->size() == 0)
+      return "stats.rank_runs is empty, expected runs covering " + std::to_string(world_) +
+             " ranks (world size)";
+    if (runs && static_cast<int64_t>(rows->size()) > world_)
+      return "stats.rank_runs has " + std::to_string(rows->size()) + " runs, more than the " +
+             std::to_string(world_) + " ranks (world size)";
+    if (!runs && static_cast<int64_t>(rows->size()) != world_)
+      return "stats.ranks has " + std::to_string(rows->size()) +
              " entries, expected " + std::to_string(world_) + " (world size)";
-    for (uint32_t i = 0; i < s->ranks()->size(); ++i) {
-      const fb::RankFigures *r = s->ranks()->Get(i);
-      std::string who = "stats.ranks[" + std::to_string(i) + "]";
-      if (r->rank() != static_cast<int32_t>(i))
+    for (uint32_t i = 0; i < rows->size(); ++i) {
+      const fb::RankFigures *r = rows->Get(i);
+      std::string who = std::string(field) + "[" + std::to_string(i) + "]";
+      if (!runs && r->rank() != static_cast<int32_t>(i))
         return who + " is for rank " + std::to_string(r->rank());
+      if (runs && i == 0 && r->rank() != 0)
+        return who + " starts at rank " + std::to_string(r->rank()) + ", expected 0";
+      if (runs && i > 0 && r->rank() <= rows->Get(i - 1)->rank())
+        return who + " starts at rank " + std::to_string(r->rank()) +
+               ", not after the previous run's " + std::to_string(rows->Get(i - 1)->rank());
+      if (runs && r->rank() >= world_)
+        return who + " starts at rank " + std::to_string(r->rank()) + ", past the world size " +
+               std::to_string(world_);
+      if (runs && i > 0 && common::sameRankFigures(*r, *rows->Get(i - 1)))
+        return who + " has the figures of the run before it (adjacent runs must differ)";
+      if (!std::isfinite(r->ns_flops()) || r->ns_flops() < 0)
+        return who + ".ns_flops is " + std::to_string(r->ns_flops()) +
+               " (must be finite and >= 0)";
       const std::pair<const char *, int64_t> figures[] = {
           {"owned_params", r->owned_params()},
           {"owned_elements", r->owned_elements()},

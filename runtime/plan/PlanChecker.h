@@ -42,6 +42,7 @@ private:
   std::string checkUnits();
   std::string checkGroups();
   std::string checkHooks();
+  std::string checkRankRows();
   std::string checkStats();
   std::string checkQkClip(); // CheckQkClip.cpp
 

@@ -102,6 +102,9 @@ std::string Checker::checkAlignment() {
   }
   if (p_.stats() && p_.stats()->slot_load() && misaligned(p_.stats()->slot_load()))
     return "corrupt plan: stats.slot_load is misaligned";
+  if (p_.stats() && p_.stats()->slot_load_run_values() &&
+      misaligned(p_.stats()->slot_load_run_values()))
+    return "corrupt plan: stats.slot_load_run_values is misaligned";
   return {};
 }
 

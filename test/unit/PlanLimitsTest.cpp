@@ -85,10 +85,10 @@ TEST(PlanLimits, VerifierRefusesNamesTheCompilerRefuses) {
 TEST(PlanLimits, VerifierRefusesByteFiguresPast2To62) {
   const int64_t tooMany = (int64_t(1) << 62) + 1;
   std::string e = verifyMutated([&](fb::Plan &p) {
-    return p.mutable_stats()->mutable_ranks()->GetMutableObject(0)->mutate_broadcast_recv_bytes(
+    return p.mutable_stats()->mutable_rank_runs()->GetMutableObject(0)->mutate_broadcast_recv_bytes(
         tooMany);
   });
-  EXPECT_TRUE(contains(e, "stats.ranks[0].broadcast_recv_bytes is 4611686018427387905, more "
+  EXPECT_TRUE(contains(e, "stats.rank_runs[0].broadcast_recv_bytes is 4611686018427387905, more "
                           "than 2^62"))
       << e;
   e = verifyMutated([&](fb::Plan &p) {

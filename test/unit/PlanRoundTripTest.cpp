@@ -8,6 +8,8 @@
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
 #include "plan-print/PlanPrinter.h"
+#include "common/RankRows.h"
+#include "common/SlotLoads.h"
 
 #include "gtest/gtest.h"
 
@@ -183,7 +185,15 @@ TEST(PlanRoundTrip, VerifiesAndReadsBack) {
   EXPECT_EQ(p->stats()->muon_params(), 2);
   EXPECT_EQ(p->stats()->adamw_params(), 1);
   EXPECT_EQ(p->stats()->muon_elements(), 64 * 64 + 128 * 64);
-  EXPECT_EQ(p->stats()->slot_load()->size(), 8u);
+  // 1.6: slot loads as runs of equal loads.
+  EXPECT_EQ(p->stats()->slot_load(), nullptr);
+  ASSERT_NE(p->stats()->slot_load_run_lengths(), nullptr);
+  EXPECT_EQ(p->stats()->slot_load_run_lengths()->size(), 5u);
+  const common::SlotLoads loads(p->stats());
+  EXPECT_EQ(loads.size(), 8);
+  EXPECT_EQ(loads.at(2), 7340032.5);
+  EXPECT_EQ(loads.at(5), 5242880.0);
+  EXPECT_EQ(loads.at(7), 0.0);
   uint64_t fp;
   ASSERT_TRUE(planfile::computeFingerprint(b.data(), b.size(), fp));
   EXPECT_EQ(fp, p->fingerprint());
@@ -445,7 +455,7 @@ TEST(PlanRoundTrip, SlotLoadCountChecked) {
   m.stats.slotLoad.resize(5);
   std::vector<uint8_t> b = writePlan(m);
   EXPECT_TRUE(contains(verify(b),
-                       "stats.slot_load has 5 entries, expected 8 (num_shards*num_replicas)"))
+                       "stats.slot_load runs cover 5 fine slots, expected 8 (num_shards*num_replicas)"))
       << verify(b);
 }
 
@@ -557,11 +567,16 @@ TEST(PlanRoundTrip, CompletePlanChecksRebuilt) {
        [](PlanModel &m) { m.options.optimizer.nsSteps = 101; }},
       {"params #0 and #1 are both named 'layers.0.q.weight'",
        [](PlanModel &m) { m.params[1].name = "layers.0.q.weight"; }},
-      {"stats.ranks has 7 entries, expected 8 (world size)",
-       [](PlanModel &m) { m.stats.ranks.pop_back(); }},
-      {"stats.ranks has 0 entries, expected 8 (world size)",
+      // 1.6: runs of equal figures. The model's rows give the runs
+      // [0,2) [2,3) [3,5) [5,6) [6,8) (the writer merges equal neighbours).
+      {"stats.rank_runs is empty, expected runs covering 8 ranks (world size)",
        [](PlanModel &m) { m.stats.ranks.clear(); }},
-      {"stats.ranks[3] is for rank 4", [](PlanModel &m) { m.stats.ranks[3].rank = 4; }},
+      {"stats.rank_runs[0] starts at rank 1, expected 0",
+       [](PlanModel &m) { m.stats.ranks[0].rank = 1; }},
+      {"stats.rank_runs[2] starts at rank 2, not after the previous run's 2",
+       [](PlanModel &m) { m.stats.ranks[3].rank = 2; }},
+      {"stats.rank_runs[4] starts at rank 9, past the world size 8",
+       [](PlanModel &m) { m.stats.ranks[6].rank = 9; }},
       {"param 'layers.0.q.weight': bytes is 16384, expected 8192 (4096 local elements of bf16)",
        [](PlanModel &m) { m.params[0].dtype = DType::bf16; }},
       {"param 'layers.0.up.weight': gathered matrix view 1x64x64 (local_batch x rows x cols) is "
@@ -610,6 +625,55 @@ const flatbuffers::Table *table(const void *p) {
 }
 
 // Complete plans: every table and vector the executor dereferences is present.
+// 1.6: the per-rank figures are runs of equal figures; every rank reads its
+// own row, adjacent runs differ, and a plan's minor version says which field
+// holds the figures.
+TEST(PlanRoundTrip, RankRuns) {
+  PlanModel m = makeModel();
+  std::vector<uint8_t> b = writePlan(m);
+  ASSERT_EQ(verify(b), "");
+  const fb::Plan *p = fb::GetPlan(b.data());
+  EXPECT_EQ(p->stats()->ranks(), nullptr);
+  ASSERT_NE(p->stats()->rank_runs(), nullptr);
+  EXPECT_EQ(p->stats()->rank_runs()->size(), 5u);
+  const common::RankRows rows(*p);
+  EXPECT_TRUE(rows.runs());
+  for (int64_t r = 0; r < 8; ++r) {
+    const fb::RankFigures *f = rows.ofRank(r);
+    ASSERT_NE(f, nullptr) << r;
+    EXPECT_EQ(f->master_bytes(), m.stats.ranks[r].masterBytes) << r;
+    EXPECT_EQ(f->ns_flops(), m.stats.ranks[r].nsFlops) << r;
+  }
+  EXPECT_EQ(rows.ofRank(8), nullptr);
+  EXPECT_EQ(rows.ofRank(-1), nullptr);
+  EXPECT_EQ(rows.first(2), 3);
+  EXPECT_EQ(rows.count(2), 2);
+  EXPECT_EQ(rows.end(4), 8);
+
+  // Run 1 (rank 2) given run 0's figures.
+  std::vector<uint8_t> same = b;
+  fb::RankFigures *r1 = mutablePlan(same)->mutable_stats()->mutable_rank_runs()->GetMutableObject(1);
+  ASSERT_TRUE(r1->mutate_ns_flops(0));
+  ASSERT_TRUE(r1->mutate_master_bytes(0));
+  restamp(same);
+  EXPECT_EQ(verify(same),
+            "stats.rank_runs[1] has the figures of the run before it (adjacent runs must differ)");
+
+  // Slot-load run 1 given run 0's load.
+  std::vector<uint8_t> sameLoad = b;
+  mutablePlan(sameLoad)->mutable_stats()->mutable_slot_load_run_values()->Mutate(1, 0.0);
+  restamp(sameLoad);
+  EXPECT_EQ(verify(sameLoad),
+            "stats.slot_load run 1 has the load of the run before it (adjacent runs must differ)");
+
+  // A plan that says it is 1.5 keeps its slot loads in stats.slot_load (and
+  // its figures in stats.ranks).
+  std::vector<uint8_t> old = b;
+  ASSERT_TRUE(mutablePlan(old)->mutate_format_minor(5));
+  restamp(old);
+  EXPECT_EQ(verify(old), "stats.slot_load has 0 entries, expected 8 (num_shards*num_replicas)");
+}
+
 TEST(PlanRoundTrip, CompletePlanNeedsFields) {
   struct Case {
     const char *expect;
@@ -624,8 +688,8 @@ TEST(PlanRoundTrip, CompletePlanNeedsFields) {
        }},
       {"complete plan has no params",
        [](const fb::Plan &p) { return dropField(table(&p), fb::Plan::VT_PARAMS); }},
-      {"stats.ranks is missing, expected 8 entries (world size)",
-       [](const fb::Plan &p) { return dropField(table(p.stats()), fb::Stats::VT_RANKS); }},
+      {"stats.rank_runs is missing",
+       [](const fb::Plan &p) { return dropField(table(p.stats()), fb::Stats::VT_RANK_RUNS); }},
       {"hook group 0 has no name",
        [](const fb::Plan &p) {
          return dropField(table(p.hook_groups()->Get(0)), fb::HookGroup::VT_NAME);
@@ -692,7 +756,7 @@ TEST(PlanPrinter, TextForm) {
   char fp[32];
   std::snprintf(fp, sizeof fp, "0x%016llx", static_cast<unsigned long long>(p->fingerprint()));
   std::string expectHead =
-      "; dmuon plan 1.5 stage=complete producer=dmuonc " DMUON_VERSION_STRING "\n"
+      "; dmuon plan 1.6 stage=complete producer=dmuonc " DMUON_VERSION_STRING "\n"
       "; fingerprint " + std::string(fp) + "\n"
       "source: tiny.toml\n"
       "model: tiny\n"
@@ -752,7 +816,7 @@ TEST(PlanPrinter, StopAfterSelectOmitsLaterFields) {
   m.stage = Stage::select;
   std::vector<uint8_t> b = writePlan(m);
   std::string t = planfile::printText(*fb::GetPlan(b.data()));
-  EXPECT_TRUE(contains(t, "; dmuon plan 1.5 stage=select ")) << t;
+  EXPECT_TRUE(contains(t, "; dmuon plan 1.6 stage=select ")) << t;
   EXPECT_TRUE(contains(t, "param layers.0.q.weight shape=[64,64] dtype=f32 "
                           "placements=[Replicate,Replicate,Replicate] role=muon "
                           "reason=default_matrix "
@@ -797,7 +861,7 @@ TEST(PlanPrinter, JsonForm) {
   std::vector<uint8_t> b = writePlan(m);
   std::string j = planfile::printJson(*fb::GetPlan(b.data()));
   EXPECT_TRUE(balanced(j)) << j;
-  EXPECT_EQ(j.substr(0, 28), "{\n  \"format_version\": \"1.5\",") << j;
+  EXPECT_EQ(j.substr(0, 28), "{\n  \"format_version\": \"1.6\",") << j;
   EXPECT_TRUE(contains(j, "\"model\": \"ti\\\"ny\\\\\\n\\u0001\",")) << j;
   // Top-level key order.
   const char *keys[] = {"\"format_version\"", "\"producer\"", "\"fingerprint\"", "\"stage\"",

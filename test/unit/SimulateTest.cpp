@@ -184,7 +184,7 @@ TEST(SimulateMemory, TraceMatchesThePlansPeak) {
       EXPECT_TRUE(m.traceMatches) << mesh;
       EXPECT_GE(m.peak.group, 0) << mesh;
       EXPECT_EQ(m.ranksOver, 0);
-      EXPECT_EQ(checkMemory(p, 1).ranksOver, static_cast<int64_t>(p.stats()->ranks()->size()));
+      EXPECT_EQ(checkMemory(p, 1).ranksOver, int64_t(p.mesh()->world_size()));
     }
 }
 

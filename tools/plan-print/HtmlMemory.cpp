@@ -28,11 +28,12 @@ const Category kCategories[] = {
 
 } // namespace
 
-std::string htmlMemoryChart(const fb::Stats &stats, const std::vector<uint32_t> &rows) {
+std::string htmlMemoryChart(const std::vector<common::RankRows::Listed> &listed,
+                            const std::vector<uint32_t> &rows) {
   constexpr double kLabel = 70, kBar = 520, kRow = 16, kLegend = 22;
   double largest = 0;
   for (uint32_t i : rows)
-    largest = std::max(largest, double(stats.ranks()->Get(i)->memory_bytes()));
+    largest = std::max(largest, double(listed[i].row->memory_bytes()));
   std::string o = "<section id=\"memory\">\n<h2>Per-rank memory</h2>\n"
                   "<p class=\"note\">Each bar is one rank's memory by category "
                   "(dmuon_runtime_memory reports the same); the largest is " +
@@ -50,16 +51,16 @@ std::string htmlMemoryChart(const fb::Stats &stats, const std::vector<uint32_t> 
   }
   double y = kLegend;
   for (uint32_t i : rows) {
-    const fb::RankFigures &r = *stats.ranks()->Get(i);
-    o += "<text x=\"0\" y=\"" + px(y + 11) + "\" font-size=\"11\">rank " + i64(r.rank()) +
-         "</text>\n";
+    const fb::RankFigures &r = *listed[i].row;
+    const std::string label = listed[i].label();
+    o += "<text x=\"0\" y=\"" + px(y + 11) + "\" font-size=\"11\">" + esc(label) + "</text>\n";
     x = kLabel;
     for (const Category &c : kCategories) {
       const double w = kBar * double(c.bytes(r)) / largest;
       if (w <= 0)
         continue;
       o += "<rect x=\"" + px(x) + "\" y=\"" + px(y) + "\" width=\"" + px(w) +
-           "\" height=\"12\" fill=\"" + c.colour + "\"><title>rank " + i64(r.rank()) + " " +
+           "\" height=\"12\" fill=\"" + c.colour + "\"><title>" + esc(label) + " " +
            c.name + ": " + esc(bytes(double(c.bytes(r)))) + "</title></rect>\n";
       x += w;
     }

@@ -3,6 +3,7 @@
 #ifndef DMUON_TOOLS_PLAN_PRINT_HTMLMEMORY_H
 #define DMUON_TOOLS_PLAN_PRINT_HTMLMEMORY_H
 
+#include "common/RankRows.h"
 #include "dmuon/plan_generated.h"
 
 #include <cstdint>
@@ -11,9 +12,11 @@
 
 namespace dmuon::planfile::print {
 
-// A <section> with an inline SVG: a bar for each of `rows` (rank indices
-// into stats.ranks), all on the scale of the largest rank's memory.
-std::string htmlMemoryChart(const dmuon::plan::Stats &stats, const std::vector<uint32_t> &rows);
+// A <section> with an inline SVG: a bar for each of `rows` (indices into
+// `listed`: ranks, or runs of ranks with equal figures), all on the scale of
+// the largest rank's memory.
+std::string htmlMemoryChart(const std::vector<common::RankRows::Listed> &listed,
+                            const std::vector<uint32_t> &rows);
 
 } // namespace dmuon::planfile::print
 

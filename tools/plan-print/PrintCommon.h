@@ -11,6 +11,8 @@
 
 #include "common/Hex.h"
 #include "common/PlanAccess.h"
+#include "common/RankRows.h"
+#include "common/SlotLoads.h"
 #include "common/ReplicateGroups.h"
 #include "common/Routes.h"
 #include "dmuon/plan_generated.h"

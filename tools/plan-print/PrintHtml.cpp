@@ -33,6 +33,7 @@ constexpr uint32_t kMaxRankRows = 64;      // first ranks shown, plus the extrem
 constexpr uint32_t kMaxHookRows = 96;      // hook groups shown
 constexpr uint32_t kMaxSegmentsShown = 12; // owners listed per hook group
 constexpr uint32_t kMaxBarTitles = 512;    // bars with their own tooltip
+constexpr int64_t kMaxGridCells = 65536;   // owner slots drawn one cell each
 constexpr double kWidth = 1240;            // drawing width of the SVGs
 
 class Report {
@@ -144,6 +145,14 @@ private:
           (G == 1 ? "" : "s") +
           "; slot <i>i</i> = <i>r</i>\xC2\xB7G + <i>s</i>. Hover a cell for its rank and "
           "load; the busiest slot is outlined in red.</p>\n";
+    // Past a few pages of cells (an 8M-slot mesh made a 1.3 GB report) the
+    // grid says why it is left out; the load chart below still covers
+    // every slot.
+    if (G * R > kMaxGridCells) {
+      o_ += "<p class=\"note\">" + i64(G * R) + " owner slots are more than the " +
+            i64(kMaxGridCells) + " this grid draws; see the slot loads below.</p>\n</section>\n";
+      return;
+    }
     const double left = 84, top = 34;
     const double cw = std::clamp((kWidth - left - 10) / static_cast<double>(G), 1.0, 110.0);
     const double ch =
@@ -152,13 +161,14 @@ private:
     const double legendTop = top + gh + 34;
     const double height = legendTop + 46;
     const double width = std::max(left + gw + 10, left + 660.0);
-    const uint32_t nLoad = size(s.slot_load());
+    const common::SlotLoads loads(&s);
+    const int64_t nLoad = loads.size();
     double maxLoad = 0;
     uint32_t busiest = 0;
-    for (uint32_t i = 0; i < nLoad; ++i)
-      if (s.slot_load()->Get(i) > maxLoad) {
-        maxLoad = s.slot_load()->Get(i);
-        busiest = i;
+    for (const auto &r : loads.runs())
+      if (r.load > maxLoad) {
+        maxLoad = r.load;
+        busiest = static_cast<uint32_t>(r.first);
       }
     o_ += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + px(width) + "\" height=\"" +
           px(height) + "\" viewBox=\"0 0 " + px(width) + " " + px(height) +
@@ -197,7 +207,7 @@ private:
         for (int64_t d = 0; d < mesh_.D; ++d) {
           const int64_t fine = static_cast<int64_t>(i) * mesh_.D + d;
           if (fine < nLoad)
-            load = std::max(load, s.slot_load()->Get(static_cast<uint32_t>(fine)));
+            load = std::max(load, loads.at(fine));
         }
         double t = maxLoad > 0 ? load / maxLoad : 0;
         double x = left + static_cast<double>(c) * cw, y = top + static_cast<double>(r) * ch;
@@ -263,12 +273,15 @@ private:
   // Bar chart of slot loads, with the lower bound as a line.
   void chart(const fb::Stats &s) {
     section("loads", "Slot loads against the lower bound");
-    const uint32_t n = size(s.slot_load());
+    // Walked by runs of equal loads (plan 1.6): the chart's cost follows the
+    // partition, not the number of slots.
+    const common::SlotLoads loads(&s);
+    const int64_t n = loads.size();
     const double lb = s.lower_bound();
-    double maxLoad = 0, minLoad = n ? s.slot_load()->Get(0) : 0;
-    for (uint32_t i = 0; i < n; ++i) {
-      maxLoad = std::max(maxLoad, s.slot_load()->Get(i));
-      minLoad = std::min(minLoad, s.slot_load()->Get(i));
+    double maxLoad = 0, minLoad = n ? loads.runs().front().load : 0;
+    for (const auto &r : loads.runs()) {
+      maxLoad = std::max(maxLoad, r.load);
+      minLoad = std::min(minLoad, r.load);
     }
     o_ +=
         "<p class=\"note\">" + i64(n) + " slots in slot order; min " + unit_(minLoad) + ", max " +
@@ -300,8 +313,8 @@ private:
     const double gap = bw >= 6 ? std::min(2.0, bw * 0.15) : 0;
     const double hot = lb * 1.01;
     if (n <= kMaxBarTitles) {
-      for (uint32_t i = 0; i < n; ++i) {
-        double v = s.slot_load()->Get(i), y = yOf(v);
+      for (int64_t i = 0; i < n; ++i) {
+        double v = loads.at(i), y = yOf(v);
         o_ += "<rect x=\"" + px(left + i * bw + gap / 2) + "\" y=\"" + px(y) + "\" width=\"" +
               px(std::max(bw - gap, 0.5)) + "\" height=\"" + px(top + ph - y) + "\" fill=\"" +
               (lb > 0 && v > hot ? "#f28e2b" : "#4c78a8") + "\"><title>slot " + i64(i) +
@@ -314,13 +327,13 @@ private:
       // One path per colour: thousands of bars without thousands of elements.
       for (int pass = 0; pass < 2; ++pass) {
         std::string d;
-        for (uint32_t i = 0; i < n; ++i) {
-          double v = s.slot_load()->Get(i);
+        for (const auto &r : loads.runs()) {
+          const double v = r.load;
           bool isHot = lb > 0 && v > hot;
           if (isHot != (pass == 1) || v <= 0)
             continue;
-          d += "M" + px(left + i * bw) + " " + px(top + ph) + "V" + px(yOf(v)) + "h" +
-               px(std::max(bw, 0.6)) + "V" + px(top + ph) + "Z";
+          d += "M" + px(left + r.first * bw) + " " + px(top + ph) + "V" + px(yOf(v)) + "h" +
+               px(std::max(bw * double(r.end - r.first), 0.6)) + "V" + px(top + ph) + "Z";
         }
         if (!d.empty())
           o_ += "<path d=\"" + d + "\" fill=\"" + (pass ? "#f28e2b" : "#4c78a8") + "\"/>\n";
@@ -420,7 +433,11 @@ private:
   void ranks(const fb::Stats *s) {
     if (!s || !reached(p_, fb::Stage::layout))
       return;
-    const uint32_t n = size(s->ranks());
+    // One entry per rank up to common::kRankListLimit ranks, else per run
+    // of ranks with equal figures.
+    const std::vector<common::RankRows::Listed> listed = common::RankRows(p_).listed();
+    const uint32_t n = static_cast<uint32_t>(listed.size());
+    const int64_t world = n ? listed.back().end : 0;
     section("ranks", "Per-rank memory and communication (per training step)");
     o_ += "<p class=\"note\">Bytes are logical collective payloads as the runtime counts them "
           "(docs/plan-format.md \xC2\xA7 Communication accounting). Master and momentum are "
@@ -433,6 +450,7 @@ private:
     }
     // Which rows: all ranks if few; else the first kMaxRankRows and the
     // extremes (busiest NS load, most master bytes, most bytes moved).
+    auto entry = [&](uint32_t i) { return listed[i].row; };
     auto moved = [](const fb::RankFigures *r) {
       return double(r->broadcast_send_bytes()) + double(r->broadcast_recv_bytes()) +
              double(r->reduce_send_bytes()) + double(r->reduce_recv_bytes()) +
@@ -444,19 +462,19 @@ private:
     // The model-parallel gather/scatter columns only when some rank has any.
     bool mp = false;
     for (uint32_t i = 0; i < n && !mp; ++i) {
-      const fb::RankFigures *r = s->ranks()->Get(i);
+      const fb::RankFigures *r = entry(i);
       mp = r->gather_send_bytes() || r->gather_recv_bytes() || r->scatter_send_bytes() ||
            r->scatter_recv_bytes();
     }
     const std::string span = mp ? "20" : "16";
     uint32_t busiest = 0, heaviest = 0, chattiest = 0;
     for (uint32_t i = 1; i < n; ++i) {
-      const fb::RankFigures *r = s->ranks()->Get(i);
-      if (r->ns_flops() > s->ranks()->Get(busiest)->ns_flops())
+      const fb::RankFigures *r = entry(i);
+      if (r->ns_flops() > entry(busiest)->ns_flops())
         busiest = i;
-      if (r->master_bytes() > s->ranks()->Get(heaviest)->master_bytes())
+      if (r->master_bytes() > entry(heaviest)->master_bytes())
         heaviest = i;
-      if (moved(r) > moved(s->ranks()->Get(chattiest)))
+      if (moved(r) > moved(entry(chattiest)))
         chattiest = i;
     }
     std::vector<uint32_t> rows;
@@ -487,9 +505,11 @@ private:
     auto cellBytes = [&](int64_t b) {
       return "<td title=\"" + grouped(b) + " bytes\">" + bytes(double(b)) + "</td>";
     };
-    auto row = [&](const fb::RankFigures *r, const char *cls) {
+    auto row = [&](const common::RankRows::Listed &e, const char *cls) {
+      const fb::RankFigures *r = e.row;
       o_ += std::string("<tr") + (cls ? std::string(" class=\"") + cls + "\"" : "") + "><td>" +
-            i64(r->rank()) + "</td><td class=\"l\">" + mesh_.coords(r->rank()) + "</td><td>" +
+            (e.end - e.first == 1 ? i64(e.first) : i64(e.first) + "\xE2\x80\x93" + i64(e.end - 1)) +
+            "</td><td class=\"l\">" + mesh_.coords(e.first) + "</td><td>" +
             i64(r->owned_params()) + "</td><td>" + grouped(r->owned_elements()) + "</td>" +
             cellBytes(r->master_bytes()) + cellBytes(r->momentum_bytes()) +
             cellBytes(r->peak_buffer_bytes()) + "<td>" + CostUnit{}(r->ns_flops()) + "</td>" +
@@ -506,41 +526,40 @@ private:
     bool first = true;
     for (uint32_t i : rows) {
       if (!first && i != prev + 1)
-        o_ += "<tr class=\"gap\"><td colspan=\"" + span + "\">\xE2\x8B\xAF " + i64(i - prev - 1) +
-              " ranks not shown \xE2\x8B\xAF</td></tr>\n";
-      const fb::RankFigures *r = s->ranks()->Get(i);
+        o_ += "<tr class=\"gap\"><td colspan=\"" + span + "\">\xE2\x8B\xAF " +
+              i64(listed[i].first - listed[prev].end) + " ranks not shown \xE2\x8B\xAF</td></tr>\n";
       const char *cls = nullptr;
       if (n > 1 && (i == busiest || i == heaviest || i == chattiest))
         cls = "hot";
-      row(r, cls);
+      row(listed[i], cls);
       prev = i;
       first = false;
     }
     if (n > 0 && prev + 1 < n)
-      o_ += "<tr class=\"gap\"><td colspan=\"" + span + "\">\xE2\x8B\xAF " + i64(n - prev - 1) +
-            " ranks not shown \xE2\x8B\xAF</td></tr>\n";
+      o_ += "<tr class=\"gap\"><td colspan=\"" + span + "\">\xE2\x8B\xAF " +
+            i64(world - listed[prev].end) + " ranks not shown \xE2\x8B\xAF</td></tr>\n";
     // Min and max over all ranks.
     if (n > 1) {
       auto agg = [&](bool isMax) {
         auto pick = [&](auto get) {
-          double v = get(s->ranks()->Get(0));
+          double v = get(entry(0));
           for (uint32_t i = 1; i < n; ++i)
-            v = isMax ? std::max(v, get(s->ranks()->Get(i))) : std::min(v, get(s->ranks()->Get(i)));
+            v = isMax ? std::max(v, get(entry(i))) : std::min(v, get(entry(i)));
           return v;
         };
 #define DM_PICK(field) pick([](const fb::RankFigures *r) { return double(r->field()); })
         // In int64 itself: near 2^63 a double rounds past the int64 range.
         auto pickElements = [&](bool most) {
-          int64_t v = s->ranks()->Get(0)->owned_elements();
+          int64_t v = entry(0)->owned_elements();
           for (uint32_t i = 1; i < n; ++i) {
-            const int64_t x = s->ranks()->Get(i)->owned_elements();
+            const int64_t x = entry(i)->owned_elements();
             v = most ? std::max(v, x) : std::min(v, x);
           }
           return v;
         };
         auto b = [&](double v) { return "<td>" + bytes(v) + "</td>"; };
         o_ += std::string("<tr class=\"agg\"><td>") + (isMax ? "max" : "min") +
-              "</td><td class=\"l\">all " + i64(n) + " ranks</td><td>" +
+              "</td><td class=\"l\">all " + i64(world) + " ranks</td><td>" +
               fmt("%.0f", DM_PICK(owned_params)) + "</td><td>" +
               grouped(pickElements(isMax)) + "</td>" +
               b(DM_PICK(master_bytes)) + b(DM_PICK(momentum_bytes)) +
@@ -561,7 +580,8 @@ private:
     o_ += "</table>\n";
     if (rows.size() < n)
       o_ += "<p class=\"note\">Showing " + i64(rows.size()) + " of " + i64(n) +
-            " ranks: the first " + i64(head) +
+            (int64_t(n) == world ? std::string(" ranks") : " runs of ranks with equal figures") +
+            ": the first " + i64(head) +
             " and the busiest (NS load), the one with the most master bytes and the one "
             "moving the most bytes (highlighted). The min / max rows cover all ranks.</p>\n";
     else if (n > 1)
@@ -571,13 +591,13 @@ private:
     // The same rows, plus the rank holding the most memory.
     uint32_t fullest = 0;
     for (uint32_t i = 1; i < n; ++i)
-      if (s->ranks()->Get(i)->memory_bytes() > s->ranks()->Get(fullest)->memory_bytes())
+      if (entry(i)->memory_bytes() > entry(fullest)->memory_bytes())
         fullest = i;
     if (std::find(rows.begin(), rows.end(), fullest) == rows.end()) {
       rows.push_back(fullest);
       std::sort(rows.begin() + head, rows.end());
     }
-    o_ += htmlMemoryChart(*s, rows);
+    o_ += htmlMemoryChart(listed, rows);
   }
 
   const fb::Plan &p_;

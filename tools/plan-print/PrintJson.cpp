@@ -321,7 +321,28 @@ std::string printJson(const fb::Plan &plan) {
     j.key("stats");
     j.beginObject();
     j.field("slots", s->slots());
-    jsonInlineList(j, "slot_load", s->slot_load());
+    // One load per fine slot up to common::kRankListLimit slots, else
+    // "slot_load_runs": [[first, last, load], ...] of equal loads (1.6).
+    const common::SlotLoads loads(s);
+    if (loads.size() <= common::kRankListLimit) {
+      j.key("slot_load");
+      j.beginArray(true);
+      for (const auto &r : loads.runs())
+        for (int64_t i = r.first; i < r.end; ++i)
+          j.value(r.load);
+      j.endArray();
+    } else {
+      j.key("slot_load_runs");
+      j.beginArray();
+      for (const auto &r : loads.runs()) {
+        j.beginArray(true);
+        j.value(r.first);
+        j.value(r.end - 1);
+        j.value(r.load);
+        j.endArray();
+      }
+      j.endArray();
+    }
     j.field("total_cost", s->total_cost());
     j.field("lower_bound", s->lower_bound());
     j.field("max_load", s->max_load());
@@ -344,10 +365,14 @@ std::string printJson(const fb::Plan &plan) {
     if (v.reached(fb::Stage::layout)) {
       j.key("ranks");
       j.beginArray();
-      for (uint32_t i = 0; i < size(s->ranks()); ++i) {
-        const fb::RankFigures *r = s->ranks()->Get(i);
+      // One object per rank up to common::kRankListLimit ranks, then one
+      // per run of equal figures, its ranks from "rank" to "last_rank".
+      common::RankRows(v.p).forEachListed(
+          [&](int64_t first, int64_t end, const fb::RankFigures *r) {
         j.beginObject();
-        j.field("rank", r->rank());
+        j.field("rank", first);
+        if (end - first > 1)
+          j.field("last_rank", end - 1);
         j.field("owned_params", r->owned_params());
         j.field("owned_elements", r->owned_elements());
         j.field("master_bytes", r->master_bytes());
@@ -375,7 +400,7 @@ std::string printJson(const fb::Plan &plan) {
         j.field("grad_bytes", r->grad_bytes());
         j.field("memory_bytes", r->memory_bytes());
         j.endObject();
-      }
+      });
       j.endArray();
     }
     j.endObject();

@@ -76,25 +76,34 @@ std::string printSummary(const fb::Plan &plan) {
       o += " bound=" + str(s->lower_bound_kind());
     o += "\n";
   }
-  if (v.reached(fb::Stage::layout) && s && size(s->ranks()) > 0) {
+  const common::RankRows rows(v.p);
+  if (v.reached(fb::Stage::layout) && s && !rows.empty()) {
     double total = 0, minNs = 0, maxNs = 0;
     int64_t maxMaster = -1, maxMasterRank = 0, maxMoved = -1, maxMovedRank = 0;
     int64_t sentAt = 0, recvAt = 0;
     const fb::RankFigures *most = nullptr, *least = nullptr;
-    for (uint32_t i = 0; i < size(s->ranks()); ++i) {
-      const fb::RankFigures *r = s->ranks()->Get(i);
-      total += r->ns_flops();
+    int64_t mostRank = 0, leastRank = 0;
+    // Per row (a rank, or a run of ranks with equal figures): the first
+    // rank of a run is the lowest rank with its figures.
+    for (uint32_t i = 0; i < rows.size(); ++i) {
+      const fb::RankFigures *r = rows.row(i);
+      const int64_t rank = rows.first(i);
+      total += r->ns_flops() * static_cast<double>(rows.count(i));
       if (i == 0 || r->ns_flops() < minNs)
         minNs = r->ns_flops();
       if (i == 0 || r->ns_flops() > maxNs)
         maxNs = r->ns_flops();
-      if (!most || r->memory_bytes() > most->memory_bytes())
+      if (!most || r->memory_bytes() > most->memory_bytes()) {
         most = r;
-      if (!least || r->memory_bytes() < least->memory_bytes())
+        mostRank = rank;
+      }
+      if (!least || r->memory_bytes() < least->memory_bytes()) {
         least = r;
+        leastRank = rank;
+      }
       if (r->master_bytes() > maxMaster) {
         maxMaster = r->master_bytes();
-        maxMasterRank = r->rank();
+        maxMasterRank = rank;
       }
       auto add = [](std::initializer_list<int64_t> xs) {
         uint64_t t = 0; // wraps instead of overflowing on unverified values
@@ -112,7 +121,7 @@ std::string printSummary(const fb::Plan &plan) {
                           r->allgather_recv_bytes(), r->reduce_scatter_recv_bytes()});
       if (add({sent, recv}) > maxMoved) {
         maxMoved = add({sent, recv});
-        maxMovedRank = r->rank();
+        maxMovedRank = rank;
         sentAt = sent;
         recvAt = recv;
       }
@@ -126,7 +135,7 @@ std::string printSummary(const fb::Plan &plan) {
       if (!r || (r == least && least->memory_bytes() == most->memory_bytes()))
         continue;
       o += std::string(r == most ? "memory, largest" : "memory, smallest") + " (rank " +
-           num(int64_t(r->rank())) + "): " + human(double(r->memory_bytes())) +
+           num(r == most ? mostRank : leastRank) + "): " + human(double(r->memory_bytes())) +
            " = masters " + human(double(r->master_bytes())) + " + momentum " +
            human(double(r->momentum_bytes())) + " + values " +
            human(double(r->value_bytes())) + " + adam moments " +

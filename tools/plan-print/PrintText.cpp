@@ -241,19 +241,37 @@ std::string printText(const fb::Plan &plan) {
         o += " optimal";
     }
     o += "\n";
-    // Fine slots: slot * D + data index.
-    for (uint32_t i = 0; i < size(s->slot_load()); ++i) {
+    // Fine slots: slot * D + data index; one line each up to
+    // common::kRankListLimit slots, then one per run of equal loads
+    // ("slots A-B load=X"), so the listing follows the partition, not the
+    // world size.
+    const common::SlotLoads loads(s);
+    const auto &runs = loads.runs();
+    const int64_t nLoad = loads.size();
+    for (size_t k = 0; k < runs.size() && nLoad > common::kRankListLimit;) {
+      size_t e = k + 1; // an old plan's per-slot entries merge here too
+      while (e < runs.size() && runs[e].load == runs[k].load)
+        ++e;
+      const int64_t first = runs[k].first, last = runs[e - 1].end - 1;
+      o += (first == last ? "slot " + num(first)
+                          : "slots " + num(first) + "-" + num(last)) +
+           " load=" + num(runs[k].load) + "\n";
+      k = e;
+    }
+    for (int64_t i = 0; i < nLoad && nLoad <= common::kRankListLimit; ++i) {
       const int64_t slot = i / v.D, d = i % v.D;
       int64_t sh = v.slotShard(slot), re = v.slotReplicate(slot);
       o += "slot " + num(int64_t(i)) + " (" + num(sh) + "," + num(re) +
            (v.D > 1 ? "," + num(d) : std::string()) +
-           ") rank=" + num(v.ownerRank(sh, re, d)) + " load=" + num(s->slot_load()->Get(i)) +
+           ") rank=" + num(v.ownerRank(sh, re, d)) + " load=" + num(loads.at(i)) +
            "\n";
     }
-    if (v.reached(fb::Stage::layout))
-      for (uint32_t i = 0; i < size(s->ranks()); ++i) {
-        const fb::RankFigures *r = s->ranks()->Get(i);
-        o += "rank " + num(int64_t(r->rank())) +
+    // One line per rank up to common::kRankListLimit ranks, then per run
+    // of equal figures ("ranks A-B").
+    common::RankRows(v.p).forEachListed(
+        [&](int64_t first, int64_t end, const fb::RankFigures *r) {
+        o += (end - first == 1 ? "rank " + num(first)
+                               : "ranks " + num(first) + "-" + num(end - 1)) +
              " owned_params=" + num(int64_t(r->owned_params())) +
              " owned_elements=" + num(r->owned_elements()) +
              " master_bytes=" + num(r->master_bytes()) +
@@ -282,7 +300,7 @@ std::string printText(const fb::Plan &plan) {
              " adam_moment_bytes=" + num(r->adam_moment_bytes()) +
              " grad_bytes=" + num(r->grad_bytes()) +
              " memory_bytes=" + num(r->memory_bytes()) + "\n";
-      }
+      });
   }
   return o;
 }

@@ -1,5 +1,6 @@
 #include "Memory.h"
 #include "Programs.h"
+#include "common/RankRows.h"
 
 #include <algorithm>
 
@@ -109,14 +110,15 @@ BufferPeak tracePeakBuffers(const plan::Plan &p, int64_t s) {
 MemoryReport checkMemory(const plan::Plan &p, double deviceBytes) {
   MemoryReport out;
   out.deviceBytes = deviceBytes;
-  if (!p.stats() || !p.stats()->ranks())
-    return out;
-  for (const plan::RankFigures *f : *p.stats()->ranks()) {
+  // Per row: a rank, or a run of ranks with equal figures (plan 1.6).
+  const common::RankRows rows(p);
+  for (uint32_t i = 0; i < rows.size(); ++i) {
+    const plan::RankFigures *f = rows.row(i);
     const bool fits = static_cast<double>(f->memory_bytes()) <= deviceBytes;
     if (!fits)
-      ++out.ranksOver;
+      out.ranksOver += rows.count(i);
     if (out.largest.rank < 0 || f->memory_bytes() > out.largest.total)
-      out.largest = {f->rank(), f->memory_bytes(), fits};
+      out.largest = {rows.first(i), f->memory_bytes(), fits};
   }
   if (out.largest.rank < 0)
     return out;
@@ -124,8 +126,7 @@ MemoryReport checkMemory(const plan::Plan &p, double deviceBytes) {
   const std::vector<int64_t> c = mesh.coord(out.largest.rank);
   const int64_t s = mesh.shardDim >= 0 ? c[static_cast<size_t>(mesh.shardDim)] : 0;
   out.peak = tracePeakBuffers(p, s);
-  const plan::RankFigures *f =
-      p.stats()->ranks()->Get(static_cast<unsigned>(out.largest.rank));
+  const plan::RankFigures *f = rows.ofRank(out.largest.rank);
   out.traceMatches = out.peak.bytes == f->peak_buffer_bytes();
   return out;
 }

@@ -3,6 +3,7 @@
 #include "Programs.h"
 #include "common/MeshIndex.h"
 #include "common/PlanRules.h"
+#include "common/RankRows.h"
 
 #include <algorithm>
 #include <map>
@@ -283,10 +284,7 @@ Program dmuonProgram(const plan::Plan &p, const PlanDigest &d, const MeshView &m
           transfer(CollKind::Broadcast, mesh, rank, col.dims, col.replicate));
     }
   }
-  const plan::RankFigures *f =
-      p.stats() && p.stats()->ranks() && rank < static_cast<int64_t>(p.stats()->ranks()->size())
-          ? p.stats()->ranks()->Get(static_cast<unsigned>(rank))
-          : nullptr;
+  const plan::RankFigures *f = common::RankRows(p).ofRank(rank);
   const std::vector<int> dp = mesh.dataParallelDims();
   std::vector<int> all(mesh.sizes.size());
   for (size_t i = 0; i < all.size(); ++i)

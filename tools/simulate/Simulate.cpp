@@ -1,4 +1,5 @@
 #include "Simulate.h"
+#include "common/RankRows.h"
 
 #include <algorithm>
 #include <memory>
@@ -28,7 +29,7 @@ void maxInto(Arrivals &into, const Arrivals &a) {
 
 bool simulate(const plan::Plan &p, const Cluster &c, const std::string &clusterPath,
               Simulation &out, std::string &error) {
-  if (!p.stats() || !p.stats()->ranks() || p.stats()->ranks()->size() == 0) {
+  if (common::RankRows(p).empty()) {
     error = "the plan has no per-rank figures (it stopped before the layout pass); simulate a "
             "complete plan";
     return false;

@@ -14,6 +14,13 @@ KIND:
             different from the node order (checks model order).
   corrupt   bytes that are not a protobuf message.
   empty     a valid model with no floating-point initializers.
+  subgraph  outer initializers used only inside an If node's bodies (a
+            `graphs` attribute, then a `g` one), plus one used after the If
+            in the main graph.
+  wire      hand-encoded protobuf: packed dims, a graph sent in two parts
+            (protobuf merges them), unknown fields including a group.
+  deep      If nodes nested past protobuf's recursion limit of 100.
+  truncated a valid model cut short in the middle of an initializer.
   badnames  initializers named with a newline, a tab, and 4097 bytes, and
             one good name (names must be 1 to 4096 bytes without control
             characters).
@@ -101,6 +108,46 @@ def folded_graph(name):
     return graph
 
 
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field(number, wire_type, payload):
+    tag = varint(number << 3 | wire_type)
+    if wire_type == 2:
+        return tag + varint(len(payload)) + payload
+    return tag + payload
+
+
+def wire_model():
+    """A ModelProto spelled byte by byte, with what onnx.helper never writes."""
+    def tensor(name, dims, packed):
+        dims_bytes = (field(1, 2, b"".join(varint(d) for d in dims)) if packed
+                      else b"".join(field(1, 0, varint(d)) for d in dims))
+        unknown_group = varint(100 << 3 | 3) + field(1, 0, varint(5)) + varint(100 << 3 | 4)
+        return (field(8, 2, name.encode()) + unknown_group + dims_bytes +
+                field(2, 0, varint(TensorProto.FLOAT)) + field(99, 5, b"\0\0\0\0"))
+
+    def node(op, inputs, name):
+        return (b"".join(field(1, 2, i.encode()) for i in inputs) + field(3, 2, name.encode()) +
+                field(4, 2, op.encode()))
+
+    part1 = (field(2, 2, b"first_name") +
+             field(5, 2, tensor("onnx::MatMul_1", [8, 4], packed=True)) +
+             field(1, 2, node("MatMul", ["x", "onnx::MatMul_1"], "/blocks.0/proj/MatMul")))
+    part2 = (field(5, 2, tensor("b.bias", [4], packed=False)) +
+             field(1, 2, node("Add", ["y", "b.bias"], "/b/Add")) +
+             field(2, 2, b"wire_model") + field(77, 1, b"\0" * 8))
+    return (field(1, 0, varint(8)) + field(7, 2, part1) + field(8, 2, field(2, 0, varint(17))) +
+            field(7, 2, part2))
+
+
 def make_model(graph):
     return helper.make_model(graph, producer_name="make_onnx.py",
                              opset_imports=[helper.make_opsetid("", 17)])
@@ -138,6 +185,51 @@ def main():
             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
         onnx.save_model(make_model(graph), out)
+    elif kind == "subgraph":
+        inits = [f32("late.weight", [4, 4]), f32("onnx::MatMul_9", [4, 4]),
+                 f32("onnx::MatMul_8", [4, 4])]
+        then_g = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "onnx::MatMul_9"], ["t"], name="/then/MatMul")],
+            "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4])])
+        else_g = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "onnx::MatMul_8"], ["e"], name="/else/MatMul")],
+            "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 4])])
+        branch = helper.make_node("If", ["cond"], ["y"], name="/branch/If",
+                                  then_branch=then_g)
+        # A `graphs` attribute (the else body) listed before the `g` one (the
+        # then body): attributes are walked in their order.
+        branch.attribute.insert(0, helper.make_attribute("bodies", [else_g]))
+        nodes = [branch,
+                 helper.make_node("MatMul", ["y", "late.weight"], ["z"], name="/late/MatMul")]
+        graph = helper.make_graph(
+            nodes, "subgraph",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+             helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+            [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])], initializer=inits)
+        onnx.save_model(make_model(graph), out)
+    elif kind == "wire":
+        with open(out, "wb") as f:
+            f.write(wire_model())
+    elif kind == "deep":
+        body = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "w.weight"], ["y0"], name="/w/MatMul")],
+            "body", [], [helper.make_tensor_value_info("y0", TensorProto.FLOAT, [1, 4])])
+        for level in range(40):
+            body = helper.make_graph(
+                [helper.make_node("If", ["cond"], [f"y{level + 1}"], name=f"/if{level}/If",
+                                  then_branch=body)],
+                f"level{level}", [],
+                [helper.make_tensor_value_info(f"y{level + 1}", TensorProto.FLOAT, [1, 4])])
+        graph = helper.make_graph(
+            body.node, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+            [helper.make_tensor_value_info("y40", TensorProto.FLOAT, [1, 4])],
+            initializer=[f32("w.weight", [4, 4])])
+        with open(out, "wb") as f:
+            f.write(make_model(graph).SerializeToString())
+    elif kind == "truncated":
+        data = make_model(folded_graph("truncated")).SerializeToString()
+        with open(out, "wb") as f:
+            f.write(data[:len(data) // 2])
     elif kind == "badnames":
         inits = [f32("good.weight", [4, 4]), f32("bad\nname.weight", [4, 4]),
                  f32("tab\tname", [4]), f32("x" * 4097, [4])]

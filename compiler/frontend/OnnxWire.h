@@ -1,0 +1,62 @@
+// A decoder of the few ONNX fields the frontend reads, straight from the
+// protobuf wire format: the main graph's name, its initializers' names, data
+// types and dims, and every node's name, op type and inputs, subgraphs
+// (If/Loop/Scan bodies) included. Everything else (tensor data, external
+// data entries, value infos, attribute values) is skipped as bytes, and the
+// strings are views into the input, so reading a large export allocates
+// little (docs/manifest-format.md, "ONNX").
+#pragma once
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace dmuon {
+
+// Dims and inputs live in one array each (OnnxModelView), not one per
+// tensor or node.
+struct OnnxInitializer {
+  std::string_view name;
+  int32_t dataType = 0; // TensorProto.DataType
+  uint32_t dimsBegin = 0, numDims = 0;
+};
+
+struct OnnxNode {
+  std::string_view name;
+  std::string_view opType;
+  uint32_t inputsBegin = 0, numInputs = 0;
+};
+
+struct OnnxNodeList {
+  std::vector<OnnxNode> nodes;
+  std::vector<std::string_view> inputs;
+  llvm::ArrayRef<std::string_view> inputsOf(const OnnxNode &n) const {
+    return llvm::ArrayRef(inputs).slice(n.inputsBegin, n.numInputs);
+  }
+};
+
+struct OnnxModelView {
+  bool hasGraph = false;
+  std::string_view graphName;
+  // The main graph's initializers (a subgraph's are not params).
+  std::vector<OnnxInitializer> initializers;
+  std::vector<int64_t> dims;
+  // Every node of the main graph, each followed by the nodes of its
+  // attributes' subgraphs (in attribute order; `g` before `graphs`), so a
+  // walk in this order meets uses as a recursive walk of the graph does.
+  OnnxNodeList graph;
+
+  llvm::ArrayRef<int64_t> dimsOf(const OnnxInitializer &t) const {
+    return llvm::ArrayRef(dims).slice(t.dimsBegin, t.numDims);
+  }
+};
+
+// Decodes a serialized onnx.ModelProto. False if the bytes are not a valid
+// protobuf message (a bad tag or length, truncated input, nesting deeper than
+// protobuf's default limit of 100); protobuf's merge rules hold (a repeated
+// singular message field merges, a repeated scalar field keeps the last).
+bool decodeOnnxModel(std::string_view bytes, OnnxModelView &out);
+
+} // namespace dmuon
