@@ -24,32 +24,43 @@ import sys
 import tempfile
 
 ROW = re.compile(r"^muon/dmuon\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)")
+FASTEST = re.compile(r"^fastest muon/dmuon\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)")
 
 
 def run_bench(args, n, work):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    cmd = [args.mpirun, "-n", str(n), "--oversubscribe",
+    # Past the cores, --oversubscribe (Open MPI's waits then yield the
+    # processor); up to them, the default binding and busy waits: a yielding
+    # wait on a machine others load gives the core away for a time slice.
+    over = ["--oversubscribe"] if n > os.cpu_count() else []
+    cmd = [args.mpirun, "-n", str(n)] + over + [
            os.path.join(args.build, "bench", "dmuon_step_bench"), "--work", work,
            "--batch", str(args.batch), "--context", str(args.context),
            "--warmup", str(args.warmup), "--steps", str(args.steps),
            "--rounds", str(args.rounds)] + args.bench_arg
     load = os.getloadavg()[0]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    rows = {}
     for line in out.splitlines():
-        m = ROW.match(line)
-        if m:
-            fwd, comm, step, total, slowest = (float(x) for x in m.groups())
-            return {"fwd": fwd, "comm": comm, "step": step, "total": total,
-                    "slowest": slowest, "load": load}
-    sys.exit("no muon/dmuon row in the bench's output:\n" + out)
+        for key, pattern in (("mean", ROW), ("fastest", FASTEST)):
+            m = pattern.match(line)
+            if m:
+                fwd, comm, step, total = (float(x) for x in m.groups()[:4])
+                rows[key] = {"fwd": fwd, "comm": comm, "step": step, "total": total}
+    if len(rows) != 2:
+        sys.exit("no muon/dmuon rows in the bench's output:\n" + out)
+    rows["load"] = load
+    return rows
 
 
-def cluster_for(profile, tokens, path):
+def cluster_for(profile, tokens, mfu, path):
     text = open(profile).read()
     text, count = re.subn(r"(?m)^tokens_per_rank\s*=.*$", "tokens_per_rank = %d" % tokens, text)
     if count != 1:
         sys.exit("%s: expected one tokens_per_rank in its [workload]" % profile)
+    if mfu is not None:
+        text = re.sub(r"(?m)^mfu\s*=.*$", "mfu = %.4g" % mfu, text)
     # The cost table stays next to the profile.
     text = re.sub(r'(?m)^(ns_cost_table\s*=\s*")([^"/][^"]*)"',
                   lambda m: m.group(1) + os.path.join(os.path.dirname(os.path.abspath(profile)),
@@ -79,6 +90,12 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--tolerance", type=float, default=0.25)
+    ap.add_argument("--measure", choices=["fastest", "mean"], default="fastest",
+                    help="compare with each rank's fastest timed step (default; the least "
+                         "interference from other jobs) or the mean over the timed steps")
+    ap.add_argument("--calibrate-mfu", action="store_true",
+                    help="set [workload] mfu from the first rank count's measured fwd+bwd "
+                         "(run it with --ranks 1,...), then predict every rank count with it")
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--work", help="plans and descriptions (default: a temporary directory)")
     ap.add_argument("--bench-arg", action="append", default=[],
@@ -87,24 +104,33 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix="predict-vs-measured-")
     os.makedirs(work, exist_ok=True)
 
-    rows, ok = [], True
+    rows, ok, mfu = [], True, None
     for n in (int(x) for x in args.ranks.split(",")):
         runs = [run_bench(args, n, work) for _ in range(args.runs)]
-        best = min(runs, key=lambda r: r["total"])
+        best = min((r[args.measure] for r in runs), key=lambda r: r["total"])
         plans = glob.glob(os.path.join(work, "*-muon-%d.plan" % n))
         if len(plans) != 1:
             sys.exit("expected one plan for mesh %d in %s, found %s" % (n, work, plans))
         cluster = os.path.join(work, "cluster-%d.toml" % n)
-        cluster_for(args.cluster, args.batch * args.context // n, cluster)
+        cluster_for(args.cluster, args.batch * args.context // n, mfu, cluster)
         pred = simulate(args, plans[0], cluster)
+        if args.calibrate_mfu and mfu is None:
+            # The flops model's time is inversely proportional to mfu.
+            given = float(re.search(r"(?m)^mfu\s*=\s*([\d.eE+-]+)",
+                                    open(args.cluster).read()).group(1))
+            mfu = given * pred["compute"] / best["fwd"]
+            cluster_for(args.cluster, args.batch * args.context // n, mfu, cluster)
+            pred = simulate(args, plans[0], cluster)
         err_step = pred["step"] / best["step"] - 1
         err_total = pred["total"] / best["total"] - 1
         ok &= abs(err_step) <= args.tolerance and abs(err_total) <= args.tolerance
-        rows.append((n, best, pred, err_step, err_total, [r["total"] for r in runs],
-                     [r["load"] for r in runs]))
+        rows.append((n, best, pred, err_step, err_total,
+                     [r[args.measure]["total"] for r in runs], [r["load"] for r in runs]))
 
-    print("dmuon Muon, ms per step: predicted (dmuon-plan --simulate=%s) against measured "
-          "(dmuon_step_bench, best of %d runs)" % (args.cluster, args.runs))
+    print("dmuon Muon, ms per step: predicted (dmuon-plan --simulate=%s%s) against measured "
+          "(dmuon_step_bench, %s step, best of %d runs)" %
+          (args.cluster, "" if mfu is None else ", mfu %.4g from %d rank(s)" % (mfu, rows[0][0]),
+           args.measure, args.runs))
     print("| ranks | fwd+bwd pred / meas | hooks pred / meas | opt step pred / meas (err) "
           "| total pred / meas (err) | totals of the runs | load average at start |")
     print("|---:|---:|---:|---:|---:|---|---|")

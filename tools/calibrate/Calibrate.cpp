@@ -360,6 +360,8 @@ int run(const Flags &fin, MPI_Comm comm, int rank, int world) {
     << " runs of the slowest rank (docs/cluster-format.md, \"Calibration\").\n";
   o << "[cluster]\nname = \"" << (f.name.empty() ? "calibrated" : f.name) << "\"\n";
   o << "devices_per_node = " << perNode << "\n";
+  o << "processors_per_node = " << sysconf(_SC_NPROCESSORS_ONLN)
+    << "   # ranks past it time-share the processors\n";
   o << "coalesced_collectives = false   # MPI: one latency per collective\n\n";
   o << "[device]\nmemory = " << fmt("%.0f", memory) << "   # physical memory / ranks on the node\n";
   o << "memory_bandwidth = " << fmt("%.4g", ew.muon)
