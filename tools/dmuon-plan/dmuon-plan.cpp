@@ -179,20 +179,9 @@ int simulate(const plan::Plan &p, ToolOutputFile &out) {
   std::string error;
   if (!sim::simulate(p, cluster, simulateCluster, result, error))
     return fail(simulateCluster, error);
-  const sim::MemoryReport &m = result.memory;
-  if (m.ranksOver > 0) {
-    std::string where;
-    if (m.peak.group >= 0 && p.hook_groups())
-      where = "; its hook-group buffers peak in '" +
-              p.hook_groups()->Get(static_cast<unsigned>(m.peak.group))->name()->str() + "' (" +
-              m.peak.phase + ")";
-    WithColor::warning(errs(), kTool)
-        << m.ranksOver << " of " << result.world << " ranks need more than the device's "
-        << static_cast<int64_t>(m.deviceBytes) << " bytes; rank " << m.largest.rank << " needs "
-        << m.largest.total << where
-        << "; expert or tensor parallelism (a mesh dim that shards the largest params) or finer "
-           "hook groups (--hook-boundary) would lower it\n";
-  }
+  const std::string warning = sim::memoryWarningText(p, result.memory);
+  if (!warning.empty())
+    WithColor::warning(errs(), kTool) << warning << "\n";
   if (emit == EmitKind::Html)
     out.os() << sim::insertSimulationHtml(planfile::printHtml(p), result);
   else

@@ -11,6 +11,16 @@
 
 namespace dmuon::planfile::print {
 
+// The categories of a rank's memory figures, with the report's colours;
+// they add up to RankFigures.memory_bytes.
+struct MemoryCategory {
+  const char *name;
+  const char *colour;
+  int64_t (*bytes)(const dmuon::plan::RankFigures &);
+};
+inline constexpr int kNumMemoryCategories = 6;
+extern const MemoryCategory kMemoryCategories[kNumMemoryCategories];
+
 // A <section> with an inline SVG: a bar for each of `rows` (rank indices
 // into stats.ranks), all on the scale of the largest rank's memory.
 std::string htmlMemoryChart(const dmuon::plan::Stats &stats, const std::vector<uint32_t> &rows);

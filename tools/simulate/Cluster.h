@@ -6,6 +6,7 @@
 #ifndef DMUON_TOOLS_SIMULATE_CLUSTER_H
 #define DMUON_TOOLS_SIMULATE_CLUSTER_H
 
+#include "ByteSize.h"
 #include "CostTable.h"
 #include "Diagnostics.h"
 
@@ -103,9 +104,7 @@ bool loadCluster(const std::string &path, Diagnostics &diags, Cluster &out);
 bool parseCluster(std::string_view text, const std::string &name, Diagnostics &diags,
                   Cluster &out);
 
-// "80GiB", "80 GB", "1.5e9", "512MiB": bytes; nullopt for anything else
-// (negative, non-finite, an unknown unit, more than 2^62 bytes).
-std::optional<double> parseByteSize(std::string_view text);
+using dmuon::parseByteSize; // compiler/ByteSize.h
 
 // The largest cluster description read (a description is a page of TOML).
 inline constexpr uint64_t kMaxClusterBytes = uint64_t(1) << 20;

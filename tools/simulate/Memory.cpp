@@ -1,4 +1,6 @@
 #include "Memory.h"
+#include "plan-print/HtmlMemory.h"
+#include "plan-print/PrintCommon.h"
 #include "Programs.h"
 
 #include <algorithm>
@@ -128,6 +130,54 @@ MemoryReport checkMemory(const plan::Plan &p, double deviceBytes) {
       p.stats()->ranks()->Get(static_cast<unsigned>(out.largest.rank));
   out.traceMatches = out.peak.bytes == f->peak_buffer_bytes();
   return out;
+}
+
+std::string memoryTableText(const plan::Plan &p, double deviceBytes, size_t maxRows) {
+  using planfile::print::kMemoryCategories;
+  std::string o;
+  if (!p.stats() || !p.stats()->ranks())
+    return o;
+  const auto *ranks = p.stats()->ranks();
+  int64_t largest = -1;
+  for (const plan::RankFigures *f : *ranks)
+    if (largest < 0 || f->memory_bytes() > ranks->Get(static_cast<unsigned>(largest))->memory_bytes())
+      largest = f->rank();
+  auto row = [&](const plan::RankFigures &f) {
+    o += "  rank " + std::to_string(f.rank()) + ":";
+    for (const auto &c : kMemoryCategories)
+      o += std::string(" ") + c.name + " " + planfile::print::humanBytes(double(c.bytes(f)), 4) + ",";
+    const double total = static_cast<double>(f.memory_bytes());
+    o += " total " + planfile::print::humanBytes(total, 4) + ": " +
+         (total <= deviceBytes ? std::string("fits")
+                               : "over by " + planfile::print::humanBytes(total - deviceBytes, 4)) +
+         "\n";
+  };
+  for (size_t i = 0; i < ranks->size() && i < maxRows; ++i)
+    row(*ranks->Get(static_cast<unsigned>(i)));
+  if (ranks->size() > maxRows) {
+    o += "  ... " + std::to_string(ranks->size() - maxRows) + " more ranks; the largest:\n";
+    if (static_cast<size_t>(largest) >= maxRows)
+      row(*ranks->Get(static_cast<unsigned>(largest)));
+  }
+  return o;
+}
+
+std::string memoryWarningText(const plan::Plan &p, const MemoryReport &m) {
+  if (m.ranksOver == 0)
+    return {};
+  const int64_t world = p.stats() && p.stats()->ranks() ? p.stats()->ranks()->size() : 0;
+  std::string where;
+  if (m.peak.group >= 0 && p.hook_groups() &&
+      static_cast<size_t>(m.peak.group) < p.hook_groups()->size())
+    where = "; its hook-group buffers peak in '" +
+            p.hook_groups()->Get(static_cast<unsigned>(m.peak.group))->name()->str() + "' (" +
+            m.peak.phase + ")";
+  return std::to_string(m.ranksOver) + " of " + std::to_string(world) +
+         " ranks need more than the device's " +
+         std::to_string(static_cast<int64_t>(m.deviceBytes)) + " bytes; rank " +
+         std::to_string(m.largest.rank) + " needs " + std::to_string(m.largest.total) + where +
+         "; expert or tensor parallelism (a mesh dim that shards the largest params) or finer "
+         "hook groups (--hook-boundary) would lower it";
 }
 
 } // namespace dmuon::sim
