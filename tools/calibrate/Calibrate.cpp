@@ -11,7 +11,8 @@
 //   * Newton-Schulz per matrix shape (the shapes of a plan's Muon params, or
 //     --shapes), written as a cost table (the CSV dmuonc's --cost-table
 //     reads) and fitted as one fp32 flops rate.
-// Every figure is the best of --repeats runs, each the slowest rank's time.
+// Every figure is the best of --repeats runs (fewer for the kernels and the
+// largest buffers), each the slowest rank's time.
 //
 //   mpirun -n 2 dmuon-calibrate --plan gpt.plan -o cpu.toml --ns-table cpu-ns.csv
 #include "CostModel.h"
@@ -356,8 +357,9 @@ int run(const Flags &fin, MPI_Comm comm, int rank, int world) {
   std::ostringstream o;
   o << "# Made by dmuon-calibrate on " << world << " rank(s), " << nodeRanks
     << " on this node, " << sysconf(_SC_NPROCESSORS_ONLN) << " processors, " << utcNow()
-    << ";\n# every figure the best of " << f.repeats
-    << " runs of the slowest rank (docs/cluster-format.md, \"Calibration\").\n";
+    << ";\n# every figure the slowest rank's best of " << f.repeats
+    << " runs (kernels: half as many; buffers of 4 MiB up: a third)\n"
+    << "# (docs/cluster-format.md, \"Calibration\").\n";
   o << "[cluster]\nname = \"" << (f.name.empty() ? "calibrated" : f.name) << "\"\n";
   o << "devices_per_node = " << perNode << "\n";
   o << "processors_per_node = " << sysconf(_SC_NPROCESSORS_ONLN)
