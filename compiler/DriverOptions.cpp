@@ -1,4 +1,5 @@
 #include "DriverOptions.h"
+#include "ByteSize.h"
 
 #include "common/HyperRanges.h"
 #include "common/PlanRules.h"
@@ -125,11 +126,40 @@ bool checkOptimizerFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
 
 } // namespace
 
+// --device-memory / --cluster: the check needs a complete plan's per-rank
+// figures.
+static bool checkMemoryFlags(const DriverFlags &f, Diagnostics &diags, DriverConfig &config) {
+  bool ok = true;
+  if (!f.deviceMemory.empty()) {
+    std::optional<double> bytes = parseByteSize(f.deviceMemory);
+    if (!bytes || *bytes <= 0) {
+      diags.error("--device-memory=" + f.deviceMemory +
+                  " must be a positive size such as 80GiB or 141GB (units B, KB, MB, GB, TB, "
+                  "KiB, MiB, GiB, TiB) or a number of bytes");
+      ok = false;
+    } else {
+      config.deviceMemory = *bytes;
+    }
+  }
+  if (!f.deviceMemory.empty() && !f.cluster.empty()) {
+    diags.error("--device-memory and --cluster both give the device's memory; give one");
+    ok = false;
+  }
+  if ((!f.deviceMemory.empty() || !f.cluster.empty()) && !f.stopAfter.empty()) {
+    diags.error(std::string(f.cluster.empty() ? "--device-memory" : "--cluster") +
+                " checks a complete plan's memory; it cannot be combined with --stop-after");
+    ok = false;
+  }
+  config.cluster = f.cluster;
+  return ok;
+}
+
 bool configureDriver(const DriverFlags &flags, Diagnostics &diags, DriverConfig &config) {
   config.emit = flags.emit;
   config.output = flags.output;
   // Each check reports all of its problems, so one run names every bad flag.
-  bool ok = checkPipelineFlags(flags, diags, config.pipeline);
+  bool ok = checkMemoryFlags(flags, diags, config);
+  ok &= checkPipelineFlags(flags, diags, config.pipeline);
   ok &= checkPlanningFlags(flags, diags, config.options);
   ok &= checkOptimizerFlags(flags, diags, config.options);
   return ok;

@@ -52,6 +52,10 @@ struct DriverFlags {
   bool matchRmsAdamW = false;
   double adamwLr = 1e-3, adamwWeightDecay = 0.0;
   double qkClipTau = 100.0;
+
+  // The memory check of the written plan: a device size ("80GiB"), or a
+  // cluster description whose [device] memory it takes (docs/dmuonc.md).
+  std::string deviceMemory, cluster;
 };
 
 // What a run of dmuonc does, from valid flags.
@@ -60,6 +64,8 @@ struct DriverConfig {
   Options options;
   EmitForm emit = EmitForm::bin;
   std::string output = "-";
+  std::optional<double> deviceMemory; // bytes, from --device-memory
+  std::string cluster;                // --cluster: its [device] memory
 };
 
 // Checks `flags` and fills `config`. Reports every problem it finds through

@@ -86,6 +86,8 @@ void runSteps(const StepBenchFlags &f, Variant &v, int count, bool warmup, int r
       v.times.sum.fwdBwd += t.fwdBwd;
       v.times.sum.comm += t.comm;
       v.times.sum.step += t.step;
+      if (v.times.steps == 0 || t.total() < v.times.fastest.total())
+        v.times.fastest = t;
       ++v.times.steps;
     }
     double sum = 0;

@@ -16,6 +16,9 @@ namespace step_bench {
 struct VariantTimes {
   std::string label; // as printed; the baselines' say BASELINE
   StepTimes sum;
+  // This rank's timed step with the lowest total: on a machine other jobs
+  // load, the figure with the least interference (docs/benchmarks.md).
+  StepTimes fastest;
   int steps = 0;
   double lastLoss = 0; // mean over ranks, the last step's
 };

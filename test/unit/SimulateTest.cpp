@@ -46,6 +46,32 @@ TEST(SimulateCostModel, CoalescingPaysOneLatency) {
   EXPECT_DOUBLE_EQ(opSeconds(unitCluster(false), op), 2.0 + 11e-3);
 }
 
+// The calibration's fit inverts the cost model: samples priced by
+// transferSeconds give back the link's latency and bandwidth.
+TEST(SimulateCostModel, FitRecoversTheLink) {
+  Cluster c = unitCluster(true);
+  for (LinkCost &l : c.intra.kinds)
+    l = {2.5e9, 7e-6};
+  for (CollKind kind : {CollKind::Broadcast, CollKind::AllReduce, CollKind::ReduceScatter}) {
+    std::vector<CollSample> samples;
+    for (double b = 1024; b <= 16e6; b *= 4)
+      samples.push_back({b, transferSeconds(c, {kind, 4, b, false, 1})});
+    std::optional<LinkCost> fit = fitLinkCost(kind, 4, samples);
+    ASSERT_TRUE(fit.has_value()) << collKindKey(kind);
+    EXPECT_NEAR(fit->bandwidth, 2.5e9, 2.5e9 * 1e-9) << collKindKey(kind);
+    EXPECT_NEAR(fit->latency, 7e-6, 7e-6 * 1e-6) << collKindKey(kind);
+  }
+  // Times that fall with the size, one size, or one rank: no link.
+  EXPECT_FALSE(fitLinkCost(CollKind::AllReduce, 2, {{1e3, 2e-3}, {1e6, 1e-3}}));
+  EXPECT_FALSE(fitLinkCost(CollKind::AllReduce, 2, {{1e3, 2e-3}, {1e3, 2e-3}}));
+  EXPECT_FALSE(fitLinkCost(CollKind::AllReduce, 1, {{1e3, 1e-3}, {1e6, 2e-3}}));
+  // A negative intercept (noise) is zero latency, the slope refitted.
+  std::optional<LinkCost> l = fitLinkCost(CollKind::Broadcast, 2, {{1e3, 1e-7}, {1e6, 1e-3}});
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(l->latency, 0);
+  EXPECT_GT(l->bandwidth, 0);
+}
+
 TEST(SimulateCluster, ByteSizes) {
   EXPECT_EQ(parseByteSize("80GiB"), 80.0 * 1073741824.0);
   EXPECT_EQ(parseByteSize(" 141 GB "), 141e9);

@@ -59,7 +59,7 @@ cl::opt<bool> requireComplete(
 cl::opt<std::string> simulateCluster(
     "simulate",
     cl::desc("Predict the step time of the plan's busiest rank and of AdamW and naive Muon on "
-             "the cluster a TOML file describes (docs/cluster-format.md); --emit=text|json"),
+             "the cluster a TOML file describes (docs/cluster-format.md); --emit=text|json|html"),
     cl::value_desc("cluster.toml"), cl::cat(category));
 
 constexpr const char *kTool = "dmuon-plan";
@@ -167,8 +167,8 @@ int diffPlans(const std::string &a, const std::string &b, raw_ostream &os) {
 // --simulate: the step prediction and memory check; a plan that does not fit
 // the device gets a warning naming the hook group where its buffers peak.
 int simulate(const plan::Plan &p, ToolOutputFile &out) {
-  if (emit != EmitKind::Text && emit != EmitKind::Json) {
-    WithColor::error(errs(), kTool) << "--simulate prints text or json (--emit=text|json)\n";
+  if (emit != EmitKind::Text && emit != EmitKind::Json && emit != EmitKind::Html) {
+    WithColor::error(errs(), kTool) << "--simulate prints text, json or html (--emit=text|json|html)\n";
     return 1;
   }
   Diagnostics diags(kTool);
@@ -179,22 +179,14 @@ int simulate(const plan::Plan &p, ToolOutputFile &out) {
   std::string error;
   if (!sim::simulate(p, cluster, simulateCluster, result, error))
     return fail(simulateCluster, error);
-  const sim::MemoryReport &m = result.memory;
-  if (m.ranksOver > 0) {
-    std::string where;
-    if (m.peak.group >= 0 && p.hook_groups())
-      where = "; its hook-group buffers peak in '" +
-              p.hook_groups()->Get(static_cast<unsigned>(m.peak.group))->name()->str() + "' (" +
-              m.peak.phase + ")";
-    WithColor::warning(errs(), kTool)
-        << m.ranksOver << " of " << result.world << " ranks need more than the device's "
-        << static_cast<int64_t>(m.deviceBytes) << " bytes; rank " << m.largest.rank << " needs "
-        << m.largest.total << where
-        << "; expert or tensor parallelism (a mesh dim that shards the largest params) or finer "
-           "hook groups (--hook-boundary) would lower it\n";
-  }
-  out.os() << (emit == EmitKind::Json ? sim::printSimulationJson(result)
-                                      : sim::printSimulationText(result));
+  const std::string warning = sim::memoryWarningText(p, result.memory);
+  if (!warning.empty())
+    WithColor::warning(errs(), kTool) << warning << "\n";
+  if (emit == EmitKind::Html)
+    out.os() << sim::insertSimulationHtml(planfile::printHtml(p), result);
+  else
+    out.os() << (emit == EmitKind::Json ? sim::printSimulationJson(result)
+                                        : sim::printSimulationText(result));
   return tools::keepOutput(out, outputFile, kTool) ? 0 : 1;
 }
 

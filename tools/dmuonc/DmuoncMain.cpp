@@ -10,6 +10,9 @@
 #include "ToolSupport.h"
 #include "dmuon/plan_version.h"
 #include "plan-print/PlanPrinter.h"
+#include "plan-print/PrintCommon.h"
+#include "simulate/Cluster.h"
+#include "simulate/Memory.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -120,6 +123,16 @@ cl::opt<std::string> dataCarryingDims(
     cl::desc("Model-parallel mesh dims whose ranks see different tokens, comma-separated "
              "(default: ep and cp; '' for none)"),
     cl::value_desc("dims"), cl::cat(category));
+cl::opt<std::string> deviceMemory(
+    "device-memory",
+    cl::desc("Check every rank's memory in the plan against a device of this size (80GiB, "
+             "141GB, bytes) and warn where it does not fit"),
+    cl::value_desc("size"), cl::cat(category));
+cl::opt<std::string> clusterFile(
+    "cluster",
+    cl::desc("Check every rank's memory against the [device] memory of a cluster description "
+             "(docs/cluster-format.md)"),
+    cl::value_desc("cluster.toml"), cl::cat(category));
 cl::opt<bool> timePasses("time-passes", cl::desc("Time each pass and print a report"),
                          cl::init(false), cl::cat(category));
 cl::opt<bool> verifyEach("verify-each",
@@ -188,7 +201,41 @@ dmuon::DriverFlags readFlags() {
   f.adamwLr = adamwLr;
   f.adamwWeightDecay = adamwWeightDecay;
   f.qkClipTau = qkClipTau;
+  f.deviceMemory = deviceMemory;
+  f.cluster = clusterFile;
   return f;
+}
+
+// --device-memory / --cluster: every rank's memory by category against the
+// device's on stderr, and a warning naming where the largest rank peaks.
+// False only when the cluster description cannot be read.
+bool checkMemory(const dmuon::DriverConfig &config, const std::vector<uint8_t> &plan,
+                 dmuon::Diagnostics &diags) {
+  double device = config.deviceMemory.value_or(0);
+  if (!config.cluster.empty()) {
+    dmuon::sim::Cluster cluster;
+    if (!dmuon::sim::loadCluster(config.cluster, diags, cluster))
+      return false;
+    device = cluster.device.memoryBytes;
+  } else if (!config.deviceMemory) {
+    return true;
+  }
+  const auto &p = *dmuon::plan::GetPlan(plan.data());
+  const dmuon::sim::MemoryReport m = dmuon::sim::checkMemory(p, device);
+  errs() << "dmuonc: memory per rank against the device's "
+         << dmuon::planfile::print::humanBytes(device, 4) << ":\n"
+         << dmuon::sim::memoryTableText(p, device);
+  if (m.peak.group >= 0 && p.hook_groups() &&
+      static_cast<size_t>(m.peak.group) < p.hook_groups()->size())
+    errs() << "dmuonc: rank " << m.largest.rank << "'s hook-group buffers peak in '"
+           << p.hook_groups()->Get(static_cast<unsigned>(m.peak.group))->name()->str() << "' ("
+           << m.peak.phase << ")\n";
+  const std::string warning = dmuon::sim::memoryWarningText(p, m);
+  if (!warning.empty())
+    WithColor::warning(errs(), "dmuonc") << warning << "\n";
+  else
+    errs() << "dmuonc: every rank fits\n";
+  return true;
 }
 
 // Plans, verifies what it wrote, and writes the chosen form.
@@ -235,6 +282,8 @@ int run(dmuon::Diagnostics &diags) {
                                              : dmuon::planfile::printHtml(*root);
     }
   }
+  if (!checkMemory(config, plan, diags))
+    return 1;
   std::error_code ec;
   ToolOutputFile out(outputPath, ec,
                      emitForm == dmuon::EmitForm::bin ? sys::fs::OF_None : sys::fs::OF_Text);

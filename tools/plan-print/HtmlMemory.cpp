@@ -7,17 +7,9 @@ namespace dmuon::planfile::print {
 
 namespace fb = dmuon::plan;
 
-namespace {
-
-struct Category {
-  const char *name;
-  const char *colour;
-  int64_t (*bytes)(const fb::RankFigures &);
-};
-
 // Model state first (masters, momentum, values, moments), then what a step
 // holds for a while (gradients, buffers).
-const Category kCategories[] = {
+const MemoryCategory kMemoryCategories[kNumMemoryCategories] = {
     {"masters", "#3b528b", [](const fb::RankFigures &r) { return r.master_bytes(); }},
     {"momentum", "#21918c", [](const fb::RankFigures &r) { return r.momentum_bytes(); }},
     {"values", "#5ec962", [](const fb::RankFigures &r) { return r.value_bytes(); }},
@@ -25,8 +17,6 @@ const Category kCategories[] = {
     {"grads", "#fde725", [](const fb::RankFigures &r) { return r.grad_bytes(); }},
     {"buffers (peak)", "#b5b5b5", [](const fb::RankFigures &r) { return r.peak_buffer_bytes(); }},
 };
-
-} // namespace
 
 std::string htmlMemoryChart(const std::vector<common::RankRows::Listed> &listed,
                             const std::vector<uint32_t> &rows) {
@@ -44,7 +34,7 @@ std::string htmlMemoryChart(const std::vector<common::RankRows::Listed> &listed,
   o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + px(kLabel + kBar + 10) +
        "\" height=\"" + px(height) + "\" role=\"img\" aria-label=\"per-rank memory\">\n";
   double x = kLabel;
-  for (const Category &c : kCategories) { // legend
+  for (const MemoryCategory &c : kMemoryCategories) { // legend
     o += "<rect x=\"" + px(x) + "\" y=\"4\" width=\"10\" height=\"10\" fill=\"" + c.colour +
          "\"/><text x=\"" + px(x + 13) + "\" y=\"13\" font-size=\"11\">" + c.name + "</text>\n";
     x += 86;
@@ -55,7 +45,7 @@ std::string htmlMemoryChart(const std::vector<common::RankRows::Listed> &listed,
     const std::string label = listed[i].label();
     o += "<text x=\"0\" y=\"" + px(y + 11) + "\" font-size=\"11\">" + esc(label) + "</text>\n";
     x = kLabel;
-    for (const Category &c : kCategories) {
+    for (const MemoryCategory &c : kMemoryCategories) {
       const double w = kBar * double(c.bytes(r)) / largest;
       if (w <= 0)
         continue;

@@ -12,6 +12,16 @@
 
 namespace dmuon::planfile::print {
 
+// The categories of a rank's memory figures, with the report's colours;
+// they add up to RankFigures.memory_bytes.
+struct MemoryCategory {
+  const char *name;
+  const char *colour;
+  int64_t (*bytes)(const dmuon::plan::RankFigures &);
+};
+inline constexpr int kNumMemoryCategories = 6;
+extern const MemoryCategory kMemoryCategories[kNumMemoryCategories];
+
 // A <section> with an inline SVG: a bar for each of `rows` (indices into
 // `listed`: ranks, or runs of ranks with equal figures), all on the scale of
 // the largest rank's memory.

@@ -13,9 +13,11 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 namespace dmuon::sim {
@@ -36,37 +38,32 @@ const char *collKindKey(CollKind k) {
   return "?";
 }
 
-std::optional<double> parseByteSize(std::string_view text) {
-  llvm::StringRef s(text.data(), text.size());
-  s = s.trim();
-  size_t numEnd = 0;
-  while (numEnd < s.size() && (std::isdigit(static_cast<unsigned char>(s[numEnd])) ||
-                               s[numEnd] == '.' || s[numEnd] == 'e' || s[numEnd] == 'E' ||
-                               ((s[numEnd] == '+' || s[numEnd] == '-') && numEnd > 0 &&
-                                (s[numEnd - 1] == 'e' || s[numEnd - 1] == 'E'))))
-    ++numEnd;
-  // "1e" would swallow the E of "EB"; no such unit is accepted, so no care.
-  double v = 0;
-  auto r = std::from_chars(s.data(), s.data() + numEnd, v);
-  if (numEnd == 0 || r.ec != std::errc() || r.ptr != s.data() + numEnd)
-    return std::nullopt;
-  llvm::StringRef unit = s.substr(numEnd).trim();
-  struct Unit {
-    const char *name;
-    double scale;
-  };
-  static const Unit kUnits[] = {{"", 1},          {"B", 1},           {"KB", 1e3},
-                                {"MB", 1e6},      {"GB", 1e9},        {"TB", 1e12},
-                                {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-                                {"TiB", 1099511627776.0}};
-  for (const Unit &u : kUnits)
-    if (unit == u.name) {
-      double bytes = v * u.scale;
-      if (!std::isfinite(bytes) || bytes < 0 || bytes > std::ldexp(1.0, 62))
-        return std::nullopt;
-      return bytes;
-    }
-  return std::nullopt;
+double Device::nsSeconds(int64_t rows, int64_t cols, double flops) const {
+  if (std::optional<double> t = lookupCost(nsTable, rows, cols))
+    return *t;
+  return flops / nsFlops();
+}
+
+double computeShare(const Cluster &c, int64_t world) {
+  const int64_t onNode = std::min(world, c.devicesPerNode);
+  if (c.processorsPerNode <= 0 || onNode <= c.processorsPerNode)
+    return 1;
+  return static_cast<double>(c.processorsPerNode) / static_cast<double>(onNode);
+}
+
+Cluster withComputeShare(const Cluster &c, double share) {
+  Cluster out = c;
+  if (share >= 1)
+    return out;
+  out.device.memoryBandwidth *= share;
+  out.device.adamwMemoryBandwidth *= share;
+  for (double &f : out.device.matmulFlops)
+    f *= share;
+  for (auto &[shape, seconds] : out.device.nsTable)
+    seconds /= share;
+  out.workload.forwardSeconds /= share;
+  out.workload.backwardSeconds /= share;
+  return out;
 }
 
 namespace {
@@ -184,7 +181,15 @@ std::optional<double> ClusterParser::number(const toml::table &t, const char *ke
 
 void ClusterParser::parseClusterTable(const toml::table &t) {
   const std::string where = "[cluster]";
-  checkKeys(t, {"name", "devices_per_node", "coalesced_collectives"}, where);
+  checkKeys(t, {"name", "devices_per_node", "coalesced_collectives", "processors_per_node"},
+            where);
+  if (const toml::node *n = t.get("processors_per_node")) {
+    const auto *i = n->as_integer();
+    if (!i || i->get() < 1 || i->get() > (int64_t(1) << 24))
+      error(locOf(*n), "'processors_per_node' in [cluster] must be an integer from 1 to 16777216");
+    else
+      out_.processorsPerNode = i->get();
+  }
   if (const toml::node *n = t.get("name")) {
     if (const auto *s = n->as_string())
       out_.name = s->get();
@@ -211,7 +216,28 @@ void ClusterParser::parseClusterTable(const toml::table &t) {
 
 void ClusterParser::parseDevice(const toml::table &t) {
   const std::string where = "[device]";
-  checkKeys(t, {"memory", "memory_bandwidth", "matmul_flops", "ns_dtype"}, where);
+  checkKeys(t, {"memory", "memory_bandwidth", "adamw_bandwidth", "matmul_flops", "ns_dtype",
+                "ns_cost_table"},
+            where);
+  if (auto v = number(t, "adamw_bandwidth", where, Range::Positive, "bytes per second"))
+    out_.device.adamwMemoryBandwidth = *v;
+  if (const toml::node *n = t.get("ns_cost_table")) {
+    // Relative to the description, so that a profile and its table travel
+    // together; read by the parser of dmuonc's --cost-table.
+    if (const auto *s = n->as_string()) {
+      std::filesystem::path tp(s->get());
+      if (tp.is_relative())
+        tp = std::filesystem::path(name_).parent_path() / tp;
+      out_.device.nsTablePath = tp.string();
+      const unsigned before = diags_.errorCount();
+      if (!loadCostTable(out_.device.nsTablePath, diags_, out_.device.nsTable) &&
+          diags_.errorCount() == before)
+        error(locOf(*n), "cannot read the cost table '" + out_.device.nsTablePath + "'");
+    } else {
+      error(locOf(*n), "'ns_cost_table' in [device] must be a path (a string), not " +
+                           llvm::Twine(tomlTypeName(*n)));
+    }
+  }
   if (const toml::node *n = t.get("memory")) {
     std::optional<double> bytes;
     if (const auto *s = n->as_string())

@@ -6,6 +6,8 @@
 #ifndef DMUON_TOOLS_SIMULATE_CLUSTER_H
 #define DMUON_TOOLS_SIMULATE_CLUSTER_H
 
+#include "ByteSize.h"
+#include "CostTable.h"
 #include "Diagnostics.h"
 
 #include <array>
@@ -44,9 +46,21 @@ inline constexpr int kNumMatmulDTypes = 4;
 struct Device {
   double memoryBytes = 0;
   double memoryBandwidth = 0; // bytes/s, for the element-wise optimizer work
+  // AdamW's own, where its arithmetic (a square root and a division per
+  // element) rather than memory bounds it, as on a CPU; 0: memoryBandwidth.
+  double adamwMemoryBandwidth = 0;
+  double adamwBandwidth() const {
+    return adamwMemoryBandwidth > 0 ? adamwMemoryBandwidth : memoryBandwidth;
+  }
   std::array<double, kNumMatmulDTypes> matmulFlops{}; // 0: not given
   MatmulDType nsDType = MatmulDType::bf16;             // what Newton-Schulz runs in
   double nsFlops() const { return matmulFlops[static_cast<int>(nsDType)]; }
+  // ns_cost_table: measured NS seconds per matrix shape (the CSV dmuonc's
+  // --cost-table reads); shapes it lacks are priced at nsFlops().
+  CostTableMap nsTable;
+  std::string nsTablePath; // as resolved (relative to the description)
+  // Seconds of one NS of a rows x cols matrix doing `flops`.
+  double nsSeconds(int64_t rows, int64_t cols, double flops) const;
 };
 
 // Forward and backward compute per step on every rank. Either given in
@@ -67,10 +81,21 @@ struct Cluster {
   // One latency per coalesced group of collectives (NCCL's group calls run
   // them together), or one per collective (MPI's non-blocking calls).
   bool coalesced = true;
+  // The processors (CPU cores) a node's ranks share; 0: one per device.
+  // Ranks past it time-share: see Cluster::computeShare.
+  int64_t processorsPerNode = 0;
   Device device;
   Network intra, inter;
   Workload workload;
 };
+
+// The share of its device's compute a rank gets when `world` ranks run:
+// processors_per_node / (ranks on a node) when a node holds more ranks than
+// it has processors (MPI ranks oversubscribing a CPU), else 1.
+double computeShare(const Cluster &c, int64_t world);
+// `c` with every compute rate (matrix throughput, memory bandwidth, the
+// workload's and the cost table's seconds) scaled to `share`.
+Cluster withComputeShare(const Cluster &c, double share);
 
 // Reads, parses and checks a cluster description, reporting every problem as
 // "path:line:col: error: ..." with the source line. Returns false on error.
@@ -79,9 +104,7 @@ bool loadCluster(const std::string &path, Diagnostics &diags, Cluster &out);
 bool parseCluster(std::string_view text, const std::string &name, Diagnostics &diags,
                   Cluster &out);
 
-// "80GiB", "80 GB", "1.5e9", "512MiB": bytes; nullopt for anything else
-// (negative, non-finite, an unknown unit, more than 2^62 bytes).
-std::optional<double> parseByteSize(std::string_view text);
+using dmuon::parseByteSize; // compiler/ByteSize.h
 
 // The largest cluster description read (a description is a page of TOML).
 inline constexpr uint64_t kMaxClusterBytes = uint64_t(1) << 20;

@@ -77,4 +77,37 @@ double opSeconds(const Cluster &c, const CommOp &op) {
   return bw + lat;
 }
 
+std::optional<LinkCost> fitLinkCost(CollKind kind, int64_t n,
+                                    const std::vector<CollSample> &samples) {
+  if (n < 2 || samples.size() < 2)
+    return std::nullopt;
+  // Weighted least squares of t = a + b B with weights 1/t^2.
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const CollSample &s : samples) {
+    if (!(s.seconds > 0) || !(s.bytes > 0))
+      return std::nullopt;
+    const double w = 1 / (s.seconds * s.seconds);
+    sw += w;
+    sx += w * s.bytes;
+    sy += w * s.seconds;
+    sxx += w * s.bytes * s.bytes;
+    sxy += w * s.bytes * s.seconds;
+  }
+  const double det = sw * sxx - sx * sx;
+  if (!(det > 0))
+    return std::nullopt;
+  double a = (sxx * sy - sx * sxy) / det;
+  double b = (sw * sxy - sx * sy) / det;
+  if (a < 0) { // through the origin
+    a = 0;
+    b = sxy / sxx;
+  }
+  if (!(b > 0))
+    return std::nullopt;
+  LinkCost l;
+  l.latency = a / latencySteps(kind, n);
+  l.bandwidth = busFactor(kind, n) / b;
+  return l;
+}
+
 } // namespace dmuon::sim

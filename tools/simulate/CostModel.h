@@ -7,6 +7,9 @@
 #include "Cluster.h"
 #include "Program.h"
 
+#include <optional>
+#include <vector>
+
 namespace dmuon::sim {
 
 // Latency steps of one collective of `n` ranks: 2(n-1) for all-reduce, n-1
@@ -22,6 +25,20 @@ double transferSeconds(const Cluster &c, const Transfer &t);
 // share the links); the latency is the largest one when the cluster
 // coalesces (NCCL group calls), else the sum.
 double opSeconds(const Cluster &c, const CommOp &op);
+
+// One measured collective for the calibration: `bytes` of buffer (as
+// Transfer::bytes counts it) took `seconds`.
+struct CollSample {
+  double bytes = 0, seconds = 0;
+};
+// The link cost whose transferSeconds best fits `samples` of one kind on
+// `n` ranks: t = steps(n) alpha + factor(n) B / bw, by least squares on the
+// relative error (small and large buffers weigh alike). A negative
+// intercept is clamped to zero latency. nullopt when the samples do not
+// determine a positive bandwidth (fewer than two sizes, or times that do
+// not grow with the size) or n < 2.
+std::optional<LinkCost> fitLinkCost(CollKind kind, int64_t n,
+                                    const std::vector<CollSample> &samples);
 
 } // namespace dmuon::sim
 

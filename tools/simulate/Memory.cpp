@@ -1,4 +1,6 @@
 #include "Memory.h"
+#include "plan-print/HtmlMemory.h"
+#include "plan-print/PrintCommon.h"
 #include "Programs.h"
 #include "common/RankRows.h"
 
@@ -129,6 +131,57 @@ MemoryReport checkMemory(const plan::Plan &p, double deviceBytes) {
   const plan::RankFigures *f = rows.ofRank(out.largest.rank);
   out.traceMatches = out.peak.bytes == f->peak_buffer_bytes();
   return out;
+}
+
+std::string memoryTableText(const plan::Plan &p, double deviceBytes, size_t maxRows) {
+  using planfile::print::kMemoryCategories;
+  std::string o;
+  // Per listed row: a rank, or a run of ranks with equal figures (plan 1.6).
+  const common::RankRows rows(p);
+  if (rows.empty())
+    return o;
+  const std::vector<common::RankRows::Listed> listed = rows.listed();
+  size_t largest = 0;
+  for (size_t i = 1; i < listed.size(); ++i)
+    if (listed[i].row->memory_bytes() > listed[largest].row->memory_bytes())
+      largest = i;
+  auto line = [&](const common::RankRows::Listed &l) {
+    const plan::RankFigures &f = *l.row;
+    o += "  " + l.label() + ":";
+    for (const auto &c : kMemoryCategories)
+      o += std::string(" ") + c.name + " " + planfile::print::humanBytes(double(c.bytes(f)), 4) + ",";
+    const double total = static_cast<double>(f.memory_bytes());
+    o += " total " + planfile::print::humanBytes(total, 4) + ": " +
+         (total <= deviceBytes ? std::string("fits")
+                               : "over by " + planfile::print::humanBytes(total - deviceBytes, 4)) +
+         "\n";
+  };
+  for (size_t i = 0; i < listed.size() && i < maxRows; ++i)
+    line(listed[i]);
+  if (listed.size() > maxRows) {
+    o += "  ... " + std::to_string(listed.size() - maxRows) + " more rows; the largest:\n";
+    if (largest >= maxRows)
+      line(listed[largest]);
+  }
+  return o;
+}
+
+std::string memoryWarningText(const plan::Plan &p, const MemoryReport &m) {
+  if (m.ranksOver == 0)
+    return {};
+  const int64_t world = p.mesh() ? p.mesh()->world_size() : 0;
+  std::string where;
+  if (m.peak.group >= 0 && p.hook_groups() &&
+      static_cast<size_t>(m.peak.group) < p.hook_groups()->size())
+    where = "; its hook-group buffers peak in '" +
+            p.hook_groups()->Get(static_cast<unsigned>(m.peak.group))->name()->str() + "' (" +
+            m.peak.phase + ")";
+  return std::to_string(m.ranksOver) + " of " + std::to_string(world) +
+         " ranks need more than the device's " +
+         std::to_string(static_cast<int64_t>(m.deviceBytes)) + " bytes; rank " +
+         std::to_string(m.largest.rank) + " needs " + std::to_string(m.largest.total) + where +
+         "; expert or tensor parallelism (a mesh dim that shards the largest params) or finer "
+         "hook groups (--hook-boundary) would lower it";
 }
 
 } // namespace dmuon::sim

@@ -41,6 +41,14 @@ struct MemoryReport {
 
 MemoryReport checkMemory(const plan::Plan &p, double deviceBytes);
 
+// One line per rank (the first `maxRows`, then the largest rank): its bytes
+// in every memory category, the total against the device's, fits or over
+// by how much (dmuonc --device-memory, docs/dmuonc.md).
+std::string memoryTableText(const plan::Plan &p, double deviceBytes, size_t maxRows = 64);
+// The warning when ranks do not fit: how many, the largest, the hook group
+// where its buffers peak, and what would lower it; empty when all fit.
+std::string memoryWarningText(const plan::Plan &p, const MemoryReport &m);
+
 } // namespace dmuon::sim
 
 #endif

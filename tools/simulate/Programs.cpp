@@ -97,8 +97,66 @@ double localElements(const plan::Param &p) {
   return n;
 }
 
-} // namespace
+// The matrices Newton-Schulz runs for `q`: a comm param's gathered full
+// matrices, else its local ones (compiler/passes/Partition.cpp prices the
+// same), and seconds for all of them on `c`'s device.
+double nsSecondsOf(const plan::Param &q, const Cluster &c) {
+  const bool comm = q.gather_mesh_dim() >= 0;
+  const int64_t rows = comm || q.local_rows() <= 0 ? q.rows() : q.local_rows();
+  const int64_t cols = comm || q.local_cols() <= 0 ? q.cols() : q.local_cols();
+  const double batch = static_cast<double>(std::max<int64_t>(1, q.local_batch()));
+  return batch * c.device.nsSeconds(rows, cols, q.cost() / batch);
+}
 
+// Whether `rank` runs `q`'s NS: it is in the owner's slot (dp_shard,
+// dp_replicate) and data group (the data-carrying dims `q` is Replicate
+// on), and for a comm param the computing member of the gather group.
+bool runsNs(const plan::Param &q, const MeshView &mesh, const std::vector<int64_t> &coord) {
+  if (q.role() != plan::Role::muon || q.route() != plan::Route::owner || q.owner_rank() < 0 ||
+      q.owner_rank() >= mesh.world)
+    return false;
+  const std::vector<int64_t> owner = mesh.coord(q.owner_rank());
+  std::vector<int> dims = mesh.shardDims();
+  for (int d : mesh.replicateDims())
+    dims.push_back(d);
+  if (q.data_dims())
+    for (int d : *q.data_dims())
+      if (d >= 0 && d < static_cast<int>(mesh.sizes.size()))
+        dims.push_back(d);
+  for (int d : dims)
+    if (coord[static_cast<size_t>(d)] != owner[static_cast<size_t>(d)])
+      return false;
+  const int g = q.gather_mesh_dim();
+  return g < 0 || g >= static_cast<int>(mesh.sizes.size()) ||
+         coord[static_cast<size_t>(g)] == q.compute_index();
+}
+
+// The seconds of the NS `rank` runs: the plan's NS flops at the device's
+// rate, or per matrix from the cluster's cost table when it has one.
+double rankNsSeconds(const plan::Plan &p, const MeshView &mesh, const Cluster &c, int64_t rank,
+                     double nsFlops) {
+  if (c.device.nsTable.empty() || !p.params())
+    return nsFlops / c.device.nsFlops();
+  const std::vector<int64_t> coord = mesh.coord(rank);
+  double seconds = 0;
+  for (const plan::Param *q : *p.params())
+    if (runsNs(*q, mesh, coord))
+      seconds += nsSecondsOf(*q, c);
+  return seconds;
+}
+
+// NS on every Muon matrix (the naive baselines).
+double allNsSeconds(const plan::Plan &p, const PlanDigest &d, const Cluster &c) {
+  if (c.device.nsTable.empty() || !p.params())
+    return d.muonNsFlops / c.device.nsFlops();
+  double seconds = 0;
+  for (const plan::Param *q : *p.params())
+    if (q->role() == plan::Role::muon && q->route() != plan::Route::host)
+      seconds += nsSecondsOf(*q, c);
+  return seconds;
+}
+
+} // namespace
 
 std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh) {
   auto d = std::make_unique<PlanDigest>();
@@ -306,7 +364,7 @@ Program dmuonProgram(const plan::Plan &p, const PlanDigest &d, const MeshView &m
                  : 0.0;
   };
   const double nsFlops = f ? f->ns_flops() : 0;
-  prog.nsSeconds = nsFlops / c.device.nsFlops();
+  prog.nsSeconds = rankNsSeconds(p, mesh, c, rank, nsFlops);
   if (f && (f->gather_send_bytes() > 0 || f->gather_recv_bytes() > 0))
     prog.step.push_back(commItem("gather", Stream::Reduce,
                                  Transfer{CollKind::AllGather, K,
@@ -328,7 +386,7 @@ Program dmuonProgram(const plan::Plan &p, const PlanDigest &d, const MeshView &m
   prog.step.push_back(rep);
   const double adamElements = f ? static_cast<double>(f->adam_moment_bytes()) / 8 : 0;
   prog.step.push_back(
-      computeItem("adamw update", adamElements * kAdamUpdateBytes / c.device.memoryBandwidth));
+      computeItem("adamw update", adamElements * kAdamUpdateBytes / c.device.adamwBandwidth()));
   return prog;
 }
 
@@ -359,7 +417,7 @@ Program baselineProgram(Baseline b, const plan::Plan &p, const PlanDigest &d,
     all[i] = static_cast<int>(i);
   const double G = static_cast<double>(mesh.groupSize(shard));
   const double D = static_cast<double>(mesh.groupSize(dp));
-  const double bw = c.device.memoryBandwidth;
+  const double bw = c.device.memoryBandwidth, abw = c.device.adamwBandwidth();
   const double adamElements = d.elements - d.muonElements;
   if (d.ungroupedElements > 0)
     prog.step.push_back(commItem("all-reduce ungrouped grads", Stream::Reduce,
@@ -382,18 +440,17 @@ Program baselineProgram(Baseline b, const plan::Plan &p, const PlanDigest &d,
       w.phase2.parts = {transfer(CollKind::AllReduce, mesh, rank, repl, grp.elements * 4 / G)};
     }
     prog.step.push_back(
-        computeItem("adamw update", d.elements / G * kAdamUpdateBytes / bw));
+        computeItem("adamw update", d.elements / G * kAdamUpdateBytes / abw));
     break;
   case Baseline::NaiveAllReduce:
     prog.pipelinedReduce = false;
     for (size_t g = 0; g < d.groups.size(); ++g)
       prog.groups[g].phase1.parts = {
           transfer(CollKind::AllReduce, mesh, rank, dp, d.groups[g].elements * 4)};
-    prog.nsSeconds = d.muonNsFlops / c.device.nsFlops();
+    prog.nsSeconds = allNsSeconds(p, d, c);
     prog.step.push_back(computeItem("newton-schulz", prog.nsSeconds));
-    prog.step.push_back(computeItem("update", (d.muonElements * kMuonUpdateBytes +
-                                               adamElements * kAdamUpdateBytes) /
-                                                  bw));
+    prog.step.push_back(computeItem("update", d.muonElements * kMuonUpdateBytes / bw +
+                                                  adamElements * kAdamUpdateBytes / abw));
     break;
   case Baseline::NaiveAllGather:
     // Moonlight's Distributed Muon (ZeRO-1): reduce-scatter in backward;
@@ -407,11 +464,11 @@ Program baselineProgram(Baseline b, const plan::Plan &p, const PlanDigest &d,
                                  transfer(CollKind::AllGather, mesh, rank, dp,
                                           d.muonElements * 4),
                                  true));
-    prog.nsSeconds = d.muonNsFlops / c.device.nsFlops();
+    prog.nsSeconds = allNsSeconds(p, d, c);
     prog.step.push_back(computeItem("newton-schulz", prog.nsSeconds));
-    prog.step.push_back(computeItem("update", (d.muonElements * kMuonUpdateBytes +
-                                               adamElements * kAdamUpdateBytes) /
-                                                  D / bw));
+    prog.step.push_back(computeItem("update", (d.muonElements * kMuonUpdateBytes / bw +
+                                               adamElements * kAdamUpdateBytes / abw) /
+                                                  D));
     prog.step.push_back(commItem("all-gather params", Stream::Reduce,
                                  transfer(CollKind::AllGather, mesh, rank, dp, d.valueBytes),
                                  true));

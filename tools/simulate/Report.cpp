@@ -48,7 +48,11 @@ std::string printSimulationText(const Simulation &s) {
   o += "cluster: " + (s.clusterName.empty() ? std::string("(unnamed)") : s.clusterName) + " (" +
        s.clusterPath + "): " + std::to_string(s.world) + " ranks on " + std::to_string(s.nodes) +
        (s.nodes == 1 ? " node" : " nodes") + " of " + std::to_string(s.devicesPerNode) +
-       " devices\n";
+       " devices";
+  if (s.computeShare < 1)
+    o += "; ranks time-share processors: each computes at " + fmt("%.3g", s.computeShare) +
+         " of its device's rates";
+  o += "\n";
   double fb = 0;
   for (size_t g = 0; g < s.split.forward.size(); ++g)
     fb += s.split.forward[g] + s.split.backward[g];
@@ -108,6 +112,7 @@ std::string printSimulationJson(const Simulation &s) {
   j.field("ranks", s.world);
   j.field("nodes", s.nodes);
   j.field("devices_per_node", s.devicesPerNode);
+  j.field("compute_share", s.computeShare);
   j.endObject();
   double fb = 0;
   for (size_t g = 0; g < s.split.forward.size(); ++g)

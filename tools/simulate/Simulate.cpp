@@ -27,14 +27,17 @@ void maxInto(Arrivals &into, const Arrivals &a) {
 
 } // namespace
 
-bool simulate(const plan::Plan &p, const Cluster &c, const std::string &clusterPath,
+bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &clusterPath,
               Simulation &out, std::string &error) {
   if (common::RankRows(p).empty()) {
     error = "the plan has no per-rank figures (it stopped before the layout pass); simulate a "
             "complete plan";
     return false;
   }
-  const MeshView mesh = MeshView::of(p, c.devicesPerNode);
+  const MeshView mesh = MeshView::of(p, c0.devicesPerNode);
+  // Oversubscribed processors slow every rank's compute alike.
+  out.computeShare = computeShare(c0, mesh.world);
+  const Cluster c = withComputeShare(c0, out.computeShare);
   if (mesh.nodes() > 1 && !c.inter.present) {
     error = "the mesh's " + std::to_string(mesh.world) + " ranks span " +
             std::to_string(mesh.nodes()) + " nodes of " + std::to_string(c.devicesPerNode) +

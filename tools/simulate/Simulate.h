@@ -25,6 +25,7 @@ struct Simulation {
   int64_t world = 0, nodes = 0, devicesPerNode = 0;
   ComputeSplit split;
   double tokensPerRank = 0, mfu = 0;
+  double computeShare = 1; // of a processor per rank (processors_per_node)
   SchemeResult dmuon;
   std::vector<SchemeResult> baselines; // adamw, naive all-reduce, naive all-gather
   std::vector<Span> timeline;          // dmuon's busiest rank
@@ -42,6 +43,10 @@ bool simulate(const plan::Plan &p, const Cluster &c, const std::string &clusterP
 
 std::string printSimulationText(const Simulation &s);
 std::string printSimulationJson(const Simulation &s);
+// The HTML section (scheme table, the busiest rank's timeline as inline SVG)
+// and the plan's HTML report with that section before its end.
+std::string printSimulationHtml(const Simulation &s);
+std::string insertSimulationHtml(std::string page, const Simulation &s);
 
 } // namespace dmuon::sim
 

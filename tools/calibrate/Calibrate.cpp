@@ -1,0 +1,441 @@
+// dmuon-calibrate: measures this machine as the simulator's cost model sees
+// it (docs/cluster-format.md, "Calibration") and writes a cluster
+// description for it:
+//   * each collective kind the model prices (broadcast, reduce, all-reduce,
+//     all-gather, reduce-scatter), issued as the runtime's MPI backend
+//     issues it (runtime/backends/mpi), over buffer sizes from 1 KiB up;
+//     the latency and bus bandwidth are fitted (fitLinkCost);
+//   * the optimizer's element-wise kernels (kernels/cpu: the Muon momentum
+//     and update, AdamW) on every rank at once, as memory bandwidth at the
+//     bytes per element the model charges;
+//   * Newton-Schulz per matrix shape (the shapes of a plan's Muon params, or
+//     --shapes), written as a cost table (the CSV dmuonc's --cost-table
+//     reads) and fitted as one fp32 flops rate.
+// Every figure is the best of --repeats runs (fewer for the kernels and the
+// largest buffers), each the slowest rank's time.
+//
+//   mpirun -n 2 dmuon-calibrate --plan gpt.plan -o cpu.toml --ns-table cpu-ns.csv
+#include "CostModel.h"
+
+#include "dmuon/plan_generated.h"
+#include "kernels/NsForms.h"
+#include "kernels/cpu/MuonKernels.h"
+#include "plan/PlanVerifier.h"
+#include "plan/ReadFile.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using dmuon::sim::CollKind;
+using dmuon::sim::CollSample;
+namespace k = dmuon::kernels;
+
+struct Flags {
+  std::string out = "-", nsTable, plan, name;
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  int repeats = 10;
+  int nsSteps = 5;
+  int64_t maxBytes = int64_t(16) << 20;
+  int64_t devicesPerNode = 0; // 0: the ranks sharing this node's memory
+};
+
+void usage(FILE *f) {
+  std::fprintf(f, R"(usage: mpirun -n N dmuon-calibrate [options]
+
+Measures MPI collectives, the optimizer's element-wise kernels and
+Newton-Schulz on this machine and writes a cluster description
+(docs/cluster-format.md). Run it with the ranks per node you train with.
+
+  -o FILE            the description (default: stdout)
+  --ns-table FILE    also time NS per shape and write FILE as a cost table
+                     (rows,cols,seconds), named by the description
+  --plan PLAN        the NS shapes: every Muon param's of the plan
+  --shapes RxC,...   the NS shapes, given (default with --ns-table and no
+                     --plan: 256x256,512x512,1024x1024)
+  --ns-steps K       NS iterations (default 5; a plan's own with --plan)
+  --repeats N        runs of each measurement; the best is kept (default 10)
+  --max-bytes B      largest collective buffer (default 16777216)
+  --devices-per-node N   (default: the ranks sharing this node's memory)
+  --name TEXT        [cluster] name
+)");
+}
+
+bool parseShapes(const std::string &text, std::vector<std::pair<int64_t, int64_t>> &out) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    long long r = 0, c = 0;
+    char x = 0, extra = 0;
+    if (std::sscanf(item.c_str(), "%lld%c%lld%c", &r, &x, &c, &extra) != 3 || x != 'x' || r <= 0 ||
+        c <= 0)
+      return false;
+    out.emplace_back(r, c);
+  }
+  return !out.empty();
+}
+
+bool parseFlags(int argc, char **argv, Flags &f, std::string &err) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      usage(stdout);
+      std::exit(0);
+    }
+    if (i + 1 >= argc) {
+      err = "missing value or unknown option: " + a;
+      return false;
+    }
+    const std::string v = argv[++i];
+    auto positive = [&](int64_t &dst) {
+      char *end = nullptr;
+      const long long x = std::strtoll(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end || x <= 0) {
+        err = "bad value for " + a + ": " + v;
+        return false;
+      }
+      dst = x;
+      return true;
+    };
+    int64_t n = 0;
+    if (a == "-o")
+      f.out = v;
+    else if (a == "--ns-table")
+      f.nsTable = v;
+    else if (a == "--plan")
+      f.plan = v;
+    else if (a == "--name")
+      f.name = v;
+    else if (a == "--shapes") {
+      if (!parseShapes(v, f.shapes)) {
+        err = "--shapes must be RxC[,RxC...] with positive sizes, not " + v;
+        return false;
+      }
+    } else if (a == "--repeats" || a == "--ns-steps") {
+      if (!positive(n))
+        return false;
+      (a == "--repeats" ? f.repeats : f.nsSteps) = static_cast<int>(std::min<int64_t>(n, 1000));
+    } else if (a == "--max-bytes") {
+      if (!positive(f.maxBytes))
+        return false;
+    } else if (a == "--devices-per-node") {
+      if (!positive(f.devicesPerNode))
+        return false;
+    } else {
+      err = "unknown option: " + a;
+      return false;
+    }
+  }
+  return true;
+}
+
+// The best over `repeats` of the slowest rank's seconds of `body`, all
+// ranks starting together.
+double bestOf(int repeats, MPI_Comm comm, const std::function<void()> &body) {
+  double best = 1e300;
+  for (int r = 0; r < repeats; ++r) {
+    MPI_Barrier(comm);
+    const auto t0 = std::chrono::steady_clock::now();
+    body();
+    double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double slowest = 0;
+    MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
+    best = std::min(best, slowest);
+  }
+  return best;
+}
+
+// One collective of `bytes` of buffer (Transfer::bytes' meaning), issued
+// and waited for as the MPI backend does.
+void runCollective(CollKind kind, int64_t bytes, int world, std::vector<float> &a,
+                   std::vector<float> &b, MPI_Comm comm) {
+  const int count = static_cast<int>(bytes / 4);
+  const int per = count / world;
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Request r;
+  switch (kind) {
+  case CollKind::Broadcast:
+    MPI_Ibcast(a.data(), count * 4, MPI_BYTE, 0, comm, &r);
+    break;
+  case CollKind::Reduce:
+    if (rank == 0)
+      MPI_Ireduce(MPI_IN_PLACE, a.data(), count, MPI_FLOAT, MPI_SUM, 0, comm, &r);
+    else
+      MPI_Ireduce(a.data(), nullptr, count, MPI_FLOAT, MPI_SUM, 0, comm, &r);
+    break;
+  case CollKind::AllReduce:
+    MPI_Iallreduce(MPI_IN_PLACE, a.data(), count, MPI_FLOAT, MPI_SUM, comm, &r);
+    break;
+  case CollKind::AllGather:
+    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_BYTE, a.data(), per * 4, MPI_BYTE, comm, &r);
+    break;
+  case CollKind::ReduceScatter:
+    MPI_Ireduce_scatter_block(a.data(), b.data(), per, MPI_FLOAT, MPI_SUM, comm, &r);
+    break;
+  }
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+}
+
+struct KindFit {
+  CollKind kind;
+  dmuon::sim::LinkCost cost;
+  std::vector<CollSample> samples;
+};
+
+std::vector<KindFit> measureCollectives(const Flags &f, MPI_Comm comm, std::string &err) {
+  int world = 1;
+  MPI_Comm_size(comm, &world);
+  std::vector<float> a(static_cast<size_t>(f.maxBytes / 4) + 1, 1.0f), b(a.size());
+  std::vector<KindFit> fits;
+  for (CollKind kind : {CollKind::Broadcast, CollKind::Reduce, CollKind::AllReduce,
+                        CollKind::AllGather, CollKind::ReduceScatter}) {
+    KindFit fit{kind, {}, {}};
+    for (int64_t bytes = 1024; bytes <= f.maxBytes; bytes *= 4) {
+      // Whole floats on every rank (all-gather, reduce-scatter).
+      const int64_t B = bytes / (4 * world) * 4 * world;
+      if (B == 0)
+        continue;
+      runCollective(kind, B, world, a, b, comm); // warm the path
+      // Large buffers vary less and cost more: fewer runs.
+      const int reps = std::max(3, B >= (int64_t(4) << 20) ? f.repeats / 3 : f.repeats);
+      const double t = bestOf(reps, comm, [&] { runCollective(kind, B, world, a, b, comm); });
+      fit.samples.push_back({static_cast<double>(B), t});
+    }
+    std::optional<dmuon::sim::LinkCost> c = dmuon::sim::fitLinkCost(kind, world, fit.samples);
+    if (!c) {
+      err = std::string("the ") + dmuon::sim::collKindKey(kind) +
+            " times do not fit latency + bytes / bandwidth (see the samples with -o -)";
+      return {};
+    }
+    fit.cost = *c;
+    fits.push_back(std::move(fit));
+  }
+  return fits;
+}
+
+// Element-wise bandwidth at the bytes per element the cost model charges
+// (docs/cluster-format.md): 20 for the Muon momentum + update, 28 for AdamW.
+struct Elementwise {
+  double muon = 0, adamw = 0;
+};
+
+Elementwise measureElementwise(const Flags &f, MPI_Comm comm) {
+  const int64_t n = int64_t(4) << 20; // 16 MiB per array: past the caches
+  std::vector<float> p(n, 0.5f), m(n, 0.0f), v(n, 0.0f), g(n, 1e-3f), u(n);
+  k::MuonHyper mh;
+  k::AdamWHyper ah;
+  const int reps = std::max(3, f.repeats / 2);
+  const double muon = bestOf(reps, comm, [&] {
+    k::muonMomentum(m.data(), g.data(), u.data(), n, mh);
+    k::muonApply(p.data(), u.data(), n, 1024, n / 1024, mh);
+  });
+  int64_t step = 0;
+  const double adam = bestOf(reps, comm, [&] {
+    k::adamwStep(p.data(), m.data(), v.data(), g.data(), n, ++step, ah);
+  });
+  return {20.0 * static_cast<double>(n) / muon, 28.0 * static_cast<double>(n) / adam};
+}
+
+// The NS shapes of a plan's Muon params: the full matrix of a comm param
+// (NS runs gathered), else the local one.
+bool planShapes(const std::string &path, Flags &f, std::string &err) {
+  std::vector<uint8_t> bytes;
+  err = dmuon::planfile::readFile(path, bytes);
+  if (err.empty())
+    err = dmuon::planfile::verifyPlan(bytes.data(), bytes.size(), false);
+  if (!err.empty()) {
+    err = path + ": " + err;
+    return false;
+  }
+  const dmuon::plan::Plan *p = dmuon::plan::GetPlan(bytes.data());
+  if (p->options() && p->options()->optimizer())
+    f.nsSteps = p->options()->optimizer()->ns_steps();
+  std::set<std::pair<int64_t, int64_t>> seen;
+  if (p->params())
+    for (const dmuon::plan::Param *q : *p->params()) {
+      if (q->role() != dmuon::plan::Role::muon)
+        continue;
+      const bool comm = q->gather_mesh_dim() >= 0;
+      const int64_t r = comm || q->local_rows() <= 0 ? q->rows() : q->local_rows();
+      const int64_t c = comm || q->local_cols() <= 0 ? q->cols() : q->local_cols();
+      if (seen.insert({r, c}).second)
+        f.shapes.emplace_back(r, c);
+    }
+  return true;
+}
+
+struct NsFit {
+  std::vector<double> seconds; // per f.shapes
+  double flopsRate = 0;        // fp32 flops/s over every shape
+};
+
+NsFit measureNs(const Flags &f, MPI_Comm comm) {
+  NsFit out;
+  double flops = 0, seconds = 0;
+  k::NsWorkspace ws;
+  for (auto [rows, cols] : f.shapes) {
+    std::vector<float> in(static_cast<size_t>(rows * cols)), res(in.size());
+    for (size_t i = 0; i < in.size(); ++i)
+      in[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    auto ns = [&] {
+      k::newtonSchulz(in.data(), res.data(), rows, cols, f.nsSteps, k::NsCoefficients::Original,
+                      ws, k::NsForm::Auto);
+    };
+    ns(); // grow the workspace
+    const double t = bestOf(std::max(3, f.repeats / 2), comm, ns);
+    out.seconds.push_back(t);
+    flops += k::ns::flops(k::NsForm::Auto, rows, cols, f.nsSteps);
+    seconds += t;
+  }
+  out.flopsRate = seconds > 0 ? flops / seconds : 0;
+  return out;
+}
+
+std::string utcNow() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
+  return buf;
+}
+
+std::string fmt(const char *f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+int run(const Flags &fin, MPI_Comm comm, int rank, int world) {
+  Flags f = fin;
+  std::string err;
+  if (!f.plan.empty() && !planShapes(f.plan, f, err)) {
+    if (rank == 0)
+      std::fprintf(stderr, "dmuon-calibrate: error: %s\n", err.c_str());
+    return 1;
+  }
+  if (f.shapes.empty() && !f.nsTable.empty())
+    f.shapes = {{256, 256}, {512, 512}, {1024, 1024}};
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int nodeRanks = 1;
+  MPI_Comm_size(node, &nodeRanks);
+  MPI_Comm_free(&node);
+  const int64_t perNode = f.devicesPerNode > 0 ? f.devicesPerNode : nodeRanks;
+
+  std::vector<KindFit> fits;
+  if (world > 1) {
+    fits = measureCollectives(f, comm, err);
+    if (fits.empty()) {
+      if (rank == 0)
+        std::fprintf(stderr, "dmuon-calibrate: error: %s\n", err.c_str());
+      return 1;
+    }
+  }
+  const Elementwise ew = measureElementwise(f, comm);
+  const NsFit ns = f.shapes.empty() ? NsFit{} : measureNs(f, comm);
+  if (rank != 0)
+    return 0;
+
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<double>(sysconf(_SC_PAGESIZE)) /
+                        static_cast<double>(std::max(1, nodeRanks));
+  std::ostringstream o;
+  o << "# Made by dmuon-calibrate on " << world << " rank(s), " << nodeRanks
+    << " on this node, " << sysconf(_SC_NPROCESSORS_ONLN) << " processors, " << utcNow()
+    << ";\n# every figure the slowest rank's best of " << f.repeats
+    << " runs (kernels: half as many; buffers of 4 MiB up: a third)\n"
+    << "# (docs/cluster-format.md, \"Calibration\").\n";
+  o << "[cluster]\nname = \"" << (f.name.empty() ? "calibrated" : f.name) << "\"\n";
+  o << "devices_per_node = " << perNode << "\n";
+  o << "processors_per_node = " << sysconf(_SC_NPROCESSORS_ONLN)
+    << "   # ranks past it time-share the processors\n";
+  o << "coalesced_collectives = false   # MPI: one latency per collective\n\n";
+  o << "[device]\nmemory = " << fmt("%.0f", memory) << "   # physical memory / ranks on the node\n";
+  o << "memory_bandwidth = " << fmt("%.4g", ew.muon)
+    << "   # Muon momentum + update at 20 B/element\n";
+  o << "adamw_bandwidth = " << fmt("%.4g", ew.adamw) << "    # AdamW at 28 B/element\n";
+  o << "ns_dtype = \"f32\"                # kernels/cpu run NS in fp32\n";
+  if (!f.nsTable.empty())
+    o << "ns_cost_table = \""
+      << std::filesystem::path(f.nsTable).filename().string()
+      << "\"   # per shape; the rate below prices shapes it lacks\n";
+  o << "[device.matmul_flops]\nf32 = "
+    << fmt("%.4g", ns.flopsRate > 0 ? ns.flopsRate : 1e9) << "   # NS flops / NS seconds over "
+    << f.shapes.size() << " shape(s), " << f.nsSteps << " iterations\n";
+  if (world > 1) {
+    o << "\n[network.intra]                  # MPI between the ranks of this node\n";
+    // The all-reduce's figures stand for the network; every kind its own.
+    const KindFit &ar = fits[2];
+    o << "bandwidth = " << fmt("%.4g", ar.cost.bandwidth) << "\nlatency = "
+      << fmt("%.4g", ar.cost.latency) << "\n";
+    for (const KindFit &kf : fits) {
+      o << "[network.intra." << dmuon::sim::collKindKey(kf.kind) << "]   # bytes:seconds";
+      for (const CollSample &s : kf.samples)
+        o << " " << fmt("%.0f", s.bytes) << ":" << fmt("%.3g", s.seconds);
+      o << "\nbandwidth = " << fmt("%.4g", kf.cost.bandwidth) << "\nlatency = "
+        << fmt("%.4g", kf.cost.latency) << "\n";
+    }
+  } else {
+    o << "\n[network.intra]                  # one rank: nothing measured\n"
+         "bandwidth = 1e12\nlatency = 0\n";
+  }
+  const std::string text = o.str();
+  if (f.out == "-")
+    std::fputs(text.c_str(), stdout);
+  else if (!(std::ofstream(f.out) << text)) {
+    std::fprintf(stderr, "dmuon-calibrate: error: cannot write %s\n", f.out.c_str());
+    return 1;
+  }
+  if (!f.nsTable.empty()) {
+    std::ofstream t(f.nsTable);
+    t << "# Newton-Schulz seconds per shape (" << f.nsSteps
+      << " iterations, fp32, kernels/cpu), by dmuon-calibrate on " << world << " rank(s), "
+      << utcNow() << "\nrows,cols,seconds\n";
+    for (size_t i = 0; i < f.shapes.size(); ++i)
+      t << f.shapes[i].first << "," << f.shapes[i].second << "," << fmt("%.6g", ns.seconds[i])
+        << "\n";
+    if (!t) {
+      std::fprintf(stderr, "dmuon-calibrate: error: cannot write %s\n", f.nsTable.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  Flags f;
+  std::string err;
+  int rc = 0;
+  if (!parseFlags(argc, argv, f, err)) {
+    if (rank == 0) {
+      std::fprintf(stderr, "dmuon-calibrate: error: %s\n", err.c_str());
+      usage(stderr);
+    }
+    rc = 2;
+  } else {
+    rc = run(f, MPI_COMM_WORLD, rank, world);
+  }
+  MPI_Finalize();
+  return rc;
+}
