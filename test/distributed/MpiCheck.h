@@ -7,6 +7,8 @@
 #include <mpi.h>
 
 #include <cstdarg>
+#include <cstdint>
+#include <cstring>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -14,6 +16,13 @@
 namespace mpicheck {
 
 inline int gRank = 0, gWorld = 1;
+
+// The bits of `f`, for bit-identical comparisons.
+inline uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
 inline int gFailures = 0;
 inline int gPrinted = 0;
 

@@ -33,11 +33,7 @@
 namespace {
 
 // ------------------------------------------------------------ comparisons
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
+using mpicheck::bits;
 
 void expectIdentical(const char *what, const Trajectory &a, const Trajectory &b,
                      const std::string &mesh) {
