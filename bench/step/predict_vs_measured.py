@@ -118,7 +118,9 @@ def main():
             # The flops model's time is inversely proportional to mfu.
             given = float(re.search(r"(?m)^mfu\s*=\s*([\d.eE+-]+)",
                                     open(args.cluster).read()).group(1))
-            mfu = given * pred["compute"] / best["fwd"]
+            # A host faster than the profile's matrix peak would fit mfu > 1,
+            # which a cluster description refuses: the peak is then the rate.
+            mfu = min(1.0, given * pred["compute"] / best["fwd"])
             cluster_for(args.cluster, args.batch * args.context // n, mfu, cluster)
             pred = simulate(args, plans[0], cluster)
         err_step = pred["step"] / best["step"] - 1
