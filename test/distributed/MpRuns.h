@@ -30,9 +30,6 @@ namespace {
 constexpr int kSteps = 10;
 constexpr double kRelTol = 1e-4;
 
-// The hyper-parameters compiled into the plans (CMakeLists.txt passes them
-// to dmuonc); the runtime takes them from the plan, the reference from here.
-
 using mpicheck::fail;
 using mpicheck::gFailures;
 using mpicheck::gRank;
