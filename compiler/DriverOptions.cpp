@@ -124,11 +124,9 @@ bool checkOptimizerFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
   return ok;
 }
 
-} // namespace
-
 // --device-memory / --cluster: the check needs a complete plan's per-rank
 // figures.
-static bool checkMemoryFlags(const DriverFlags &f, Diagnostics &diags, DriverConfig &config) {
+bool checkMemoryFlags(const DriverFlags &f, Diagnostics &diags, DriverConfig &config) {
   bool ok = true;
   if (!f.deviceMemory.empty()) {
     std::optional<double> bytes = parseByteSize(f.deviceMemory);
@@ -153,6 +151,8 @@ static bool checkMemoryFlags(const DriverFlags &f, Diagnostics &diags, DriverCon
   config.cluster = f.cluster;
   return ok;
 }
+
+} // namespace
 
 bool configureDriver(const DriverFlags &flags, Diagnostics &diags, DriverConfig &config) {
   config.emit = flags.emit;
