@@ -1,5 +1,6 @@
-// What the loopback tests share: a plan read from a file, and a world of
-// executors, one thread per rank, on the loopback backend.
+// What the loopback tests share: a plan read from a file, a world of
+// executors, one thread per rank, on the loopback backend, and training steps
+// through every hook group.
 #ifndef DMUON_TEST_UNIT_LOOPBACKSUPPORT_H
 #define DMUON_TEST_UNIT_LOOPBACKSUPPORT_H
 
@@ -49,6 +50,29 @@ inline void runWorld(const LoadedPlan &plan, const std::function<void(int, Execu
     });
   for (std::thread &t : ranks)
     t.join();
+}
+
+// `steps` training steps on one rank: every hook group's forward hooks, then
+// backward in reverse with `addGradients(step, group)` between its hooks
+// (group -1 first: the params no hook moves), then the step.
+inline void trainSteps(const LoadedPlan &plan, Executor &ex, int rank, int steps,
+                       const std::function<void(int step, int group)> &addGradients) {
+  const int groups = plan.root().hook_groups() ? plan.root().hook_groups()->size() : 0;
+  for (int step = 0; step < steps; ++step) {
+    for (int g = 0; g < groups; ++g) {
+      ASSERT_TRUE(ex.preForward(g).isOk());
+      ASSERT_TRUE(ex.postForward(g).isOk());
+    }
+    addGradients(step, -1);
+    for (int g = groups - 1; g >= 0; --g) {
+      ASSERT_TRUE(ex.preBackward(g).isOk());
+      addGradients(step, g);
+      Status s = ex.postBackward(g);
+      ASSERT_TRUE(s.isOk()) << s.message();
+    }
+    Status s = ex.step();
+    ASSERT_TRUE(s.isOk()) << "rank " << rank << " step " << step << ": " << s.message();
+  }
 }
 
 } // namespace dmuon::rt

@@ -37,7 +37,6 @@ std::vector<std::vector<float>> train(const LoadedPlan &plan) {
       ASSERT_TRUE(ex.bindParam(plan.param(i).name()->str(), v.data(),
                                static_cast<int64_t>(v.size())).isOk());
     }
-    const int groups = plan.root().hook_groups() ? plan.root().hook_groups()->size() : 0;
     auto addGradients = [&](int step, int group) {
       for (int i = 0; i < n; ++i) {
         if (plan.param(i).hook_group() != group)
@@ -48,21 +47,7 @@ std::vector<std::vector<float>> train(const LoadedPlan &plan) {
           g[k] += valueOf(i, step, k);
       }
     };
-    for (int step = 0; step < 3; ++step) {
-      for (int g = 0; g < groups; ++g) {
-        ASSERT_TRUE(ex.preForward(g).isOk());
-        ASSERT_TRUE(ex.postForward(g).isOk());
-      }
-      addGradients(step, -1); // the params no hook moves
-      for (int g = groups - 1; g >= 0; --g) {
-        ASSERT_TRUE(ex.preBackward(g).isOk());
-        addGradients(step, g);
-        Status s = ex.postBackward(g);
-        ASSERT_TRUE(s.isOk()) << s.message();
-      }
-      Status s = ex.step();
-      ASSERT_TRUE(s.isOk()) << "rank " << rank << " step " << step << ": " << s.message();
-    }
+    trainSteps(plan, ex, rank, 3, addGradients);
     for (int i = 0; i < n; ++i) {
       std::vector<float> out(static_cast<size_t>(numel(plan.param(i))));
       ASSERT_TRUE(ex.gatherParam(plan.param(i).name()->str(), out.data(),

@@ -65,7 +65,6 @@ std::vector<std::vector<float>> train(const LoadedPlan &plan) {
   }
   std::mutex mu;
   runWorld(plan, [&](int rank, Executor &ex) {
-    const int groups = plan.root().hook_groups() ? plan.root().hook_groups()->size() : 0;
     for (int i = 0; i < n; ++i) {
       const std::string name = plan.param(i).name()->str();
       const dmuon_param_slice_t s = sliceOf(plan, i, rank);
@@ -93,21 +92,7 @@ std::vector<std::vector<float>> train(const LoadedPlan &plan) {
                        [&](int64_t flat, int64_t k) { g[k] += valueOf(i, step, flat); });
       }
     };
-    for (int step = 0; step < 3; ++step) {
-      for (int g = 0; g < groups; ++g) {
-        ASSERT_TRUE(ex.preForward(g).isOk());
-        ASSERT_TRUE(ex.postForward(g).isOk());
-      }
-      addGradients(step, -1);
-      for (int g = groups - 1; g >= 0; --g) {
-        ASSERT_TRUE(ex.preBackward(g).isOk());
-        addGradients(step, g);
-        Status s = ex.postBackward(g);
-        ASSERT_TRUE(s.isOk()) << s.message();
-      }
-      Status s = ex.step();
-      ASSERT_TRUE(s.isOk()) << "rank " << rank << " step " << step << ": " << s.message();
-    }
+    trainSteps(plan, ex, rank, 3, addGradients);
     for (int i = 0; i < n; ++i) {
       const dmuon_param_slice_t s = sliceOf(plan, i, rank);
       std::vector<float> out(static_cast<size_t>(s.numel));
