@@ -12,9 +12,14 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <unistd.h>
+#if defined(__linux__) && defined(__GLIBC__)
+#include <malloc.h>
+#include <sys/mman.h>
+#endif
 
 namespace dmuon::tools {
 
@@ -75,6 +80,36 @@ inline void parseCommandLine(int argc, char **argv, llvm::StringRef overview,
 inline void treatBrokenPipeAsWriteError() {
   llvm::sys::SetOneShotPipeSignalFunction(nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+}
+
+// Backs the heap with transparent huge pages where the kernel offers them
+// (its "madvise" mode), as glibc's `glibc.malloc.hugetlb=1` tunable does. A
+// large compile allocates a few hundred MB of objects (Kimi K2: 70k params),
+// and on a small VM the first touch of each 4 KiB page cost a third of the
+// run (docs/benchmarks.md, "dmuonc on the largest inputs"). Large blocks
+// come from the heap too, so memory freed by one pass is reused by the next
+// instead of being unmapped and faulted in again. Call first in main().
+inline void preferHugePageHeap() {
+#if defined(__linux__) && defined(__GLIBC__)
+  constexpr size_t kReserve = size_t{1} << 30; // address space only: pages are touched on use
+  constexpr size_t kHugePage = size_t{2} << 20;
+  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, 1 << 30) != 1 ||
+      mallopt(M_TOP_PAD, static_cast<int>(kReserve)) != 1)
+    return; // another allocator (a sanitizer's): leave it alone
+  auto *before = static_cast<char *>(sbrk(0));
+  // One block larger than what is free extends the heap by it plus the pad.
+  void *probe = malloc(kHugePage);
+  asm volatile("" : : "r"(probe) : "memory"); // keep the compiler from eliding the pair
+  auto *after = static_cast<char *>(sbrk(0));
+  free(probe);
+  mallopt(M_TOP_PAD, 64 << 20);
+  if (before == reinterpret_cast<char *>(-1) || after <= before)
+    return;
+  const auto begin = (reinterpret_cast<uintptr_t>(before) + kHugePage - 1) & ~(kHugePage - 1);
+  const auto end = reinterpret_cast<uintptr_t>(after) & ~(kHugePage - 1);
+  if (end > begin)
+    madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE); // a hint: ignore errors
+#endif
 }
 
 // Flushes `out` and keeps it; on a write error (a full disk, /dev/full, a

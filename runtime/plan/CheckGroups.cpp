@@ -18,10 +18,11 @@ std::string Checker::checkUnits() {
   int64_t slots = G_ * R_;
   for (uint32_t i = 0; i < p_.units()->size(); ++i) {
     const fb::Unit *u = p_.units()->Get(i);
-    std::string who = "unit " + std::to_string(i) + " '" + str(u->name()) + "'";
+    auto unitName = [&] { return "unit " + std::to_string(i) + " '" + str(u->name()) + "'"; };
+    const Who who(unitName);
     if (auto e = paramList(who, u->params()); !e.empty())
       return e;
-    if (auto e = range(who + ": slot", u->slot(), slots, "owner slots", true); !e.empty())
+    if (auto e = range(who, ": slot", u->slot(), slots, "owner slots", true); !e.empty())
       return e;
     if (auto e = dataIndexInRange(who, u->data_index()); !e.empty())
       return e;
@@ -42,7 +43,7 @@ std::string Checker::checkGroups() {
     int64_t ndims = static_cast<int64_t>(dimSizes_.size());
     if (g->replicate_mesh_dims())
       for (int32_t d : *g->replicate_mesh_dims())
-        if (auto e = range(who + ": replicate mesh dim", d, ndims, "mesh dims", false);
+        if (auto e = range(who, ": replicate mesh dim", d, ndims, "mesh dims", false);
             !e.empty())
           return e;
     if (g->replicate_groups())
@@ -86,14 +87,16 @@ std::string Checker::checkHooks() {
       continue;
     for (uint32_t j = 0; j < h->segments()->size(); ++j) {
       const fb::Segment *s = h->segments()->Get(j);
-      std::string sw = who + " segment " + std::to_string(j);
+      auto segmentName = [&] { return who + " segment " + std::to_string(j); };
+      const Who sw(segmentName);
       if (auto e = paramList(sw, s->params()); !e.empty())
         return e;
       if (auto e = ownerRankInRange(sw, s->owner_rank()); !e.empty())
         return e;
       if (auto e = ownerSlotInRange(sw, s->owner_shard(), s->owner_replicate()); !e.empty())
         return e;
-      if (auto e = dataIndexInRange(sw + ": owner", s->owner_data_index()); !e.empty())
+      auto ownerName = [&] { return sw + ": owner"; };
+      if (auto e = dataIndexInRange(ownerName, s->owner_data_index()); !e.empty())
         return e;
       if (s->offset() < 0 || s->bytes() < 0 || s->offset() > h->buffer_bytes() ||
           s->bytes() > h->buffer_bytes() - s->offset())
@@ -130,7 +133,7 @@ std::string Checker::checkHooks() {
 // A complete plan's segment: the owner-routed params of its hook group that
 // its owner slot owns, each inside the segment's bytes.
 std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, const fb::Segment &s,
-                                        const std::string &sw) {
+                                        const Who &sw) {
   if (!s.params())
     return sw + " has no params vector";
   const int64_t slot = s.owner_shard() + s.owner_replicate() * G_;
@@ -143,7 +146,8 @@ std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, cons
   bool first = true;
   for (int32_t pi : *s.params()) {
     const fb::Param *q = p_.params()->Get(static_cast<uint32_t>(pi));
-    const std::string pw = sw + ": param '" + str(q->name()) + "'";
+    auto paramName = [&] { return sw + ": param '" + str(q->name()) + "'"; };
+    const Who pw(paramName);
     if (common::effectiveRoute(*q) != fb::Route::owner)
       return pw + " does not travel the owner route";
     if (q->hook_group() != hi)

@@ -63,7 +63,8 @@ std::string Checker::checkParams() {
       return "param #" + std::to_string(i) + ": the name '" +
              common::printableName(q->name()->string_view()) + "' " + why + " (" +
              common::paramNameRuleText() + ")";
-    std::string who = "param '" + q->name()->str() + "'";
+    auto paramName = [&] { return "param '" + q->name()->str() + "'"; };
+    const Who who(paramName);
     if (complete()) {
       auto [it, inserted] = byName.try_emplace(q->name()->string_view(), i);
       if (!inserted)
@@ -111,12 +112,12 @@ std::string Checker::checkParams() {
     }
     if (auto e = checkModelParallel(*q, who); !e.empty())
       return e;
-    if (auto e = range(who + ": unit", q->unit(), numUnits_, "units", true); !e.empty())
+    if (auto e = range(who, ": unit", q->unit(), numUnits_, "units", true); !e.empty())
       return e;
-    if (auto e = range(who + ": comm_group", q->comm_group(), numComm_, "comm groups", true);
+    if (auto e = range(who, ": comm_group", q->comm_group(), numComm_, "comm groups", true);
         !e.empty())
       return e;
-    if (auto e = range(who + ": hook_group", q->hook_group(), numHooks_, "hook groups", true);
+    if (auto e = range(who, ": hook_group", q->hook_group(), numHooks_, "hook groups", true);
         !e.empty())
       return e;
     const bool owned = common::effectiveRoute(*q) == fb::Route::owner;
@@ -130,7 +131,8 @@ std::string Checker::checkParams() {
     if (hasOwner) {
       if (auto e = ownerSlotInRange(who, q->owner_shard(), q->owner_replicate()); !e.empty())
         return e;
-      if (auto e = dataIndexInRange(who + ": owner", q->owner_data_index()); !e.empty())
+      auto ownerName = [&] { return who + ": owner"; };
+      if (auto e = dataIndexInRange(ownerName, q->owner_data_index()); !e.empty())
         return e;
       if (auto e = ownerRankInRange(who, q->owner_rank()); !e.empty())
         return e;
@@ -168,7 +170,7 @@ std::string Checker::checkParams() {
 
 // data_dims (1.4 on, from the group stage): the data-carrying dims the param
 // is Replicate on, and an owner's data index has coordinates on those only.
-std::string Checker::checkDataDims(const fb::Param &q, const std::string &who) const {
+std::string Checker::checkDataDims(const fb::Param &q, const Who &who) const {
   if (p_.format_minor() < 4 || !reached(fb::Stage::group))
     return {};
   const std::vector<int> want = expectedDataDims(q);
@@ -199,7 +201,7 @@ std::string Checker::checkDataDims(const fb::Param &q, const std::string &who) c
 // What the executor trusts of a param in a complete plan (checkParams and
 // checkModelParallel have accepted it: local_shape has shape's rank, indices
 // are in range or -1, owner coordinates are in range).
-std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &who) {
+std::string Checker::checkCompleteParam(const fb::Param &q, const Who &who) {
   int64_t global, local;
   if (!elementCount(q.shape(), global))
     return who + ": shape has more than 2^48 elements";
@@ -298,7 +300,7 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const std::string &w
 // values and gradient and this rank's reduce-scatter result inside its hook
 // group's buffers.
 std::string Checker::checkShardedParam(const fb::Param &q, int64_t local,
-                                       const std::string &who) {
+                                       const Who &who) {
   if (q.hook_group() < 0 || q.unit() >= 0)
     return who + " travels the sharded route but has no hook_group, or has a unit";
   const int64_t shard = common::shardElements(local, G_);
@@ -327,7 +329,7 @@ std::string Checker::checkShardedParam(const fb::Param &q, int64_t local,
 // local_shape (from validate on) is a shard of shape; a comm Muon param
 // (from group on) gathers over a model-parallel mesh dim that Shards the
 // tensor dim it names, and (from layout on) has a compute index on that dim.
-std::string Checker::checkModelParallel(const fb::Param &q, const std::string &who) {
+std::string Checker::checkModelParallel(const fb::Param &q, const Who &who) {
   const int64_t ndims = static_cast<int64_t>(dimSizes_.size());
   if (reached(fb::Stage::validate)) {
     if (!q.local_shape())

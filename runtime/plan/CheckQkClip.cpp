@@ -16,9 +16,9 @@ std::string Checker::checkQkClip() {
   for (uint32_t i = 0; i < size(pairs); ++i) {
     const fb::QkClipPair &pair = *pairs->Get(i);
     const std::string who = "qk_clip pair #" + std::to_string(i);
-    if (auto e = range(who + ": query", pair.query(), numParams_, "params", false); !e.empty())
+    if (auto e = range(who, ": query", pair.query(), numParams_, "params", false); !e.empty())
       return e;
-    if (auto e = range(who + ": key", pair.key(), numParams_, "params", false); !e.empty())
+    if (auto e = range(who, ": key", pair.key(), numParams_, "params", false); !e.empty())
       return e;
     if (pair.query() == pair.key())
       return who + ": query and key are both param #" + std::to_string(pair.key());

@@ -8,12 +8,14 @@
 #include "Pipeline.h"
 #include "PlanWriter.h"
 #include "ToolSupport.h"
+
 #include "dmuon/plan_version.h"
 #include "plan-print/PlanPrinter.h"
 #include "plan-print/PrintCommon.h"
 #include "simulate/Cluster.h"
 #include "simulate/Memory.h"
 
+#include "llvm/Support/BuryPointer.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Process.h"
@@ -209,7 +211,7 @@ dmuon::DriverFlags readFlags() {
 // --device-memory / --cluster: every rank's memory by category against the
 // device's on stderr, and a warning naming where the largest rank peaks.
 // False only when the cluster description cannot be read.
-bool checkMemory(const dmuon::DriverConfig &config, const std::vector<uint8_t> &plan,
+bool checkMemory(const dmuon::DriverConfig &config, const dmuon::PlanBuffer &plan,
                  dmuon::Diagnostics &diags) {
   double device = config.deviceMemory.value_or(0);
   if (!config.cluster.empty()) {
@@ -245,7 +247,15 @@ int run(dmuon::Diagnostics &diags) {
     return 1;
   const dmuon::EmitForm emitForm = config.emit;
   const std::string &outputPath = config.output;
-  dmuon::PlanModel model;
+  // Freeing a large model's strings and vectors took 5% of a Kimi K2 run,
+  // and the process ends right after: the model is left to the OS, as clang
+  // leaves its ASTs (-disable-free); BuryPointer keeps it reachable for
+  // LeakSanitizer.
+  struct Buried {
+    std::unique_ptr<dmuon::PlanModel> model = std::make_unique<dmuon::PlanModel>();
+    ~Buried() { llvm::BuryPointer(std::move(model)); }
+  } buried;
+  dmuon::PlanModel &model = *buried.model;
   model.options = std::move(config.options);
   if (emitForm == dmuon::EmitForm::bin && outputPath == "-" &&
       sys::Process::StandardOutIsDisplayed()) {
@@ -256,13 +266,12 @@ int run(dmuon::Diagnostics &diags) {
   if (!dmuon::runPipeline(config.pipeline, model, diags))
     return 1;
 
-  std::vector<uint8_t> plan;
   std::string printed;
-  {
+  dmuon::PlanBuffer plan = [&] {
     NamedRegionTimer t("emit", "Write the plan", "dmuonc",
                        "dmuonc pass execution timing report", config.pipeline.timePasses);
-    plan = dmuon::writePlan(model);
-  }
+    return dmuon::writePlan(model);
+  }();
   {
     NamedRegionTimer t("verify", "Verify the plan", "dmuonc",
                        "dmuonc pass execution timing report", config.pipeline.timePasses);
@@ -301,6 +310,7 @@ int run(dmuon::Diagnostics &diags) {
 } // namespace
 
 int dmuon::dmuoncMain(int argc, char **argv) {
+  tools::preferHugePageHeap();
   InitLLVM init(argc, argv);
   tools::treatBrokenPipeAsWriteError();
   cl::HideUnrelatedOptions({&category, &optimCategory});
