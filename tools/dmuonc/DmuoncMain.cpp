@@ -3,6 +3,7 @@
 // and the output in the chosen form.
 #include "DmuoncMain.h"
 
+#include "AutoSearch.h"
 #include "Diagnostics.h"
 #include "DriverOptions.h"
 #include "Pipeline.h"
@@ -38,8 +39,9 @@ cl::opt<dmuon::InputFormat> inputFormat(
                clEnumValN(dmuon::InputFormat::Onnx, "onnx", "ONNX model")),
     cl::cat(category));
 cl::opt<std::string> meshSpec(
-    "mesh", cl::desc("Device mesh: '8', '2x4' (dp_replicate x dp_shard) or "
-                     "'dp_replicate=2,dp_shard=2,tp=2'"),
+    "mesh", cl::desc("Device mesh: '8', '2x4' (dp_replicate x dp_shard), "
+                     "'dp_replicate=2,dp_shard=2,tp=2', or 'auto:N[,tp=8...]' to choose "
+                     "dp_replicate x dp_shard (and the mode) by simulating on --cluster"),
     cl::value_desc("mesh"), cl::Required, cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"), cl::cat(category));
@@ -131,7 +133,8 @@ cl::opt<std::string> deviceMemory(
 cl::opt<std::string> clusterFile(
     "cluster",
     cl::desc("Check every rank's memory against the [device] memory of a cluster description "
-             "(docs/cluster-format.md)"),
+             "(docs/cluster-format.md); with --mesh auto:N, the cluster the candidates are "
+             "simulated on"),
     cl::value_desc("cluster.toml"), cl::cat(category));
 cl::opt<bool> timePasses("time-passes", cl::desc("Time each pass and print a report"),
                          cl::init(false), cl::cat(category));
@@ -186,6 +189,7 @@ dmuon::DriverFlags readFlags() {
   f.muonInclude = muonInclude;
   f.muonExclude = muonExclude;
   f.mode = mode;
+  f.modeGiven = mode.getNumOccurrences() > 0;
   f.replicateAsync = replicateAsync;
   f.alignment = alignment;
   f.costModel = costModel;
@@ -238,35 +242,40 @@ bool checkMemory(const dmuon::DriverConfig &config, const std::vector<uint8_t> &
   return true;
 }
 
-// Plans, verifies what it wrote, and writes the chosen form.
+// Plans (with --mesh auto:N: chooses the plan, tools/dmuonc/AutoSearch.h),
+// verifies what it wrote, and writes the chosen form.
 int run(dmuon::Diagnostics &diags) {
   dmuon::DriverConfig config;
   if (!dmuon::configureDriver(readFlags(), diags, config))
     return 1;
   const dmuon::EmitForm emitForm = config.emit;
   const std::string &outputPath = config.output;
-  dmuon::PlanModel model;
-  model.options = std::move(config.options);
   if (emitForm == dmuon::EmitForm::bin && outputPath == "-" &&
       sys::Process::StandardOutIsDisplayed()) {
     diags.error("refusing to write a binary plan to a terminal; use -o plan.bin or "
                 "--emit=text");
     return 1;
   }
-  if (!dmuon::runPipeline(config.pipeline, model, diags))
-    return 1;
-
   std::vector<uint8_t> plan;
-  std::string printed;
-  {
+  dmuon::Stage stage = dmuon::Stage::complete;
+  if (config.autoMesh) {
+    if (!dmuon::searchAutoMesh(config, plan, diags))
+      return 1;
+  } else {
+    dmuon::PlanModel model;
+    model.options = config.options;
+    if (!dmuon::runPipeline(config.pipeline, model, diags))
+      return 1;
     NamedRegionTimer t("emit", "Write the plan", "dmuonc",
                        "dmuonc pass execution timing report", config.pipeline.timePasses);
     plan = dmuon::writePlan(model);
+    stage = model.stage;
   }
+  std::string printed;
   {
     NamedRegionTimer t("verify", "Verify the plan", "dmuonc",
                        "dmuonc pass execution timing report", config.pipeline.timePasses);
-    const std::string err = dmuon::verifyWrittenPlan(plan, model.stage);
+    const std::string err = dmuon::verifyWrittenPlan(plan, stage);
     if (!err.empty()) {
       diags.error("internal error: the plan dmuonc wrote does not verify: " + err);
       return 1;
