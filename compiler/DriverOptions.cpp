@@ -1,4 +1,5 @@
 #include "DriverOptions.h"
+#include "AutoMesh.h"
 #include "ByteSize.h"
 
 #include "common/HyperRanges.h"
@@ -152,6 +153,28 @@ bool checkMemoryFlags(const DriverFlags &f, Diagnostics &diags, DriverConfig &co
   return ok;
 }
 
+// --mesh auto:N simulates complete plans on a cluster.
+bool checkAutoMeshFlags(const DriverFlags &f, Diagnostics &diags, DriverConfig &config) {
+  config.autoMesh = isAutoMesh(f.mesh);
+  config.modeGiven = f.modeGiven;
+  if (!config.autoMesh)
+    return true;
+  bool ok = true;
+  if (f.cluster.empty()) {
+    diags.error("--mesh " + f.mesh +
+                " ranks the candidate meshes by their predicted step on a cluster; give "
+                "--cluster=<cluster.toml> (docs/cluster-format.md)" +
+                (f.deviceMemory.empty() ? "" : " in place of --device-memory"));
+    ok = false;
+  }
+  if (!f.stopAfter.empty()) {
+    diags.error("--mesh " + f.mesh +
+                " simulates complete plans; it cannot be combined with --stop-after");
+    ok = false;
+  }
+  return ok;
+}
+
 } // namespace
 
 bool configureDriver(const DriverFlags &flags, Diagnostics &diags, DriverConfig &config) {
@@ -159,6 +182,7 @@ bool configureDriver(const DriverFlags &flags, Diagnostics &diags, DriverConfig 
   config.output = flags.output;
   // Each check reports all of its problems, so one run names every bad flag.
   bool ok = checkMemoryFlags(flags, diags, config);
+  ok &= checkAutoMeshFlags(flags, diags, config);
   ok &= checkPipelineFlags(flags, diags, config.pipeline);
   ok &= checkPlanningFlags(flags, diags, config.options);
   ok &= checkOptimizerFlags(flags, diags, config.options);

@@ -37,6 +37,7 @@ struct DriverFlags {
   bool shardedThresholdGiven = false;
   std::string muonInclude, muonExclude;
   Mode mode = Mode::z3;
+  bool modeGiven = false; // --mesh auto:N tries both modes unless --mode is given
   bool replicateAsync = true;
   unsigned alignment = 256;
   CostModel costModel = CostModel::flops;
@@ -66,6 +67,10 @@ struct DriverConfig {
   std::string output = "-";
   std::optional<double> deviceMemory; // bytes, from --device-memory
   std::string cluster;                // --cluster: its [device] memory
+  // --mesh auto:N: choose the mesh (and, without --mode, the mode) by the
+  // cluster's simulated step (docs/dmuonc.md, "Choosing the mesh").
+  bool autoMesh = false;
+  bool modeGiven = false;
 };
 
 // Checks `flags` and fills `config`. Reports every problem it finds through

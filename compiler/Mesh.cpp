@@ -102,8 +102,7 @@ std::string Mesh::str() const {
 
 namespace {
 
-// Largest world we plan for; keeps every rank and slot in 32 bits.
-constexpr int64_t kMaxWorld = 1 << 24;
+constexpr int64_t kMaxWorld = kMaxMeshRanks;
 
 bool parseSize(std::string_view text, size_t &pos, int64_t &v) {
   size_t b = pos;

@@ -58,6 +58,9 @@ struct Mesh {
   std::string str() const; // "dp_replicate=2,dp_shard=4"
 };
 
+// Largest world dmuonc plans for; keeps every rank and slot in 32 bits.
+inline constexpr int64_t kMaxMeshRanks = int64_t(1) << 24;
+
 // Parses `--mesh`: "8" (dp_shard=8), "2x4" (dp_replicate=2 x dp_shard=4) or
 // "name=size[:data|:model],...". With `dataCarryingDims` (--data-carrying-
 // dims, comma-separated, "" for none) exactly those model-parallel dims carry

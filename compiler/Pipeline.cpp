@@ -6,6 +6,7 @@
 
 #include "llvm/Support/Timer.h"
 
+#include <iterator>
 #include <optional>
 
 namespace dmuon {
@@ -47,7 +48,7 @@ bool verifyStage(const PlanModel &model, Diagnostics &diags, bool timing) {
 
 } // namespace
 
-bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &diags) {
+bool runFrontend(const PipelineOptions &opts, PlanModel &model, Diagnostics &diags) {
   bool timing = opts.timePasses;
 
   model.source = opts.input;
@@ -63,11 +64,22 @@ bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &dia
       return false;
   }
   model.stage = Stage::frontend;
-  if (opts.verifyEach && !verifyStage(model, diags, timing))
-    return false;
-  if (opts.stopAfter == Stage::frontend)
+  return !opts.verifyEach || verifyStage(model, diags, timing);
+}
+
+bool runPasses(const PipelineOptions &opts, PlanModel &model, Diagnostics &diags) {
+  bool timing = opts.timePasses;
+  if (opts.stopAfter == model.stage)
     return true;
-  for (const PassEntry &p : kPasses) {
+  // The passes after the one that computed model.stage (a check runs with
+  // the pass after it).
+  size_t first = 0;
+  if (model.stage != Stage::frontend)
+    for (size_t i = 0; i < std::size(kPasses); ++i)
+      if (kPasses[i].stage == model.stage)
+        first = i + 1;
+  for (size_t i = first; i < std::size(kPasses); ++i) {
+    const PassEntry &p = kPasses[i];
     {
       llvm::NamedRegionTimer t(p.timerName, p.description, "dmuonc",
                                "dmuonc pass execution timing report", timing);
@@ -83,6 +95,10 @@ bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &dia
       return true;
   }
   return true;
+}
+
+bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &diags) {
+  return runFrontend(opts, model, diags) && runPasses(opts, model, diags);
 }
 
 } // namespace dmuon

@@ -29,6 +29,15 @@ struct PipelineOptions {
 // the last stage that ran. Returns false after reporting errors.
 bool runPipeline(const PipelineOptions &opts, PlanModel &model, Diagnostics &diags);
 
+// The two halves of runPipeline, for a driver that plans one model on
+// several meshes (`--mesh auto:N`): the frontend parses the mesh and the
+// input once; runPasses runs the passes after model.stage up to
+// opts.stopAfter, so a copy of a model stopped after one pass continues
+// from there (the passes before rank-figures do not read options.mode, so
+// a laid-out model can be completed once per mode).
+bool runFrontend(const PipelineOptions &opts, PlanModel &model, Diagnostics &diags);
+bool runPasses(const PipelineOptions &opts, PlanModel &model, Diagnostics &diags);
+
 } // namespace dmuon
 
 #endif

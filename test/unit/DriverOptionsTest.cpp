@@ -102,5 +102,26 @@ TEST(DriverOptions, CombinationsThatMeanNothingAreRefused) {
             std::string::npos);
 }
 
+TEST(DriverOptions, AutoMeshNeedsAClusterAndACompletePlan) {
+  DriverFlags f = validFlags();
+  f.mesh = "auto:8";
+  f.cluster = "cluster.toml";
+  const Configured ok = configure(f);
+  ASSERT_TRUE(ok.ok) << ok.errors;
+  EXPECT_TRUE(ok.config.autoMesh);
+  EXPECT_FALSE(ok.config.modeGiven);
+
+  DriverFlags noCluster = validFlags();
+  noCluster.mesh = "auto:8";
+  noCluster.emit = EmitForm::text;
+  noCluster.stopAfter = "group";
+  const Configured bad = configure(noCluster);
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.errors.find("give --cluster=<cluster.toml>"), std::string::npos) << bad.errors;
+  EXPECT_NE(bad.errors.find("cannot be combined with --stop-after"), std::string::npos);
+
+  EXPECT_FALSE(configure(validFlags()).config.autoMesh);
+}
+
 } // namespace
 } // namespace dmuon

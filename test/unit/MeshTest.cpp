@@ -1,3 +1,4 @@
+#include "AutoMesh.h"
 #include "Diagnostics.h"
 #include "Mesh.h"
 
@@ -74,4 +75,38 @@ TEST(Mesh, ErrorsPointIntoTheMeshText) {
   EXPECT_FALSE(parse("2x2x2").ok);
   EXPECT_FALSE(parse("a=").ok);
   EXPECT_FALSE(parse("99999999999999999999").ok);
+}
+
+TEST(AutoMesh, CandidatesFactorWhatTheModelParallelDimsLeave) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  Diagnostics diags("dmuonc", os);
+  AutoMeshSpec spec;
+  ASSERT_TRUE(parseAutoMesh("auto:24,tp=2,ep=2:model", spec, diags)) << out;
+  EXPECT_EQ(spec.ranks, 24);
+  EXPECT_EQ(spec.modelParallelSize, 4);
+  EXPECT_EQ(spec.modelParallelText, ",tp=2,ep=2:model");
+  std::vector<std::string> texts;
+  for (const MeshCandidate &c : autoMeshCandidates(spec)) {
+    EXPECT_EQ(c.replicas * c.shards, 6);
+    texts.push_back(c.text);
+  }
+  // Fewest replicas first; dp_replicate only when more than one.
+  EXPECT_EQ(texts, (std::vector<std::string>{"dp_shard=6,tp=2,ep=2:model",
+                                             "dp_replicate=2,dp_shard=3,tp=2,ep=2:model",
+                                             "dp_replicate=3,dp_shard=2,tp=2,ep=2:model",
+                                             "dp_replicate=6,dp_shard=1,tp=2,ep=2:model"}));
+  // Each candidate is a mesh --mesh parses, of the same ranks.
+  for (const std::string &t : texts) {
+    Parsed p = parse(t);
+    ASSERT_TRUE(p.ok) << p.diag;
+    EXPECT_EQ(p.mesh.worldSize(), 24);
+  }
+}
+
+TEST(AutoMesh, OnlyAutoPrefixedMeshesAreAuto) {
+  EXPECT_TRUE(isAutoMesh("auto"));
+  EXPECT_TRUE(isAutoMesh("auto:8"));
+  EXPECT_FALSE(isAutoMesh("auto=2,dp_shard=4")); // a dim named auto
+  EXPECT_FALSE(isAutoMesh("8"));
 }

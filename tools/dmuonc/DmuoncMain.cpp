@@ -3,6 +3,7 @@
 // and the output in the chosen form.
 #include "DmuoncMain.h"
 
+#include "AutoSearch.h"
 #include "Diagnostics.h"
 #include "DriverOptions.h"
 #include "Pipeline.h"
@@ -23,6 +24,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <exception>
+#include <optional>
 #include <utility>
 
 using namespace llvm;
@@ -40,8 +42,9 @@ cl::opt<dmuon::InputFormat> inputFormat(
                clEnumValN(dmuon::InputFormat::Onnx, "onnx", "ONNX model")),
     cl::cat(category));
 cl::opt<std::string> meshSpec(
-    "mesh", cl::desc("Device mesh: '8', '2x4' (dp_replicate x dp_shard) or "
-                     "'dp_replicate=2,dp_shard=2,tp=2'"),
+    "mesh", cl::desc("Device mesh: '8', '2x4' (dp_replicate x dp_shard), "
+                     "'dp_replicate=2,dp_shard=2,tp=2', or 'auto:N[,tp=8...]' to choose "
+                     "dp_replicate x dp_shard (and the mode) by simulating on --cluster"),
     cl::value_desc("mesh"), cl::Required, cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"), cl::cat(category));
@@ -133,7 +136,8 @@ cl::opt<std::string> deviceMemory(
 cl::opt<std::string> clusterFile(
     "cluster",
     cl::desc("Check every rank's memory against the [device] memory of a cluster description "
-             "(docs/cluster-format.md)"),
+             "(docs/cluster-format.md); with --mesh auto:N, the cluster the candidates are "
+             "simulated on"),
     cl::value_desc("cluster.toml"), cl::cat(category));
 cl::opt<bool> timePasses("time-passes", cl::desc("Time each pass and print a report"),
                          cl::init(false), cl::cat(category));
@@ -188,6 +192,7 @@ dmuon::DriverFlags readFlags() {
   f.muonInclude = muonInclude;
   f.muonExclude = muonExclude;
   f.mode = mode;
+  f.modeGiven = mode.getNumOccurrences() > 0;
   f.replicateAsync = replicateAsync;
   f.alignment = alignment;
   f.costModel = costModel;
@@ -240,42 +245,48 @@ bool checkMemory(const dmuon::DriverConfig &config, const dmuon::PlanBuffer &pla
   return true;
 }
 
-// Plans, verifies what it wrote, and writes the chosen form.
+// Plans (with --mesh auto:N: chooses the plan, tools/dmuonc/AutoSearch.h),
+// verifies what it wrote, and writes the chosen form.
 int run(dmuon::Diagnostics &diags) {
   dmuon::DriverConfig config;
   if (!dmuon::configureDriver(readFlags(), diags, config))
     return 1;
   const dmuon::EmitForm emitForm = config.emit;
   const std::string &outputPath = config.output;
-  // Freeing a large model's strings and vectors took 5% of a Kimi K2 run,
-  // and the process ends right after: the model is left to the OS, as clang
-  // leaves its ASTs (-disable-free); BuryPointer keeps it reachable for
-  // LeakSanitizer.
-  struct Buried {
-    std::unique_ptr<dmuon::PlanModel> model = std::make_unique<dmuon::PlanModel>();
-    ~Buried() { llvm::BuryPointer(std::move(model)); }
-  } buried;
-  dmuon::PlanModel &model = *buried.model;
-  model.options = std::move(config.options);
   if (emitForm == dmuon::EmitForm::bin && outputPath == "-" &&
       sys::Process::StandardOutIsDisplayed()) {
     diags.error("refusing to write a binary plan to a terminal; use -o plan.bin or "
                 "--emit=text");
     return 1;
   }
-  if (!dmuon::runPipeline(config.pipeline, model, diags))
-    return 1;
-
-  std::string printed;
-  dmuon::PlanBuffer plan = [&] {
+  std::optional<dmuon::PlanBuffer> plan;
+  dmuon::Stage stage = dmuon::Stage::complete;
+  if (config.autoMesh) {
+    if (!dmuon::searchAutoMesh(config, plan, diags))
+      return 1;
+  } else {
+    // Freeing a large model's strings and vectors took 5% of a Kimi K2
+    // run, and the process ends right after: the model is left to the OS,
+    // as clang leaves its ASTs (-disable-free); BuryPointer keeps it
+    // reachable for LeakSanitizer.
+    struct Buried {
+      std::unique_ptr<dmuon::PlanModel> model = std::make_unique<dmuon::PlanModel>();
+      ~Buried() { llvm::BuryPointer(std::move(model)); }
+    } buried;
+    dmuon::PlanModel &model = *buried.model;
+    model.options = config.options;
+    if (!dmuon::runPipeline(config.pipeline, model, diags))
+      return 1;
     NamedRegionTimer t("emit", "Write the plan", "dmuonc",
                        "dmuonc pass execution timing report", config.pipeline.timePasses);
-    return dmuon::writePlan(model);
-  }();
+    plan.emplace(dmuon::writePlan(model));
+    stage = model.stage;
+  }
+  std::string printed;
   {
     NamedRegionTimer t("verify", "Verify the plan", "dmuonc",
                        "dmuonc pass execution timing report", config.pipeline.timePasses);
-    const std::string err = dmuon::verifyWrittenPlan(plan, model.stage);
+    const std::string err = dmuon::verifyWrittenPlan(*plan, stage);
     if (!err.empty()) {
       diags.error("internal error: the plan dmuonc wrote does not verify: " + err);
       return 1;
@@ -285,13 +296,13 @@ int run(dmuon::Diagnostics &diags) {
     NamedRegionTimer t("print", "Print the plan", "dmuonc",
                        "dmuonc pass execution timing report", config.pipeline.timePasses);
     if (emitForm != dmuon::EmitForm::bin) {
-      const auto *root = dmuon::plan::GetPlan(plan.data());
+      const auto *root = dmuon::plan::GetPlan(plan->data());
       printed = emitForm == dmuon::EmitForm::text   ? dmuon::planfile::printText(*root)
                 : emitForm == dmuon::EmitForm::json ? dmuon::planfile::printJson(*root)
                                              : dmuon::planfile::printHtml(*root);
     }
   }
-  if (!checkMemory(config, plan, diags))
+  if (!checkMemory(config, *plan, diags))
     return 1;
   std::error_code ec;
   ToolOutputFile out(outputPath, ec,
@@ -301,7 +312,7 @@ int run(dmuon::Diagnostics &diags) {
     return 1;
   }
   if (emitForm == dmuon::EmitForm::bin)
-    out.os().write(reinterpret_cast<const char *>(plan.data()), plan.size());
+    out.os().write(reinterpret_cast<const char *>(plan->data()), plan->size());
   else
     out.os() << printed;
   return dmuon::tools::keepOutput(out, outputPath, diags.toolName()) ? 0 : 1;
