@@ -2,8 +2,12 @@
 // Shard it (docs/dmuonc.md#model-parallelism): mesh dim by mesh dim, in mesh
 // order, each splits what the ones before left of its tensor dim as
 // torch.chunk does, so when a dim does not divide evenly the last shards are
-// smaller. The compiler's local shape, the verifier, the runtime's slices
-// and the C ABI's dmuon_plan_param_slice all follow this one rule.
+// smaller. StridedShard(d, k) (DTensor's _StridedShard, split_factor k)
+// splits what is left into k equal blocks, each into one sub-block per
+// coordinate, and a coordinate holds its sub-block of every block, so its
+// slice is k runs of the dim (localIntervalsOf). The compiler's local shape,
+// the verifier, the runtime's slices and checkpoints, and the C ABI's
+// dmuon_plan_param_slice all follow this one rule.
 #ifndef DMUON_COMMON_SHARDCHUNKS_H
 #define DMUON_COMMON_SHARDCHUNKS_H
 
@@ -30,10 +34,15 @@ inline Chunk chunkOf(int64_t n, int64_t parts, int64_t index) {
 }
 
 // The tensor dim each mesh dim shards (-1: none), the mesh dims' sizes, and
-// one coordinate per mesh dim.
+// the split factor k of each StridedShard(d, k) (1, or none listed, for a
+// Shard).
 struct ShardLayout {
   std::vector<int> tensorDimOf;
   std::vector<int64_t> meshSizes;
+  std::vector<int64_t> splitFactors;
+  int64_t splitFactorOf(size_t m) const {
+    return m < splitFactors.size() && splitFactors[m] > 1 ? splitFactors[m] : 1;
+  }
 };
 
 struct LocalSlice {
@@ -46,7 +55,11 @@ struct LocalSlice {
   }
 };
 
-// The slice of a tensor of `shape` that mesh coordinate `coord` holds.
+// The slice of a tensor of `shape` that mesh coordinate `coord` holds: its
+// shape, and where it starts. A StridedShard's slice is not one box (its
+// offset is that of its first run; localIntervalsOf gives the runs), but its
+// shape is right: the compiler only accepts even StridedShard splits, where
+// k blocks of n sub-blocks give each coordinate what torch.chunk would.
 inline LocalSlice localSliceOf(const std::vector<int64_t> &shape, const ShardLayout &layout,
                                const std::vector<int64_t> &coord) {
   LocalSlice s{shape, std::vector<int64_t>(shape.size(), 0)};
@@ -59,6 +72,54 @@ inline LocalSlice localSliceOf(const std::vector<int64_t> &shape, const ShardLay
     s.shape[t] = c.size;
   }
   return s;
+}
+
+// Per tensor dim, the runs of global indices (offset, size) that mesh
+// coordinate `coord` holds, in the order its local tensor holds them: the
+// local tensor is their cartesian product, row-major. One run per dim
+// unless a StridedShard splits it. An empty slice has no runs.
+inline std::vector<std::vector<Chunk>> localIntervalsOf(const std::vector<int64_t> &shape,
+                                                        const ShardLayout &layout,
+                                                        const std::vector<int64_t> &coord) {
+  std::vector<std::vector<Chunk>> runs(shape.size());
+  for (size_t t = 0; t < shape.size(); ++t)
+    if (shape[t] > 0)
+      runs[t].push_back({0, shape[t]});
+  // Positions [begin, begin + size) of the concatenation of `in`, appended
+  // to `out` (a run that continues the last one extends it).
+  auto take = [](const std::vector<Chunk> &in, int64_t begin, int64_t size,
+                 std::vector<Chunk> &out) {
+    int64_t at = 0; // position of the current run's first index
+    for (const Chunk &r : in) {
+      const int64_t lo = std::max(begin, at), hi = std::min(begin + size, at + r.size);
+      if (lo < hi) {
+        const int64_t first = r.offset + (lo - at);
+        if (!out.empty() && out.back().offset + out.back().size == first)
+          out.back().size += hi - lo;
+        else
+          out.push_back({first, hi - lo});
+      }
+      at += r.size;
+    }
+  };
+  for (size_t m = 0; m < layout.tensorDimOf.size() && m < coord.size(); ++m) {
+    const int t = layout.tensorDimOf[m];
+    if (t < 0 || t >= static_cast<int>(shape.size()))
+      continue;
+    int64_t length = 0;
+    for (const Chunk &r : runs[t])
+      length += r.size;
+    const int64_t n = layout.meshSizes[m], k = layout.splitFactorOf(m);
+    std::vector<Chunk> next;
+    // _StridedShard's split: length in k * n chunks (torch.chunk), chunk
+    // j * n + coord of each block j; for k = 1, Shard's torch.chunk.
+    for (int64_t j = 0; j < k; ++j) {
+      const Chunk c = chunkOf(length, k * n, j * n + coord[m]);
+      take(runs[t], c.offset, c.size, next);
+    }
+    runs[t] = std::move(next);
+  }
+  return runs;
 }
 
 // The largest slice, coordinate 0's on every mesh dim: the size every rank's
@@ -110,6 +171,10 @@ inline ShardLayout shardLayoutOf(const dmuon::plan::Param &p, const dmuon::plan:
     if (pl.kind() == dmuon::plan::PlacementKind::shard ||
         pl.kind() == dmuon::plan::PlacementKind::strided_shard)
       layout.tensorDimOf.back() = pl.dim();
+    if (pl.kind() == dmuon::plan::PlacementKind::strided_shard) {
+      layout.splitFactors.resize(layout.meshSizes.size(), 1);
+      layout.splitFactors.back() = pl.split_factor();
+    }
   }
   return layout;
 }

@@ -23,11 +23,14 @@ int64_t footprintBytes(const Param &p, int64_t localElements, int64_t G, int64_t
 } // namespace
 
 common::ShardLayout shardLayoutOf(const Param &p, const Mesh &mesh) {
-  common::ShardLayout layout{std::vector<int>(p.placements.size(), -1), {}};
+  common::ShardLayout layout{std::vector<int>(p.placements.size(), -1), {},
+                             std::vector<int64_t>(p.placements.size(), 1)};
   for (size_t i = 0; i < p.placements.size(); ++i) {
     layout.meshSizes.push_back(mesh.dims[i].size);
     if (p.placements[i].isShard() && !mesh.isOwnershipDim(static_cast<int>(i)))
       layout.tensorDimOf[i] = p.placements[i].dim;
+    if (p.placements[i].kind == PlacementKind::strided_shard)
+      layout.splitFactors[i] = p.placements[i].splitFactor;
   }
   return layout;
 }
@@ -127,10 +130,33 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
         const std::vector<int64_t> sizes = common::chunkSizesOf(p.shape[d], layout, d);
         const std::string what = describe() + ": dim " + std::to_string(d) + " of size " +
                                  std::to_string(p.shape[d]);
+        // StridedShard(d, k) over n cuts what the mesh dims before it left
+        // into k blocks of n sub-blocks each (DTensor's _StridedShard, which
+        // asserts they are equal): that extent must divide by k * n.
+        std::string blocks;
+        if (!strided.empty() && p.shape[d] % divisor == 0) {
+          int64_t extent = p.shape[d];
+          for (size_t i = 0; i < p.placements.size() && blocks.empty(); ++i) {
+            if (layout.tensorDimOf[i] != d)
+              continue;
+            const int64_t n = mesh.dims[i].size, k = layout.splitFactorOf(i);
+            if (extent % (k * n) != 0)
+              blocks = " leaves " + std::to_string(extent) + " to " + p.placements[i].str() +
+                       " on mesh dim '" + mesh.dims[i].name + "', not divisible by " +
+                       std::to_string(k * n) + " (" + std::to_string(k) + " blocks of " +
+                       std::to_string(n) + " sub-blocks): " + p.placements[i].str() +
+                       " on mesh dim '" + mesh.dims[i].name +
+                       "' interleaves equal chunks and needs an even split";
+            extent /= n;
+          }
+        }
         if (!strided.empty() && p.shape[d] % divisor != 0) {
           diags.error(p.loc, what + " is not divisible by " + std::to_string(divisor) + " (" +
                                  by + "): " + strided +
                                  " interleaves equal chunks and needs an even split");
+          sliceOk = false;
+        } else if (!blocks.empty()) {
+          diags.error(p.loc, what + blocks);
           sliceOk = false;
         } else if (sizes.front() == 0) {
           diags.error(p.loc, what + " split as torch.chunk does over " +

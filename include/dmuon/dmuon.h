@@ -185,7 +185,10 @@ DMUON_API dmuon_status_t dmuon_plan_param_info(dmuon_plan_t plan, int index,
  * each tensor dim, the model-parallel mesh dims that Shard it split it one
  * after the other in mesh order, each as torch.chunk splits what the ones
  * before left: chunks of ceil(n / size), the last ones smaller when the size
- * does not divide n (dmuonc refuses placements that leave a rank nothing). */
+ * does not divide n (dmuonc refuses placements that leave a rank nothing).
+ * A StridedShard(d, k) param is refused (DMUON_ERROR_UNSUPPORTED): its slice
+ * is k interleaved runs of dim d, not one shape and offset; bind the
+ * DTensor's to_local() as it is (checkpoints save it box by box). */
 typedef struct dmuon_param_slice {
   size_t struct_size; /* set by the caller: sizeof(dmuon_param_slice_t) */
   uint32_t version;   /* set by the caller: DMUON_PARAM_SLICE_VERSION */

@@ -82,6 +82,62 @@ bool copyOverlap(const float *src, const Slice &srcBox, float *dst, const Slice 
   return true;
 }
 
+int64_t LocalBoxes::numel() const {
+  int64_t n = 1;
+  for (int64_t d : localShape)
+    n *= d;
+  return n;
+}
+
+LocalBoxes boxesOf(const std::vector<std::vector<common::Chunk>> &runs) {
+  LocalBoxes out;
+  const size_t n = runs.size();
+  // Where each run starts in the local tensor's dim.
+  std::vector<std::vector<int64_t>> starts(n);
+  out.localShape.assign(n, 0);
+  bool empty = false;
+  for (size_t k = 0; k < n; ++k) {
+    for (const common::Chunk &r : runs[k]) {
+      starts[k].push_back(out.localShape[k]);
+      out.localShape[k] += r.size;
+    }
+    empty = empty || runs[k].empty();
+  }
+  if (empty)
+    return out; // nothing held, no box
+  std::vector<size_t> at(n, 0); // an odometer over the runs, last dim fastest
+  while (true) {
+    Slice g, l;
+    for (size_t k = 0; k < n; ++k) {
+      g.offset.push_back(runs[k][at[k]].offset);
+      g.shape.push_back(runs[k][at[k]].size);
+      l.offset.push_back(starts[k][at[k]]);
+    }
+    l.shape = g.shape;
+    out.global.push_back(std::move(g));
+    out.local.push_back(std::move(l));
+    size_t k = n;
+    while (k > 0 && ++at[k - 1] == runs[k - 1].size())
+      at[--k] = 0;
+    if (k == 0)
+      break;
+  }
+  return out;
+}
+
+void extractBox(const LocalBoxes &boxes, size_t i, const float *local, std::vector<float> &out) {
+  const Slice all{std::vector<int64_t>(boxes.localShape.size(), 0), boxes.localShape};
+  out.assign(static_cast<size_t>(boxes.local[i].numel()), 0.0f);
+  std::vector<uint8_t> covered(out.size(), 0);
+  copyOverlap(local, all, out.data(), boxes.local[i], covered);
+}
+
+void placeBox(const LocalBoxes &boxes, size_t i, const float *box, float *local) {
+  const Slice all{std::vector<int64_t>(boxes.localShape.size(), 0), boxes.localShape};
+  std::vector<uint8_t> covered(static_cast<size_t>(boxes.numel()), 0);
+  copyOverlap(box, boxes.local[i], local, all, covered);
+}
+
 Catalog::Catalog(const std::vector<ShardIndex> &shards) : shards_(shards) {
   for (size_t s = 0; s < shards.size(); ++s)
     for (size_t e = 0; e < shards[s].entries.size(); ++e)

@@ -5,10 +5,13 @@
 // copies its own slice out of whichever entries overlap it. So the
 // model-parallel layout may differ between save and load (tp=2 to tp=4, or
 // sharded to whole), and a format-1 entry, which holds the whole param, is
-// just the slice that covers everything.
+// just the slice that covers everything. A StridedShard param's local state
+// is not one box but a product of runs per dim (common::localIntervalsOf):
+// it is saved as one entry per box (LocalBoxes), and loaded box by box.
 #ifndef DMUON_RUNTIME_CORE_CHECKPOINTSLICE_H
 #define DMUON_RUNTIME_CORE_CHECKPOINTSLICE_H
 
+#include "common/ShardChunks.h"
 #include "core/CheckpointFile.h"
 #include "core/Status.h"
 
@@ -33,6 +36,22 @@ std::string resolve(const Slice &s, const std::vector<int64_t> &full, Slice &out
 // entries that overlap are a corrupt checkpoint.
 bool copyOverlap(const float *src, const Slice &srcBox, float *dst, const Slice &dstBox,
                  std::vector<uint8_t> &covered);
+
+// A rank's local state of a param as boxes of the full param: one per
+// combination of one run per dim (the runs of common::localIntervalsOf), in
+// row-major order of the local tensor. `global[i]` is box i in the full
+// param, `local[i]` the same box in the local tensor of shape `localShape`.
+// One box, the whole local tensor, unless a StridedShard splits a dim.
+struct LocalBoxes {
+  std::vector<int64_t> localShape;
+  std::vector<Slice> global, local;
+  int64_t numel() const; // of the local tensor
+  bool whole() const { return global.size() == 1; }
+};
+LocalBoxes boxesOf(const std::vector<std::vector<common::Chunk>> &runs);
+// Box `i`'s values out of the local tensor `local` (row-major), and back in.
+void extractBox(const LocalBoxes &boxes, size_t i, const float *local, std::vector<float> &out);
+void placeBox(const LocalBoxes &boxes, size_t i, const float *box, float *local);
 
 // Every entry of every shard, by param name and kind, in shard order.
 class Catalog {

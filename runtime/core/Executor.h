@@ -15,6 +15,7 @@
 #define DMUON_RUNTIME_CORE_EXECUTOR_H
 
 #include "core/CheckpointFile.h"
+#include "core/CheckpointSlice.h"
 #include "core/Context.h"
 #include "core/Params.h"
 #include "optim/GradNorm.h"
@@ -100,7 +101,7 @@ private:
   std::string groupLabel(int g) const;
   bool midStep() const;
   uint64_t modelFingerprint() const;
-  Status localSlices(std::vector<ckpt::Slice> &out) const;
+  Status localSlices(std::vector<ckpt::LocalBoxes> &out) const;
   Status agree(const Status &local, const std::string &what);
   Status gatherShards(const ParamRt &p, const DeviceArray &shard, bool writes,
                       std::vector<float> &whole);

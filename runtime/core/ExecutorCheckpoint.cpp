@@ -1,14 +1,16 @@
 // Checkpoints of the executor's training state: masters, Muon momentum and
 // AdamW moments by param name (core/CheckpointFile.h), whatever their route.
 // Each entry holds the chunk of the full param that its writer's local state
-// is (the whole param unless it is sharded on a model-parallel dim), and a
+// is (the whole param unless it is sharded on a model-parallel dim; one
+// entry per box where a StridedShard makes that state several), and a
 // loading rank assembles its own chunk from the entries (core/CheckpointSlice.h),
 // so a checkpoint saved under one mesh (or with other routes, or another
 // model-parallel layout) loads under another. Both calls are collective.
 #include "core/CheckpointFile.h"
 #include "core/CheckpointSlice.h"
 #include "core/Executor.h"
-#include "core/ParamSlice.h"
+#include "common/MeshIndex.h"
+#include "common/ShardChunks.h"
 #include "plan/PlanFile.h"
 
 #include <algorithm>
@@ -19,6 +21,8 @@
 #include <unistd.h>
 
 namespace dmuon::rt {
+
+namespace fbp = dmuon::plan;
 
 namespace {
 
@@ -55,28 +59,34 @@ std::vector<int64_t> fullShape(const ParamRt &p) {
 
 } // namespace
 
-// Which chunk of the full param each param's local state is, in plan order:
-// DTensor's rule (core/ParamSlice.h), the one dmuon_plan_param_slice tells a
-// host. Host-route params have none (the runtime saves nothing of them).
-Status Executor::localSlices(std::vector<ckpt::Slice> &out) const {
+// Which boxes of the full param each param's local state is, in plan order:
+// DTensor's rule (common/ShardChunks.h), one box unless a StridedShard
+// interleaves a dim (then one per run, each saved as its own entry).
+// Host-route params have none (the runtime saves nothing of them).
+Status Executor::localSlices(std::vector<ckpt::LocalBoxes> &out) const {
   out.assign(params_.size(), {});
+  const fbp::Mesh &mesh = *plan_->root().mesh();
+  std::vector<int64_t> sizes;
+  for (const fbp::MeshDim *d : *mesh.dims())
+    sizes.push_back(d->size());
+  const std::vector<int64_t> coord = common::rowMajorCoord(sizes, topo_.rank);
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamRt &p = params_[i];
     if (p.route == Route::Host)
       continue;
-    dmuon_param_slice_t s{};
-    if (Status st = paramSlice(plan_->root(), static_cast<int>(i), topo_.rank, s); !st)
-      return Status(st.code(), "checkpoint: " + st.message());
-    out[i].offset.assign(s.offset, s.offset + s.ndim);
-    out[i].shape.assign(s.shape, s.shape + s.ndim);
-    // The local state is what the plan's local shape says; a chunk of
-    // another size would save values under the wrong coordinates.
-    if (s.numel != p.sliceNumel)
+    out[i] = ckpt::boxesOf(
+        common::localIntervalsOf(fullShape(p), common::shardLayoutOf(*p.plan, mesh), coord));
+    // The local state is what the plan's local shape says; boxes of another
+    // size would save values under the wrong coordinates.
+    if (out[i].numel() != p.sliceNumel || out[i].global.empty())
       return unsupported("checkpoint: param '" + p.name + "' holds " +
-                         std::to_string(p.sliceNumel) +
-                         " values on rank " + std::to_string(topo_.rank) +
-                         ", but its chunk of the full param " + ckpt::describe(out[i]) + " has " +
-                         std::to_string(s.numel));
+                         std::to_string(p.sliceNumel) + " values on rank " +
+                         std::to_string(topo_.rank) + ", but its " +
+                         std::to_string(out[i].global.size()) +
+                         " box(es) of the full param (the first " +
+                         (out[i].global.empty() ? std::string("none")
+                                                : ckpt::describe(out[i].global[0])) +
+                         ") have " + std::to_string(out[i].numel()));
   }
   return Status::ok();
 }
@@ -154,7 +164,7 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
   if (ready && step < 0)
     ready = invalidArgument("checkpoint_save: step " + std::to_string(step) +
                             " is negative; a checkpoint's step is an integer >= 0");
-  std::vector<ckpt::Slice> slices;
+  std::vector<ckpt::LocalBoxes> slices;
   if (ready)
     ready = localSlices(slices);
   DMUON_RETURN_IF_ERROR(agree(ready, "checkpoint_save"));
@@ -186,12 +196,25 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
   if (local) {
     ckpt::ShardWriter writer;
     local = writer.open(dir + "/" + name);
-    std::vector<float> host;
+    std::vector<float> host, box;
+    // A local state (`values`, without the padding: Params.h), one entry
+    // per box.
+    auto write = [&](size_t i, ckpt::Kind kind, const std::vector<float> &values) -> Status {
+      const ckpt::LocalBoxes &boxes = slices[i];
+      if (boxes.whole())
+        return writer.add(params_[i].name, kind, boxes.global[0], values.data(),
+                          values.size() * 4);
+      for (size_t b = 0; b < boxes.global.size(); ++b) {
+        ckpt::extractBox(boxes, b, values.data(), box);
+        DMUON_RETURN_IF_ERROR(
+            writer.add(params_[i].name, kind, boxes.global[b], box.data(), box.size() * 4));
+      }
+      return Status::ok();
+    };
     auto add = [&](size_t i, ckpt::Kind kind, const DeviceArray &a) -> Status {
-      const ParamRt &p = params_[i];
-      host.resize(static_cast<size_t>(p.sliceNumel)); // without the padding (Params.h)
+      host.resize(static_cast<size_t>(params_[i].sliceNumel));
       DMUON_RETURN_IF_ERROR(device_->download(host.data(), a.bytes(), host.size() * 4));
-      return writer.add(p.name, kind, slices[i], host.data(), host.size() * 4);
+      return write(i, kind, host);
     };
     // One writer per chunk of each param's state, the rank whose copy the
     // gradient norm counts: the global owner of an owner-route param at the
@@ -205,14 +228,11 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
     for (const WholeState &w : wholes) {
       if (!local)
         break;
-      const ParamRt &p = params_[w.index];
-      const size_t bytes = static_cast<size_t>(p.sliceNumel) * 4;
-      const ckpt::Slice &slice = slices[w.index];
-      local = writer.add(p.name, ckpt::Kind::Value, slice, w.value.data(), bytes);
+      local = write(w.index, ckpt::Kind::Value, w.value);
       if (local)
-        local = writer.add(p.name, ckpt::Kind::AdamM, slice, w.m.data(), bytes);
+        local = write(w.index, ckpt::Kind::AdamM, w.m);
       if (local)
-        local = writer.add(p.name, ckpt::Kind::AdamV, slice, w.v.data(), bytes);
+        local = write(w.index, ckpt::Kind::AdamV, w.v);
     }
     for (size_t k = 0; local && k < mine.size(); ++k) {
       if (k == mine.size() / 2 && ckpt::crashInjectedFor(topo_.rank))
@@ -261,7 +281,7 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
 Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
   Status ready = midStep() ? invalidState("checkpoint_load inside a step; load between steps")
                            : synchronize();
-  std::vector<ckpt::Slice> slices;
+  std::vector<ckpt::LocalBoxes> slices;
   if (ready)
     ready = localSlices(slices);
   DMUON_RETURN_IF_ERROR(agree(ready, "checkpoint_load"));
@@ -282,11 +302,21 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
   std::vector<ckpt::ShardIndex> shards(manifest.shards.size());
   for (size_t i = 0; local && i < shards.size(); ++i)
     local = ckpt::readShardIndex(dir + "/" + manifest.shards[i], shards[i]);
-  // This rank's chunk of each state, from whichever entries hold it.
+  // This rank's chunk of each state, box by box, from whichever entries
+  // hold it.
   const ckpt::Catalog catalog(shards);
+  std::vector<float> box;
   auto fetch = [&](size_t i, ckpt::Kind kind, std::vector<float> &out) -> Status {
     const ParamRt &p = params_[i];
-    return catalog.read(dir, p.name, kind, fullShape(p), slices[i], out);
+    const ckpt::LocalBoxes &boxes = slices[i];
+    if (boxes.whole())
+      return catalog.read(dir, p.name, kind, fullShape(p), boxes.global[0], out);
+    out.assign(static_cast<size_t>(boxes.numel()), 0.0f);
+    for (size_t b = 0; b < boxes.global.size(); ++b) {
+      DMUON_RETURN_IF_ERROR(catalog.read(dir, p.name, kind, fullShape(p), boxes.global[b], box));
+      ckpt::placeBox(boxes, b, box.data(), out.data());
+    }
+    return Status::ok();
   };
   for (size_t i = 0; local && i < params_.size(); ++i) {
     ParamRt &p = params_[i];

@@ -1,6 +1,7 @@
 #include "core/ParamSlice.h"
 
 #include "common/MeshIndex.h"
+#include "common/PlanAccess.h"
 #include "common/ShardChunks.h"
 
 #include <string>
@@ -17,11 +18,24 @@ Status paramSlice(const fbp::Plan &plan, int index, int rank, dmuon_param_slice_
   if (ndim > DMUON_MAX_DIMS)
     return unsupported("param '" + p.name()->str() + "' has more than " +
                        std::to_string(DMUON_MAX_DIMS) + " dims");
+  // A StridedShard slice is several runs of a dim, which one offset per
+  // dim cannot describe: the host binds the DTensor's local tensor as it is
+  // (to_local(); the runtime checkpoints it box by box itself).
   const auto *pls = p.placements();
-  for (flatbuffers::uoffset_t d = 0; pls && d < pls->size(); ++d)
-    if (pls->Get(d)->kind() == fbp::PlacementKind::strided_shard)
-      return unsupported("param '" + p.name()->str() +
-                         "' is StridedShard; its slices are not contiguous chunks");
+  for (flatbuffers::uoffset_t d = 0; pls && d < pls->size(); ++d) {
+    const fbp::Placement *pl = pls->Get(d);
+    if (pl->kind() != fbp::PlacementKind::strided_shard)
+      continue;
+    const std::string dim = d < mesh.dims()->size() ? common::str(mesh.dims()->Get(d)->name())
+                                                    : std::to_string(d);
+    return unsupported("dmuon_plan_param_slice: param '" + p.name()->str() + "' is StridedShard(" +
+                       std::to_string(pl->dim()) + ", " + std::to_string(pl->split_factor()) +
+                       ") on mesh dim '" + dim + "': a rank's slice of dim " +
+                       std::to_string(pl->dim()) +
+                       " is interleaved runs (DTensor's _StridedShard), not one box (shape and "
+                       "offset) that dmuon_param_slice_t can describe; bind the DTensor's local "
+                       "tensor (to_local()) as it is");
+  }
   std::vector<int64_t> sizes;
   for (const fbp::MeshDim *d : *mesh.dims())
     sizes.push_back(d->size());

@@ -57,22 +57,25 @@ struct Spec {
   std::vector<int64_t> shape;
   int64_t numel = 1;
   int shardDim = -1; // tensor dim sharded over the model-parallel mesh dim, -1 if none
+  int splitFactor = 1; // k of a StridedShard(shardDim, k); 1 for a Shard
 };
 
 inline std::vector<Spec> modelSpecs(const Config &c, const std::string &layout) {
   const bool vocab = layout == "vocab", tp = layout == "tp" || vocab, cp = layout == "cp";
+  const bool strided = layout == "ep-strided"; // experts and head StridedShard(0, 2) on ep
   std::vector<Spec> s;
-  s.push_back({"embed.weight", {c.dim, c.in}, 1, -1});
+  s.push_back({"embed.weight", {c.dim, c.in}, 1, -1, 1});
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
-    s.push_back({p + "norm.weight", {c.dim}, 1, -1});
-    s.push_back({p + "up.weight", {c.hidden, c.dim}, 1, tp ? 0 : -1});
-    s.push_back({p + "down.weight", {c.dim, c.hidden}, 1, tp ? 1 : -1});
+    s.push_back({p + "norm.weight", {c.dim}, 1, -1, 1});
+    s.push_back({p + "up.weight", {c.hidden, c.dim}, 1, tp ? 0 : -1, 1});
+    s.push_back({p + "down.weight", {c.dim, c.hidden}, 1, tp ? 1 : -1, 1});
   }
-  s.push_back({"moe.experts.w", {c.experts, c.expertHidden, c.dim}, 1, cp ? -1 : 0});
-  s.push_back({"head.weight", {c.out, c.dim}, 1, vocab ? 0 : -1});
+  s.push_back({"moe.experts.w", {c.experts, c.expertHidden, c.dim}, 1, cp ? -1 : 0,
+               strided ? 2 : 1});
+  s.push_back({"head.weight", {c.out, c.dim}, 1, vocab || strided ? 0 : -1, strided ? 2 : 1});
   if (c.headBias)
-    s.push_back({"head.bias", {c.out}, 1, vocab ? 0 : -1});
+    s.push_back({"head.bias", {c.out}, 1, vocab ? 0 : -1, 1});
   for (Spec &x : s)
     for (int64_t d : x.shape)
       x.numel *= d;
@@ -443,9 +446,10 @@ public:
       int64_t &largest = largestNumel_[s.name] = s.numel;
       if (s.shardDim >= 0) {
         const int64_t n = s.shape[static_cast<size_t>(s.shardDim)];
-        l.shape[static_cast<size_t>(s.shardDim)] = chunkRows(n, topo_.mpSize, topo_.mp).count;
+        l.shape[static_cast<size_t>(s.shardDim)] =
+            rowsOf(s.shape, s.shardDim, topo_.mpSize, s.splitFactor, topo_.mp);
         l.numel = s.numel / n * l.shape[static_cast<size_t>(s.shardDim)];
-        largest = s.numel / n * chunkRows(n, topo_.mpSize, 0).count;
+        largest = s.numel / n * rowsOf(s.shape, s.shardDim, topo_.mpSize, s.splitFactor, 0);
       }
     }
     for (int i = 0; i < plan_.numParams(); ++i) {
@@ -465,7 +469,9 @@ public:
   // This rank's slice of a param's initial values.
   std::vector<float> localInit(const Spec &s) const {
     const std::vector<float> full = initParam(s);
-    return s.shardDim >= 0 ? sliceOf(full, s.shape, s.shardDim, topo_.mpSize, topo_.mp) : full;
+    return s.shardDim >= 0
+               ? sliceOf(full, s.shape, s.shardDim, topo_.mpSize, topo_.mp, s.splitFactor)
+               : full;
   }
 
   void bindInitial(dmuon::Runtime &rt) const {
@@ -550,7 +556,8 @@ private:
     std::vector<float> chunks(static_cast<size_t>(stride * topo_.mpSize));
     MPI_Allgather(mine.data(), static_cast<int>(stride), MPI_FLOAT, chunks.data(),
                   static_cast<int>(stride), MPI_FLOAT, topo_.mpComm);
-    return concatOf(chunks, stride, global(name).shape, s.shardDim, topo_.mpSize);
+    return concatOf(chunks, stride, global(name).shape, s.shardDim, topo_.mpSize,
+                    s.splitFactor);
   }
 
   const Spec &global(const std::string &name) const {
@@ -574,7 +581,9 @@ private:
       MPI_Allreduce(MPI_IN_PLACE, routed.data(), static_cast<int>(routed.size()), MPI_FLOAT,
                     MPI_SUM, topo_.mpComm);
     const std::vector<float> mine =
-        g.shardDim >= 0 ? sliceOf(routed, g.shape, g.shardDim, topo_.mpSize, topo_.mp) : routed;
+        g.shardDim >= 0
+            ? sliceOf(routed, g.shape, g.shardDim, topo_.mpSize, topo_.mp, g.splitFactor)
+            : routed;
     float *grad = rt.gradView(plan_.findParam(name));
     for (size_t i = 0; i < mine.size(); ++i)
       grad[i] += mine[i];

@@ -81,7 +81,8 @@ public:
       const bool wantMuon = s.name.find(".up.") != std::string::npos ||
                             s.name.find(".down.") != std::string::npos ||
                             s.name.find("experts") != std::string::npos ||
-                            (s.name == "head.weight" && s.shardDim >= 0);
+                            // vocab's sharded head; ep-strided's is AdamW
+                            (s.name == "head.weight" && s.shardDim >= 0 && s.splitFactor == 1);
       if ((p.role == DMUON_ROLE_MUON) != wantMuon)
         fail("[%s] %s: role %s, expected %s", topo_.text.c_str(), s.name.c_str(),
              p.role == DMUON_ROLE_MUON ? "muon" : "adamw", wantMuon ? "muon" : "adamw");
@@ -153,8 +154,18 @@ public:
       dmuon_param_slice_t slice{};
       slice.struct_size = sizeof slice;
       slice.version = DMUON_PARAM_SLICE_VERSION;
-      if (dmuon_plan_param_slice(plan_.get(), plan_.findParam(s.name), gRank, &slice) !=
-          DMUON_SUCCESS) {
+      const dmuon_status_t sliced =
+          dmuon_plan_param_slice(plan_.get(), plan_.findParam(s.name), gRank, &slice);
+      if (s.splitFactor > 1 && topo_.mpSize > 1) { // several runs: no one box to say
+        if (sliced != DMUON_ERROR_UNSUPPORTED ||
+            std::string(dmuon_last_error()).find("StridedShard") == std::string::npos)
+          fail("[%s] param_slice('%s') of a StridedShard param returned %s (%s), expected "
+               "UNSUPPORTED naming StridedShard",
+               topo_.text.c_str(), s.name.c_str(), dmuon_status_string(sliced),
+               dmuon_last_error());
+        continue;
+      }
+      if (sliced != DMUON_SUCCESS) {
         fail("[%s] param_slice('%s'): %s", topo_.text.c_str(), s.name.c_str(), dmuon_last_error());
         continue;
       }
@@ -162,7 +173,7 @@ public:
       for (size_t k = 0; k < s.shape.size(); ++k) {
         const int64_t wantOffset =
             static_cast<int>(k) == s.shardDim
-                ? chunkRows(s.shape[k], topo_.mpSize, topo_.mp).first
+                ? runsOf(s.shape, s.shardDim, topo_.mpSize, 1, topo_.mp).front().offset
                 : 0;
         if (slice.shape[k] != l.shape[k] || slice.offset[k] != wantOffset)
           fail("[%s] param_slice('%s') dim %zu: shape %" PRId64 " offset %" PRId64

@@ -1,7 +1,12 @@
-// The model-parallel MPI tests' slices of a tensor along one dim, as DTensor's
-// Shard splits it (torch.chunk), and their concatenation (MpModel.h).
+// The model-parallel MPI tests' slices of a tensor along one dim, as DTensor
+// splits it over the model-parallel mesh dim (Shard: torch.chunk;
+// StridedShard(dim, k): the k interleaved runs of common/ShardChunks.h, the
+// rule the runtime and its checkpoints follow), and their concatenation
+// (MpModel.h).
 #ifndef DMUON_TEST_DISTRIBUTED_MPSHARDS_H
 #define DMUON_TEST_DISTRIBUTED_MPSHARDS_H
+
+#include "common/ShardChunks.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -21,49 +26,71 @@ inline void aroundDim(const std::vector<int64_t> &shape, int dim, int64_t &outer
       inner *= shape[static_cast<size_t>(d)];
 }
 
-// Chunk `k` of `n` rows split into `parts` as torch.chunk splits them
-// (DTensor's Shard): ceil(n / parts) each, the last ones what is left.
-struct Rows {
-  int64_t first = 0, count = 0;
-};
-inline Rows chunkRows(int64_t n, int parts, int k) {
-  const int64_t c = (n + parts - 1) / parts;
-  const int64_t first = std::min(n, k * c);
-  return {first, std::min(n, first + c) - first};
+// The runs of rows of dim `dim` that coordinate `k` of `parts` holds, in its
+// local order: one torch.chunk for a Shard (splitFactor 1), `splitFactor`
+// interleaved runs for a StridedShard.
+inline std::vector<dmuon::common::Chunk> runsOf(const std::vector<int64_t> &shape, int dim,
+                                                int parts, int splitFactor, int k) {
+  const dmuon::common::ShardLayout layout{{dim}, {parts}, {splitFactor}};
+  return dmuon::common::localIntervalsOf(shape, layout, {k})[static_cast<size_t>(dim)];
 }
 
-// The `k`-th of `parts` torch.chunk slices of a tensor along dim `dim`.
-inline std::vector<float> sliceOf(const std::vector<float> &full,
-                                  const std::vector<int64_t> &shape, int dim, int parts, int k) {
+inline int64_t rowsOf(const std::vector<int64_t> &shape, int dim, int parts, int splitFactor,
+                      int k) {
+  int64_t rows = 0;
+  for (const dmuon::common::Chunk &r : runsOf(shape, dim, parts, splitFactor, k))
+    rows += r.size;
+  return rows;
+}
+
+// Calls f(full offset, local offset, count) for each contiguous run of
+// elements that coordinate `k` holds, row-major in both tensors.
+template <typename F>
+void forEachRun(const std::vector<int64_t> &shape, int dim, int parts, int splitFactor, int k,
+                F f) {
   int64_t outer, inner;
   aroundDim(shape, dim, outer, inner);
-  const Rows r = chunkRows(shape[static_cast<size_t>(dim)], parts, k);
-  const int64_t row = r.count * inner, fullRow = shape[static_cast<size_t>(dim)] * inner;
-  std::vector<float> out(static_cast<size_t>(outer * row));
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(&out[static_cast<size_t>(o * row)],
-                &full[static_cast<size_t>(o * fullRow + r.first * inner)],
-                static_cast<size_t>(row) * sizeof(float));
+  const std::vector<dmuon::common::Chunk> runs = runsOf(shape, dim, parts, splitFactor, k);
+  const int64_t rows = rowsOf(shape, dim, parts, splitFactor, k);
+  const int64_t fullRow = shape[static_cast<size_t>(dim)] * inner;
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t at = o * rows * inner;
+    for (const dmuon::common::Chunk &r : runs) {
+      f(o * fullRow + r.offset * inner, at, r.size * inner);
+      at += r.size * inner;
+    }
+  }
+}
+
+// The `k`-th of `parts` slices of a tensor along dim `dim`.
+inline std::vector<float> sliceOf(const std::vector<float> &full,
+                                  const std::vector<int64_t> &shape, int dim, int parts, int k,
+                                  int splitFactor = 1) {
+  int64_t outer, inner;
+  aroundDim(shape, dim, outer, inner);
+  std::vector<float> out(
+      static_cast<size_t>(outer * rowsOf(shape, dim, parts, splitFactor, k) * inner));
+  forEachRun(shape, dim, parts, splitFactor, k, [&](int64_t f, int64_t l, int64_t n) {
+    std::memcpy(&out[static_cast<size_t>(l)], &full[static_cast<size_t>(f)],
+                static_cast<size_t>(n) * sizeof(float));
+  });
   return out;
 }
 
 // The inverse: `chunks` holds `parts` local slices back to back, each in a
 // piece of `stride` elements (the largest slice's size).
 inline std::vector<float> concatOf(const std::vector<float> &chunks, int64_t stride,
-                                   const std::vector<int64_t> &shape, int dim, int parts) {
-  int64_t outer, inner;
-  aroundDim(shape, dim, outer, inner);
-  const int64_t numel = outer * shape[static_cast<size_t>(dim)] * inner;
-  const int64_t fullRow = shape[static_cast<size_t>(dim)] * inner;
+                                   const std::vector<int64_t> &shape, int dim, int parts,
+                                   int splitFactor = 1) {
+  int64_t numel = 1;
+  for (int64_t d : shape)
+    numel *= d;
   std::vector<float> out(static_cast<size_t>(numel));
-  for (int k = 0; k < parts; ++k) {
-    const Rows r = chunkRows(shape[static_cast<size_t>(dim)], parts, k);
-    const int64_t row = r.count * inner;
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(&out[static_cast<size_t>(o * fullRow + r.first * inner)],
-                  &chunks[static_cast<size_t>(k * stride + o * row)],
-                  static_cast<size_t>(row) * sizeof(float));
-  }
+  for (int k = 0; k < parts; ++k)
+    forEachRun(shape, dim, parts, splitFactor, k, [&](int64_t f, int64_t l, int64_t n) {
+      std::memcpy(&out[static_cast<size_t>(f)], &chunks[static_cast<size_t>(k * stride + l)],
+                  static_cast<size_t>(n) * sizeof(float));
+    });
   return out;
 }
 

@@ -14,10 +14,14 @@
 //
 // The vocab layout (mp-vocab.toml) splits its head, bias and experts
 // unevenly over tp (torch.chunk): its entries hold slices of different sizes,
-// and a resume under tp = 1 reads each whole param from two of them.
+// and a resume under tp = 1 reads each whole param from two of them. The
+// ep-strided layout (mp-ep-strided.toml) holds its experts and AdamW head as
+// StridedShard(0, 2) on ep, two runs of rows per rank, each saved as its own
+// entry; `--resume-layout ep` before a resume plan resumes it as mp-ep.toml
+// lays them out (Shard(0) experts, a whole head), from the strided entries.
 //
-// usage: mpirun -n N dmuon-mp-checkpoint-test --layout tp|ep|vocab --dir D
-//          --save-plan P --resume-plan Q [--resume-plan R ...]
+// usage: mpirun -n N dmuon-mp-checkpoint-test --layout tp|ep|ep-strided|vocab --dir D
+//          --save-plan P [--resume-layout L] --resume-plan Q [--resume-plan R ...]
 #include "MpModel.h"
 #include "MpiCheck.h"
 
@@ -28,6 +32,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -99,14 +104,15 @@ bool identical(const Tensors &a, const Tensors &b, std::string &where) {
 
 int usage() {
   if (gRank == 0)
-    std::fprintf(stderr, "usage: dmuon-mp-checkpoint-test --layout tp|ep|vocab --dir D "
-                         "--save-plan P --resume-plan Q [--resume-plan R ...]\n");
+    std::fprintf(stderr, "usage: dmuon-mp-checkpoint-test --layout tp|ep|ep-strided|vocab "
+                         "--dir D --save-plan P [--resume-layout L] --resume-plan Q "
+                         "[--resume-plan R ...]\n");
   return 2;
 }
 
 int runTests(int argc, char **argv) {
-  std::string layout, dir, savePath;
-  std::vector<std::string> resumePaths;
+  std::string layout, dir, savePath, resumeLayout;
+  std::vector<std::pair<std::string, std::string>> resumes; // plan, layout ("": --layout)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc)
@@ -117,13 +123,25 @@ int runTests(int argc, char **argv) {
       dir = argv[++i];
     else if (a == "--save-plan")
       savePath = argv[++i];
-    else if (a == "--resume-plan")
-      resumePaths.push_back(argv[++i]);
+    else if (a == "--resume-layout")
+      resumeLayout = argv[++i];
+    else if (a == "--resume-plan") {
+      resumes.emplace_back(argv[++i], resumeLayout);
+      resumeLayout.clear(); // the next plan's alone
+    }
     else
       return usage();
   }
-  if ((layout != "tp" && layout != "ep" && layout != "vocab") || dir.empty() || savePath.empty() ||
-      resumePaths.empty())
+  auto known = [](const std::string &l) {
+    return l == "tp" || l == "ep" || l == "ep-strided" || l == "vocab";
+  };
+  for (auto &[path, l] : resumes) {
+    if (l.empty())
+      l = layout;
+    if (!known(l))
+      return usage();
+  }
+  if (!known(layout) || dir.empty() || savePath.empty() || resumes.empty())
     return usage();
   const Config cfg = configFor(layout);
   const std::vector<Spec> specs = modelSpecs(cfg, layout);
@@ -151,12 +169,13 @@ int runTests(int argc, char **argv) {
   info("[%s] trained %d steps, saved to %s, trained on to step %d", saveTopo.text.c_str(), kSave,
        dir.c_str(), kSteps);
 
-  for (const std::string &path : resumePaths) {
+  for (const auto &[path, resumeAs] : resumes) {
     const dmuon::Plan plan(path);
     const Topology topo = makeTopology(plan);
-    const std::string what = saveTopo.text + " -> " + topo.text;
+    const std::string what = saveTopo.text + " -> " + topo.text +
+                             (resumeAs != layout ? " (" + layout + " -> " + resumeAs + ")" : "");
     const int before = gFailures;
-    MpHost host(plan, cfg, specs, topo, topo.mpCarriesData);
+    MpHost host(plan, cfg, modelSpecs(cfg, resumeAs), topo, topo.mpCarriesData);
     dmuon::Runtime rt = makeRuntime(plan);
     const int64_t step = rt.loadCheckpoint(dir); // binds every param
     if (step != kSave)

@@ -43,7 +43,7 @@
 //   * bind_param / gather_param of a sharded param with its global numel are
 //     refused (INVALID_ARGUMENT): the runtime takes and gives local shards.
 //
-// usage: mpirun -n N dmuon-mp-test --plan P --layout tp|ep|cp|vocab
+// usage: mpirun -n N dmuon-mp-test --plan P --layout tp|ep|ep-strided|cp|vocab
 // The layout names which params are sharded on the model-parallel dim:
 //   tp: layers.N.up.weight on tensor dim 0, layers.N.down.weight on dim 1,
 //       moe.experts.w on dim 0;  ep: moe.experts.w on dim 0;
@@ -150,7 +150,7 @@ void compareWithReference(const Trajectory &dist, const Trajectory &ref, const s
 
 int usage() {
   if (gRank == 0)
-    std::fprintf(stderr, "usage: dmuon-mp-test --plan PLAN --layout tp|ep|cp|vocab "
+    std::fprintf(stderr, "usage: dmuon-mp-test --plan PLAN --layout tp|ep|ep-strided|cp|vocab "
                          "[--different-data-expect-mismatch]\n");
   return 2;
 }
@@ -173,7 +173,8 @@ int runTests(int argc, char **argv) {
       return usage();
   }
   if (planPath.empty() ||
-      (layout != "tp" && layout != "ep" && layout != "cp" && layout != "vocab"))
+      (layout != "tp" && layout != "ep" && layout != "ep-strided" && layout != "cp" &&
+       layout != "vocab"))
     return usage();
   dmuon::Plan plan(planPath);
   if (plan.worldSize() != gWorld) {

@@ -2,7 +2,7 @@
 // a rank's slice assembled from the entries that overlap it, whatever the
 // layout they were saved under; format-1 shards (whole params) still read;
 // overlapping, missing and out-of-shape slices refused with the param's name
-// and the slices.
+// and the slices; StridedShard slices saved and loaded as several boxes.
 #include "core/CheckpointFile.h"
 #include "core/CheckpointSlice.h"
 #include "plan/Fingerprint.h"
@@ -151,4 +151,59 @@ TEST_F(Slices, FormatOneShardsHoldWholeParams) {
   s = read(box(2, 2, 0, 6), got); // a tp=2 rank's rows from a whole param
   ASSERT_TRUE(s) << s.message();
   EXPECT_EQ(got, valuesOf(box(2, 2, 0, 6)));
+}
+
+// A StridedShard(0, 2) param over 2 ranks: rank c holds rows {c, c + 2} of
+// the 4 x 6 param, as two boxes. Each rank's local tensor goes out box by
+// box (extractBox) as the executor saves it; the entries read back into
+// another rank's boxes (placeBox), into Shard slices and into the whole.
+TEST_F(Slices, StridedShardSlicesSaveAsBoxesAndLoadInAnyLayout) {
+  const dmuon::common::ShardLayout strided{{0}, {2}, {2}};
+  std::vector<ckpt::LocalBoxes> ranks;
+  std::vector<ckpt::Slice> entries;
+  std::vector<std::vector<float>> data;
+  for (int64_t c = 0; c < 2; ++c) {
+    ranks.push_back(ckpt::boxesOf(dmuon::common::localIntervalsOf(kShape, strided, {c})));
+    const ckpt::LocalBoxes &b = ranks.back();
+    ASSERT_EQ(b.global.size(), 2u);
+    EXPECT_EQ(b.localShape, (std::vector<int64_t>{2, 6}));
+    EXPECT_EQ(ckpt::describe(b.global[0]), "[" + std::to_string(c) + ":" +
+                                               std::to_string(c + 1) + ", 0:6]");
+    EXPECT_EQ(ckpt::describe(b.global[1]), "[" + std::to_string(c + 2) + ":" +
+                                               std::to_string(c + 3) + ", 0:6]");
+    EXPECT_EQ(ckpt::describe(b.local[1]), "[1:2, 0:6]");
+    // The rank's local tensor: its rows in local order.
+    std::vector<float> local = valuesOf(b.global[0]), second = valuesOf(b.global[1]);
+    local.insert(local.end(), second.begin(), second.end());
+    for (size_t i = 0; i < b.global.size(); ++i) {
+      std::vector<float> out;
+      ckpt::extractBox(b, i, local.data(), out);
+      EXPECT_EQ(out, valuesOf(b.global[i]));
+      entries.push_back(b.global[i]);
+    }
+  }
+  save(entries);
+  // Box by box into a strided rank's local tensor.
+  for (const ckpt::LocalBoxes &b : ranks) {
+    std::vector<float> local(static_cast<size_t>(b.numel()), -1.0f), got;
+    for (size_t i = 0; i < b.global.size(); ++i) {
+      ASSERT_TRUE(read(b.global[i], got));
+      ckpt::placeBox(b, i, got.data(), local.data());
+    }
+    std::vector<float> want = valuesOf(b.global[0]), second = valuesOf(b.global[1]);
+    want.insert(want.end(), second.begin(), second.end());
+    EXPECT_EQ(local, want);
+  }
+  // As Shard(0) over 2, and whole: each from two strided entries.
+  for (const ckpt::Slice &want : {box(0, 2, 0, 6), box(2, 2, 0, 6), box(0, 4, 0, 6)}) {
+    std::vector<float> got;
+    dmuon::rt::Status s = read(want, got);
+    ASSERT_TRUE(s) << s.message();
+    EXPECT_EQ(got, valuesOf(want));
+  }
+  // A Shard layout is one box, the whole local tensor.
+  const dmuon::common::ShardLayout shard{{1}, {2}, {1}};
+  const ckpt::LocalBoxes one = ckpt::boxesOf(dmuon::common::localIntervalsOf(kShape, shard, {1}));
+  ASSERT_TRUE(one.whole());
+  EXPECT_EQ(ckpt::describe(one.global[0]), "[0:4, 3:6]");
 }

@@ -62,17 +62,17 @@ TEST(ShardChunks, TorchChunk) {
   EXPECT_EQ(common::chunkOf(10, 4, 3).size, 1);
   EXPECT_EQ(common::chunkOf(6, 4, 3).size, 0);
   EXPECT_EQ(common::chunkOf(6, 4, 3).offset, 6);
-  EXPECT_EQ(common::chunkSizesOf(11, {{0}, {8}}, 0), (std::vector<int64_t>{0, 1, 2}));
-  EXPECT_EQ(common::chunkSizesOf(10, {{0}, {4}}, 0), (std::vector<int64_t>{1, 3}));
-  EXPECT_EQ(common::chunkSizesOf(12, {{0}, {4}}, 0), (std::vector<int64_t>{3}));
-  EXPECT_EQ(common::chunkSizesOf(12, {{0}, {4}}, 1), (std::vector<int64_t>{12}));
+  EXPECT_EQ(common::chunkSizesOf(11, {{0}, {8}, {}}, 0), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(common::chunkSizesOf(10, {{0}, {4}, {}}, 0), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(common::chunkSizesOf(12, {{0}, {4}, {}}, 0), (std::vector<int64_t>{3}));
+  EXPECT_EQ(common::chunkSizesOf(12, {{0}, {4}, {}}, 1), (std::vector<int64_t>{12}));
   // Every chunkSizesOf is what chunkOf gives over all coordinates.
   for (int64_t n = 1; n < 40; ++n)
     for (int64_t k = 1; k < 12; ++k) {
       std::set<int64_t> sizes;
       for (int64_t i = 0; i < k; ++i)
         sizes.insert(common::chunkOf(n, k, i).size);
-      EXPECT_EQ(common::chunkSizesOf(n, {{0}, {k}}, 0),
+      EXPECT_EQ(common::chunkSizesOf(n, {{0}, {k}, {}}, 0),
                 std::vector<int64_t>(sizes.begin(), sizes.end()))
           << n << " over " << k;
     }
@@ -82,7 +82,7 @@ TEST(ShardChunks, TorchChunk) {
 // order, each the chunk the ones before left (DTensor's nested Shard).
 TEST(ShardChunks, NestedInMeshOrder) {
   // Mesh (tp=4, dp_shard=2, cp=2); tp and cp shard dim 0 of [10, 16].
-  const common::ShardLayout layout{{0, -1, 0}, {4, 2, 2}};
+  const common::ShardLayout layout{{0, -1, 0}, {4, 2, 2}, {}};
   EXPECT_EQ(common::largestLocalShape({10, 16}, layout), (std::vector<int64_t>{2, 16}));
   // tp coordinate 3 holds row 9 alone; its cp coordinate 1 nothing.
   const common::LocalSlice last = common::localSliceOf({10, 16}, layout, {3, 1, 0});
@@ -91,6 +91,112 @@ TEST(ShardChunks, NestedInMeshOrder) {
   EXPECT_EQ(common::localSliceOf({10, 16}, layout, {3, 0, 1}).shape[0], 0);
   EXPECT_EQ(common::localSliceOf({10, 16}, layout, {1, 1, 1}).offset[0], 5);
   EXPECT_EQ(common::chunkSizesOf(10, layout, 0), (std::vector<int64_t>{0, 1, 2}));
+}
+
+// DTensor's _StridedShard docstring example: [8, 8] on mesh (dp=2, tp=2)
+// with [_StridedShard(0, split_factor=2), Shard(0)] gives the rows of a
+// tp-first split: (0, 1) rows 4-5, (1, 0) rows 2-3.
+TEST(ShardChunks, StridedShardAsDTensor) {
+  const common::ShardLayout layout{{0, 0}, {2, 2}, {2, 1}};
+  auto rows = [&](int64_t dp, int64_t tp) {
+    return common::localIntervalsOf({8, 8}, layout, {dp, tp})[0];
+  };
+  EXPECT_EQ(rows(0, 0)[0].offset, 0);
+  EXPECT_EQ(rows(0, 1)[0].offset, 4);
+  EXPECT_EQ(rows(1, 0)[0].offset, 2);
+  EXPECT_EQ(rows(1, 1)[0].offset, 6);
+  for (int64_t c = 0; c < 4; ++c)
+    EXPECT_EQ(rows(c / 2, c % 2).size(), 1u);
+  // StridedShard(0, 2) alone over ep=2 on 4 experts: {0, 2} and {1, 3}.
+  const common::ShardLayout ep{{0}, {2}, {2}};
+  const auto second = common::localIntervalsOf({4, 16, 32}, ep, {1});
+  ASSERT_EQ(second[0].size(), 2u);
+  EXPECT_EQ(second[0][0].offset, 1);
+  EXPECT_EQ(second[0][0].size, 1);
+  EXPECT_EQ(second[0][1].offset, 3);
+  EXPECT_EQ(second[1].size(), 1u);
+  EXPECT_EQ(second[1][0].size, 16);
+}
+
+// localIntervalsOf against the splits applied literally to index lists, for
+// every small layout: Shard takes torch.chunk `coord` of what is left;
+// StridedShard(d, k) cuts it into k equal blocks, each into n equal
+// sub-blocks, and keeps sub-block `coord` of every block. localSliceOf's
+// shape agrees, and, without StridedShard, its offset (one run per dim).
+TEST(ShardChunks, IntervalsMatchLiteralSplits) {
+  int checked = 0;
+  for (int64_t n0 : {1, 2, 3})
+    for (int64_t n1 : {1, 2, 4})
+      for (int kind0 = 0; kind0 < 7; ++kind0)   // none, Shard / Strided k=2,3 on dim 0 / 1
+        for (int kind1 = 0; kind1 < 7; ++kind1)
+          for (int64_t r0 : {1, 4, 6, 12, 7})
+            for (int64_t r1 : {2, 8, 5}) {
+              const std::vector<int64_t> shape{r0, r1}, sizes{n0, n1};
+              common::ShardLayout layout{{-1, -1}, sizes, {1, 1}};
+              for (int m = 0; m < 2; ++m) {
+                const int kind = m == 0 ? kind0 : kind1;
+                if (kind == 0)
+                  continue;
+                layout.tensorDimOf[m] = (kind - 1) % 2;
+                layout.splitFactors[m] = kind <= 2 ? 1 : kind <= 4 ? 2 : 3;
+              }
+              for (int64_t a = 0; a < n0; ++a)
+                for (int64_t b = 0; b < n1; ++b) {
+                  const std::vector<int64_t> coord{a, b};
+                  // The literal splits, per tensor dim.
+                  std::vector<std::vector<int64_t>> idx(2);
+                  bool even = true;
+                  for (int t = 0; t < 2; ++t)
+                    for (int64_t i = 0; i < shape[t]; ++i)
+                      idx[t].push_back(i);
+                  for (int m = 0; m < 2; ++m) {
+                    const int t = layout.tensorDimOf[m];
+                    if (t < 0)
+                      continue;
+                    const std::vector<int64_t> cur = idx[t];
+                    const int64_t L = static_cast<int64_t>(cur.size()), n = sizes[m];
+                    const int64_t k = layout.splitFactors[m];
+                    std::vector<int64_t> next;
+                    if (k == 1) {
+                      const int64_t c = (L + n - 1) / n;
+                      for (int64_t i = coord[m] * c; i < std::min(L, (coord[m] + 1) * c); ++i)
+                        next.push_back(cur[i]);
+                    } else {
+                      even = even && L % (k * n) == 0;
+                      const int64_t block = L / k, sub = block / n;
+                      for (int64_t j = 0; j < k; ++j)
+                        for (int64_t i = 0; i < sub; ++i)
+                          next.push_back(cur[j * block + coord[m] * sub + i]);
+                    }
+                    idx[t] = next;
+                  }
+                  if (!even)
+                    continue; // the compiler refuses uneven StridedShard
+                  const auto runs = common::localIntervalsOf(shape, layout, coord);
+                  const common::LocalSlice slice = common::localSliceOf(shape, layout, coord);
+                  for (int t = 0; t < 2; ++t) {
+                    std::vector<int64_t> flat;
+                    for (const common::Chunk &r : runs[t]) {
+                      EXPECT_GT(r.size, 0);
+                      for (int64_t i = 0; i < r.size; ++i)
+                        flat.push_back(r.offset + i);
+                    }
+                    EXPECT_EQ(flat, idx[t]) << "shape " << r0 << "x" << r1 << " mesh " << n0
+                                            << "x" << n1 << " kinds " << kind0 << "," << kind1
+                                            << " coord " << a << "," << b << " dim " << t;
+                    EXPECT_EQ(slice.shape[t], static_cast<int64_t>(idx[t].size()));
+                    bool strided = false;
+                    for (int m = 0; m < 2; ++m)
+                      strided |= layout.tensorDimOf[m] == t && layout.splitFactors[m] > 1;
+                    if (!strided && !runs[t].empty()) {
+                      EXPECT_EQ(runs[t].size(), 1u);
+                      EXPECT_EQ(slice.offset[t], runs[t][0].offset);
+                    }
+                  }
+                  ++checked;
+                }
+            }
+  EXPECT_GT(checked, 1000);
 }
 
 TEST(PlanRules, Values) {
