@@ -122,6 +122,29 @@ inline std::vector<std::vector<Chunk>> localIntervalsOf(const std::vector<int64_
   return runs;
 }
 
+// Whether the StridedShard placements on tensor dim `dim` split it evenly, as
+// DTensor requires: StridedShard(dim, k) over a mesh dim of size n cuts what
+// the mesh dims before it left into k blocks of n equal sub-blocks, so that
+// extent must divide by k * n, and a dim with one is split evenly throughout.
+// True when no StridedShard touches the dim.
+inline bool stridedSplitsEven(int64_t size, const ShardLayout &layout, int dim) {
+  bool strided = false;
+  for (size_t m = 0; m < layout.tensorDimOf.size(); ++m)
+    strided |= layout.tensorDimOf[m] == dim && layout.splitFactorOf(m) > 1;
+  if (!strided)
+    return true;
+  int64_t extent = size;
+  for (size_t m = 0; m < layout.tensorDimOf.size(); ++m) {
+    if (layout.tensorDimOf[m] != dim)
+      continue;
+    const int64_t n = layout.meshSizes[m], k = layout.splitFactorOf(m);
+    if (n < 1 || extent % (k * n) != 0)
+      return false;
+    extent /= n;
+  }
+  return true;
+}
+
 // The largest slice, coordinate 0's on every mesh dim: the size every rank's
 // buffers and collectives are padded to.
 inline std::vector<int64_t> largestLocalShape(const std::vector<int64_t> &shape,

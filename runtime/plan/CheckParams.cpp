@@ -177,8 +177,11 @@ std::string Checker::checkDataDims(const fb::Param &q, const Who &who) const {
   const auto *got = q.data_dims();
   if (!got ? !want.empty() : !std::equal(got->begin(), got->end(), want.begin(), want.end())) {
     std::string list;
-    for (int d : want)
-      list += (list.empty() ? "" : ",") + std::to_string(d);
+    for (int d : want) {
+      if (!list.empty())
+        list += ',';
+      list += std::to_string(d);
+    }
     return who + ": data_dims do not list the data-carrying mesh dims it is Replicate on [" +
            list + "]";
   }
@@ -353,6 +356,10 @@ std::string Checker::checkModelParallel(const fb::Param &q, const Who &who) {
       if (full[d] > 0 && common::chunkSizesOf(full[d], layout, static_cast<int>(d)).front() == 0)
         return who + ": dim " + std::to_string(d) + " of size " + std::to_string(full[d]) +
                " leaves some ranks an empty shard over the mesh dims that shard it";
+      if (!common::stridedSplitsEven(full[d], layout, static_cast<int>(d)))
+        return who + ": dim " + std::to_string(d) + " of size " + std::to_string(full[d]) +
+               " is not split evenly by its StridedShard placements (each interleaves equal "
+               "chunks)";
     }
   }
   const bool comm = q.role() == fb::Role::muon && q.group() == fb::ShardingGroupKind::comm;

@@ -199,6 +199,28 @@ TEST(ShardChunks, IntervalsMatchLiteralSplits) {
   EXPECT_GT(checked, 1000);
 }
 
+// DTensor refuses a _StridedShard whose blocks are not equal; the compiler
+// and the verifier refuse the same layouts.
+TEST(ShardChunks, StridedSplitsEven) {
+  using common::ShardLayout;
+  using common::stridedSplitsEven;
+  // One mesh dim: StridedShard(0, 2) over ep=2 needs rows divisible by 4.
+  const ShardLayout ep{{0}, {2}, {2}};
+  EXPECT_TRUE(stridedSplitsEven(8, ep, 0));
+  EXPECT_FALSE(stridedSplitsEven(6, ep, 0));
+  EXPECT_TRUE(stridedSplitsEven(6, ep, 1)); // another dim: nothing strided there
+  // ep=2 strided by 2, then tp=3: 12 -> blocks of 3 over ep, then 6 over tp.
+  const ShardLayout epTp{{0, 0}, {2, 3}, {2, 1}};
+  EXPECT_TRUE(stridedSplitsEven(12, epTp, 0));
+  EXPECT_FALSE(stridedSplitsEven(8, epTp, 0)); // 8 / 2 = 4 left to tp=3
+  // tp=2 first, then a strided dim over what it left: 8 / 2 = 4, k * n = 4.
+  const ShardLayout tpEp{{0, 0}, {2, 2}, {1, 2}};
+  EXPECT_TRUE(stridedSplitsEven(8, tpEp, 0));
+  EXPECT_FALSE(stridedSplitsEven(12, tpEp, 0)); // 6 left, not a multiple of 4
+  // Plain Shards split unevenly as torch.chunk does; no strided rule applies.
+  EXPECT_TRUE(stridedSplitsEven(7, ShardLayout{{0}, {2}, {1}}, 0));
+}
+
 TEST(PlanRules, Values) {
   EXPECT_EQ(common::hex64(0x5432078f2c2d69deULL), "0x5432078f2c2d69de");
   EXPECT_EQ(common::hex64(255), "0x00000000000000ff");

@@ -310,6 +310,11 @@ TEST(PlanRoundTrip, CompletePlanChecksRebuilt) {
          m.params[2].batch = 2;
          m.params[2].rows = 64;
        }},
+      {"param 'layers.0.up.weight': dim 0 of size 128 is not split evenly by its StridedShard "
+       "placements (each interleaves equal chunks)",
+       [](PlanModel &m) {
+         m.params[2].placements[2] = Placement{PlacementKind::strided_shard, 0, 3, "sum"};
+       }},
       {"param 'big': AdamW params up to this one have more than 2^48 local elements",
        [](PlanModel &m) {
          m.params.push_back(makeParam("big", {int64_t(1) << 48}, Role::adamw, 3));
