@@ -174,6 +174,38 @@ TEST(SimulateEngine, OneGroupTimeline) {
   EXPECT_DOUBLE_EQ(runProgram(c, z2, nullptr, false).times.total, 5.5);
 }
 
+// oversubscribed_latency is charged per unit of oversubscription: nothing
+// up to a processor per rank, the figure itself at twice as many ranks.
+TEST(SimulateCluster, OversubscribedWaitScalesWithRanksPerProcessor) {
+  Cluster c = unitCluster(false);
+  c.oversubscribedLatency = 1e-3;
+  EXPECT_EQ(oversubscribedWait(c, 4), 0); // no processors_per_node: no time-sharing
+  c.processorsPerNode = 2;
+  EXPECT_EQ(oversubscribedWait(c, 2), 0);
+  EXPECT_DOUBLE_EQ(oversubscribedWait(c, 3), 0.5e-3);
+  EXPECT_DOUBLE_EQ(oversubscribedWait(c, 4), 1e-3);
+  EXPECT_DOUBLE_EQ(oversubscribedWait(c, 8), 3e-3);
+  EXPECT_DOUBLE_EQ(oversubscribedWait(c, 64), 3e-3); // 8 ranks per node
+}
+
+// The wait is paid once per collective, at the first wait on it: Z3's
+// backward re-broadcast is a new collective, Z2's kept buffer is not.
+TEST(SimulateEngine, OversubscribedWaitOncePerCollective) {
+  Cluster c = unitCluster(true);
+  for (LinkCost &l : c.intra.kinds)
+    l.latency = 0;
+  Program p = oneGroup();
+  p.collectiveWait = 0.25;
+  // OneGroupTimeline's 6.5 s, plus the two broadcasts' waits in the hooks
+  // and the reduce's in the step.
+  RankRun run = runProgram(c, p, nullptr, false);
+  EXPECT_DOUBLE_EQ(run.times.total, 7.25);
+  EXPECT_DOUBLE_EQ(run.times.exposed, 2.5);
+  EXPECT_DOUBLE_EQ(run.times.optimizer, 1.75);
+  p.z3 = false; // 5.5 s, one broadcast and the reduce waited
+  EXPECT_DOUBLE_EQ(runProgram(c, p, nullptr, false).times.total, 6.0);
+}
+
 TEST(SimulateEngine, BoundsDelayCouplingCollectives) {
   Cluster c = unitCluster(true);
   Program p = oneGroup();

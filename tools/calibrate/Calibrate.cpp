@@ -10,11 +10,16 @@
 //     bytes per element the model charges;
 //   * Newton-Schulz per matrix shape (the shapes of a plan's Muon params, or
 //     --shapes), written as a cost table (the CSV dmuonc's --cost-table
-//     reads) and fitted as one fp32 flops rate.
+//     reads) and fitted as one fp32 flops rate;
+//   * run with more ranks on a node than it has processors, the wait each
+//     collective costs ranks that time-share them (oversubscribed_latency):
+//     the figures above are then measured on the node's first `processors`
+//     ranks, as the simulator scales them itself.
 // Every figure is the best of --repeats runs (fewer for the kernels and the
 // largest buffers), each the slowest rank's time.
 //
 //   mpirun -n 2 dmuon-calibrate --plan gpt.plan -o cpu.toml --ns-table cpu-ns.csv
+#include "CalibrateFlags.h"
 #include "CostModel.h"
 
 #include "dmuon/plan_generated.h"
@@ -42,107 +47,10 @@
 
 namespace {
 
+using dmuon::calibrate::Flags;
 using dmuon::sim::CollKind;
 using dmuon::sim::CollSample;
 namespace k = dmuon::kernels;
-
-struct Flags {
-  std::string out = "-", nsTable, plan, name;
-  std::vector<std::pair<int64_t, int64_t>> shapes;
-  int repeats = 10;
-  int nsSteps = 5;
-  int64_t maxBytes = int64_t(16) << 20;
-  int64_t devicesPerNode = 0; // 0: the ranks sharing this node's memory
-};
-
-void usage(FILE *f) {
-  std::fprintf(f, R"(usage: mpirun -n N dmuon-calibrate [options]
-
-Measures MPI collectives, the optimizer's element-wise kernels and
-Newton-Schulz on this machine and writes a cluster description
-(docs/cluster-format.md). Run it with the ranks per node you train with.
-
-  -o FILE            the description (default: stdout)
-  --ns-table FILE    also time NS per shape and write FILE as a cost table
-                     (rows,cols,seconds), named by the description
-  --plan PLAN        the NS shapes: every Muon param's of the plan
-  --shapes RxC,...   the NS shapes, given (default with --ns-table and no
-                     --plan: 256x256,512x512,1024x1024)
-  --ns-steps K       NS iterations (default 5; a plan's own with --plan)
-  --repeats N        runs of each measurement; the best is kept (default 10)
-  --max-bytes B      largest collective buffer (default 16777216)
-  --devices-per-node N   (default: the ranks sharing this node's memory)
-  --name TEXT        [cluster] name
-)");
-}
-
-bool parseShapes(const std::string &text, std::vector<std::pair<int64_t, int64_t>> &out) {
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    long long r = 0, c = 0;
-    char x = 0, extra = 0;
-    if (std::sscanf(item.c_str(), "%lld%c%lld%c", &r, &x, &c, &extra) != 3 || x != 'x' || r <= 0 ||
-        c <= 0)
-      return false;
-    out.emplace_back(r, c);
-  }
-  return !out.empty();
-}
-
-bool parseFlags(int argc, char **argv, Flags &f, std::string &err) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      usage(stdout);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) {
-      err = "missing value or unknown option: " + a;
-      return false;
-    }
-    const std::string v = argv[++i];
-    auto positive = [&](int64_t &dst) {
-      char *end = nullptr;
-      const long long x = std::strtoll(v.c_str(), &end, 10);
-      if (end == v.c_str() || *end || x <= 0) {
-        err = "bad value for " + a + ": " + v;
-        return false;
-      }
-      dst = x;
-      return true;
-    };
-    int64_t n = 0;
-    if (a == "-o")
-      f.out = v;
-    else if (a == "--ns-table")
-      f.nsTable = v;
-    else if (a == "--plan")
-      f.plan = v;
-    else if (a == "--name")
-      f.name = v;
-    else if (a == "--shapes") {
-      if (!parseShapes(v, f.shapes)) {
-        err = "--shapes must be RxC[,RxC...] with positive sizes, not " + v;
-        return false;
-      }
-    } else if (a == "--repeats" || a == "--ns-steps") {
-      if (!positive(n))
-        return false;
-      (a == "--repeats" ? f.repeats : f.nsSteps) = static_cast<int>(std::min<int64_t>(n, 1000));
-    } else if (a == "--max-bytes") {
-      if (!positive(f.maxBytes))
-        return false;
-    } else if (a == "--devices-per-node") {
-      if (!positive(f.devicesPerNode))
-        return false;
-    } else {
-      err = "unknown option: " + a;
-      return false;
-    }
-  }
-  return true;
-}
 
 // The best over `repeats` of the slowest rank's seconds of `body`, all
 // ranks starting together.
@@ -307,6 +215,55 @@ NsFit measureNs(const Flags &f, MPI_Comm comm) {
   return out;
 }
 
+// Waits for every rank of `comm` asleep, not in MPI's polling wait: ranks
+// idle while others measure must leave the processors to them (a look
+// every millisecond, against measurements of seconds).
+void meetAsleep(MPI_Comm comm) {
+  MPI_Request r;
+  MPI_Ibarrier(comm, &r);
+  for (int done = 0; MPI_Test(&r, &done, MPI_STATUS_IGNORE), !done;)
+    usleep(1000);
+}
+
+// The mean seconds of one small all-reduce (one float, issued and waited
+// for as the MPI backend does) in a run of `batch` back to back: the best
+// of `repeats` runs, each the slowest rank's. Once the ranks time-share
+// processors, a rank's wait lasts until its peers are scheduled; a mean over
+// many collectives prices that wait as the step meets it, one per collective.
+double smallAllReduceSeconds(int repeats, int batch, MPI_Comm comm) {
+  float x = 1, y = 0;
+  return bestOf(repeats, comm, [&] {
+           for (int i = 0; i < batch; ++i) {
+             MPI_Request r;
+             MPI_Iallreduce(&x, &y, 1, MPI_FLOAT, MPI_SUM, comm, &r);
+             MPI_Wait(&r, MPI_STATUS_IGNORE);
+           }
+         }) /
+         batch;
+}
+
+// oversubscribed_latency (docs/cluster-format.md, "Oversubscribed
+// processors"): the small all-reduce on all `nodeRanks` ranks of each node
+// against on the first `processors` (the others asleep), the difference per
+// unit of oversubscription (ranks / processors - 1), as the simulator
+// charges it.
+struct Oversubscription {
+  double seconds = 0, few = 0, all = 0;
+};
+
+Oversubscription measureOversubscription(const Flags &f, MPI_Comm comm, MPI_Comm firstP,
+                                         bool inFirstP, int nodeRanks, int64_t processors) {
+  constexpr int kBatch = 20;
+  Oversubscription o;
+  if (inFirstP)
+    o.few = smallAllReduceSeconds(f.repeats, kBatch, firstP);
+  meetAsleep(comm);
+  o.all = smallAllReduceSeconds(f.repeats, kBatch, comm);
+  const double factor = static_cast<double>(nodeRanks) / static_cast<double>(processors) - 1;
+  o.seconds = std::max(0.0, (o.all - o.few) / factor);
+  return o;
+}
+
 std::string utcNow() {
   char buf[32];
   const std::time_t t = std::time(nullptr);
@@ -332,22 +289,52 @@ int run(const Flags &fin, MPI_Comm comm, int rank, int world) {
     f.shapes = {{256, 256}, {512, 512}, {1024, 1024}};
   MPI_Comm node;
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  int nodeRanks = 1;
+  int nodeRanks = 1, nodeRank = 0;
   MPI_Comm_size(node, &nodeRanks);
+  MPI_Comm_rank(node, &nodeRank);
   MPI_Comm_free(&node);
   const int64_t perNode = f.devicesPerNode > 0 ? f.devicesPerNode : nodeRanks;
+  const int64_t processors =
+      f.processors > 0 ? f.processors : static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  // Oversubscribed, the network and the kernels are measured on each
+  // node's first `processors` ranks, one per processor, the others asleep:
+  // the simulator scales compute and adds the wait itself.
+  const bool oversubscribed = nodeRanks > processors;
+  const bool measuring = nodeRank < processors;
+  MPI_Comm firstP;
+  MPI_Comm_split(comm, measuring ? 0 : 1, rank, &firstP);
+  int measured = world;
+  MPI_Comm_size(firstP, &measured);
+  if (!measuring)
+    measured = 0;
+  MPI_Bcast(&measured, 1, MPI_INT, 0, comm); // rank 0 measures
 
   std::vector<KindFit> fits;
-  if (world > 1) {
-    fits = measureCollectives(f, comm, err);
-    if (fits.empty()) {
-      if (rank == 0)
-        std::fprintf(stderr, "dmuon-calibrate: error: %s\n", err.c_str());
-      return 1;
+  Elementwise ew;
+  NsFit ns;
+  int ok = 1;
+  if (measuring) {
+    if (measured > 1) {
+      fits = measureCollectives(f, firstP, err);
+      ok = !fits.empty();
+    }
+    if (ok) {
+      ew = measureElementwise(f, firstP);
+      ns = f.shapes.empty() ? NsFit{} : measureNs(f, firstP);
     }
   }
-  const Elementwise ew = measureElementwise(f, comm);
-  const NsFit ns = f.shapes.empty() ? NsFit{} : measureNs(f, comm);
+  meetAsleep(comm);
+  MPI_Bcast(&ok, 1, MPI_INT, 0, comm);
+  if (!ok) {
+    if (rank == 0)
+      std::fprintf(stderr, "dmuon-calibrate: error: %s\n", err.c_str());
+    MPI_Comm_free(&firstP);
+    return 1;
+  }
+  Oversubscription over;
+  if (oversubscribed)
+    over = measureOversubscription(f, comm, firstP, measuring, nodeRanks, processors);
+  MPI_Comm_free(&firstP);
   if (rank != 0)
     return 0;
 
@@ -356,14 +343,24 @@ int run(const Flags &fin, MPI_Comm comm, int rank, int world) {
                         static_cast<double>(std::max(1, nodeRanks));
   std::ostringstream o;
   o << "# Made by dmuon-calibrate on " << world << " rank(s), " << nodeRanks
-    << " on this node, " << sysconf(_SC_NPROCESSORS_ONLN) << " processors, " << utcNow()
-    << ";\n# every figure the slowest rank's best of " << f.repeats
+    << " on this node, " << processors << " processors, " << utcNow() << ";\n";
+  if (oversubscribed)
+    o << "# the network and the kernels measured on the first " << measured
+      << " rank(s), one per processor, the others asleep;\n";
+  o << "# every figure the slowest rank's best of " << f.repeats
     << " runs (kernels: half as many; buffers of 4 MiB up: a third)\n"
     << "# (docs/cluster-format.md, \"Calibration\").\n";
   o << "[cluster]\nname = \"" << (f.name.empty() ? "calibrated" : f.name) << "\"\n";
   o << "devices_per_node = " << perNode << "\n";
-  o << "processors_per_node = " << sysconf(_SC_NPROCESSORS_ONLN)
+  o << "processors_per_node = " << processors
     << "   # ranks past it time-share the processors\n";
+  if (oversubscribed)
+    o << "oversubscribed_latency = " << fmt("%.4g", over.seconds)
+      << "   # per wait on a collective at 2x: 1-float all-reduce " << fmt("%.3g", over.all)
+      << " s on " << nodeRanks << " ranks, " << fmt("%.3g", over.few) << " s on " << measured
+      << "\n";
+  else
+    o << "# oversubscribed_latency: not measured (run more ranks than processors on a node)\n";
   o << "coalesced_collectives = false   # MPI: one latency per collective\n\n";
   o << "[device]\nmemory = " << fmt("%.0f", memory) << "   # physical memory / ranks on the node\n";
   o << "memory_bandwidth = " << fmt("%.4g", ew.muon)
@@ -377,7 +374,7 @@ int run(const Flags &fin, MPI_Comm comm, int rank, int world) {
   o << "[device.matmul_flops]\nf32 = "
     << fmt("%.4g", ns.flopsRate > 0 ? ns.flopsRate : 1e9) << "   # NS flops / NS seconds over "
     << f.shapes.size() << " shape(s), " << f.nsSteps << " iterations\n";
-  if (world > 1) {
+  if (measured > 1) {
     o << "\n[network.intra]                  # MPI between the ranks of this node\n";
     // The all-reduce's figures stand for the network; every kind its own.
     const KindFit &ar = fits[2];
@@ -427,10 +424,10 @@ int main(int argc, char **argv) {
   Flags f;
   std::string err;
   int rc = 0;
-  if (!parseFlags(argc, argv, f, err)) {
+  if (!dmuon::calibrate::parseFlags(argc, argv, f, err)) {
     if (rank == 0) {
       std::fprintf(stderr, "dmuon-calibrate: error: %s\n", err.c_str());
-      usage(stderr);
+      dmuon::calibrate::usage(stderr);
     }
     rc = 2;
   } else {

@@ -51,6 +51,11 @@ double computeShare(const Cluster &c, int64_t world) {
   return static_cast<double>(c.processorsPerNode) / static_cast<double>(onNode);
 }
 
+double oversubscribedWait(const Cluster &c, int64_t world) {
+  const double share = computeShare(c, world);
+  return share < 1 ? c.oversubscribedLatency * (1 / share - 1) : 0;
+}
+
 Cluster withComputeShare(const Cluster &c, double share) {
   Cluster out = c;
   if (share >= 1)
@@ -181,8 +186,18 @@ std::optional<double> ClusterParser::number(const toml::table &t, const char *ke
 
 void ClusterParser::parseClusterTable(const toml::table &t) {
   const std::string where = "[cluster]";
-  checkKeys(t, {"name", "devices_per_node", "coalesced_collectives", "processors_per_node"},
+  checkKeys(t, {"name", "devices_per_node", "coalesced_collectives", "processors_per_node",
+                "oversubscribed_latency"},
             where);
+  if (auto v = number(t, "oversubscribed_latency", where, Range::NonNegative, "seconds")) {
+    out_.oversubscribedLatency = *v;
+    // Without processors the ranks never time-share: a figure that would
+    // silently do nothing is a mistake in the description.
+    if (!t.get("processors_per_node"))
+      error(locOf(*t.get("oversubscribed_latency")),
+            "'oversubscribed_latency' in [cluster] needs 'processors_per_node' (the ranks "
+            "past it wait for each other)");
+  }
   if (const toml::node *n = t.get("processors_per_node")) {
     const auto *i = n->as_integer();
     if (!i || i->get() < 1 || i->get() > (int64_t(1) << 24))

@@ -84,6 +84,10 @@ struct Cluster {
   // The processors (CPU cores) a node's ranks share; 0: one per device.
   // Ranks past it time-share: see Cluster::computeShare.
   int64_t processorsPerNode = 0;
+  // oversubscribed_latency: seconds each wait on a collective costs a rank
+  // when its node holds twice as many ranks as processors (the peers it
+  // waits for must be scheduled first); see oversubscribedWait.
+  double oversubscribedLatency = 0;
   Device device;
   Network intra, inter;
   Workload workload;
@@ -93,6 +97,10 @@ struct Cluster {
 // processors_per_node / (ranks on a node) when a node holds more ranks than
 // it has processors (MPI ranks oversubscribing a CPU), else 1.
 double computeShare(const Cluster &c, int64_t world);
+// Seconds the first wait on each collective adds when `world` ranks run:
+// oversubscribed_latency x (ranks on a node / processors_per_node - 1) when
+// a node holds more ranks than processors (one at twice as many), else 0.
+double oversubscribedWait(const Cluster &c, int64_t world);
 // `c` with every compute rate (matrix throughput, memory bandwidth, the
 // workload's and the cost table's seconds) scaled to `share`.
 Cluster withComputeShare(const Cluster &c, double share);

@@ -1,7 +1,10 @@
 // The lifecycle follows runtime/core/Executor.cpp and runtime/routes/
 // OwnerRoute.cpp call by call; where the runtime waits (NCCL: the compute
 // stream waits on the collective's event; MPI: the host blocks), the
-// compute stream's clock moves to the collective's end.
+// compute stream's clock moves to the collective's end. On oversubscribed
+// processors the first wait on each collective also costs the program's
+// collectiveWait: the rank's peers must be scheduled before it can finish
+// (docs/cluster-format.md, "Oversubscribed processors").
 #include "Engine.h"
 #include "CostModel.h"
 
@@ -13,15 +16,24 @@ namespace dmuon::sim {
 
 namespace {
 
+// An issued collective: when it ends, and whether a wait on it has not yet
+// been charged the oversubscription wait (the runtime waits once on each;
+// a later wait on a finished request returns at once).
+struct Coll {
+  double end = 0;
+  bool unwaited = false;
+};
+
 class Runner {
 public:
   Runner(const Cluster &c, const Program &p, const Bounds *b, bool keep)
       : c_(c), p_(p), bounds_(b), keep_(keep) {
     const size_t n = p.groups.size();
-    unshardEnd_.assign(n, -1);
-    phase1End_.assign(n, 0);
-    phase2End_.assign(n, 0);
-    replicateEnd_.assign(n, 0);
+    unshard_.assign(n, {});
+    unsharded_.assign(n, false);
+    phase1_.assign(n, {});
+    phase2_.assign(n, {});
+    replicate_.assign(n, {});
   }
 
   RankRun run() {
@@ -70,11 +82,22 @@ private:
       t_ = end;
     }
   }
+  // The compute stream waits for the collective `c`; the first wait on it
+  // also pays the oversubscription wait.
+  void waitFor(Coll &c, bool inHooks) {
+    waitFor(c.end, inHooks);
+    if (c.unwaited) {
+      c.unwaited = false;
+      if (inHooks)
+        exposed_ += p_.collectiveWait;
+      t_ += p_.collectiveWait;
+    }
+  }
   // Issues `op` now (after the compute stream's work so far), no earlier
-  // than `earliest`; returns its end.
-  double issue(const CommOp &op, const std::string &what, double earliest = 0) {
+  // than `earliest`.
+  Coll issue(const CommOp &op, const std::string &what, double earliest = 0) {
     if (op.empty())
-      return t_;
+      return {t_, false};
     const int s = static_cast<int>(op.stream);
     double &link = linkFree_[op.inter() ? 1 : 0];
     const double begin = std::max({t_, earliest, streamFree_[s], link});
@@ -82,55 +105,56 @@ private:
     streamFree_[s] = end;
     link = end;
     span(what, 1 + s, begin, end);
-    return end;
+    return {end, p_.collectiveWait > 0};
   }
 
   void unshard(size_t g) {
     const GroupWork &gw = p_.groups[g];
     // OwnerRoute::unshard packs owned data, which the last step's replicate
     // broadcast may still be writing.
-    waitFor(replicateEnd_[g], true);
-    unshardEnd_[g] = issue(gw.unshard, gw.name);
+    waitFor(replicate_[g], true);
+    unshard_[g] = issue(gw.unshard, gw.name);
+    unsharded_[g] = true;
   }
 
   void forward() {
     const size_t n = p_.groups.size();
     for (size_t g = 0; g < n; ++g) {
-      if (unshardEnd_[g] < 0)
+      if (!unsharded_[g])
         unshard(g);
-      if (g + 1 < n && unshardEnd_[g + 1] < 0) // prefetch
+      if (g + 1 < n && !unsharded_[g + 1]) // prefetch
         unshard(g + 1);
-      waitFor(unshardEnd_[g], true);
+      waitFor(unshard_[g], true);
       compute("forward " + p_.groups[g].name, p_.groups[g].forward);
       if (p_.z3)
-        unshardEnd_[g] = -1;
+        unsharded_[g] = false;
     }
   }
 
   void backward() {
     const size_t n = p_.groups.size();
     std::deque<size_t> phase2Queue, retireQueue;
-    std::vector<double> pending; // DDP: every gradient collective, waited at the end
+    std::vector<Coll> pending; // DDP: every gradient collective, waited at the end
     for (size_t g = n; g-- > 0;) {
       const GroupWork &gw = p_.groups[g];
-      if (unshardEnd_[g] < 0) // Z3 re-broadcasts; Z2 kept the buffer
+      if (!unsharded_[g]) // Z3 re-broadcasts; Z2 kept the buffer
         unshard(g);
-      waitFor(unshardEnd_[g], true);
+      waitFor(unshard_[g], true);
       compute("backward " + gw.name, gw.backward);
-      phase1End_[g] = issue(gw.phase1, gw.name);
-      unshardEnd_[g] = -1; // resharded after its reduce is issued
+      phase1_[g] = issue(gw.phase1, gw.name);
+      unsharded_[g] = false; // resharded after its reduce is issued
       if (!p_.pipelinedReduce) {
-        pending.push_back(phase1End_[g]);
+        pending.push_back(phase1_[g]);
         continue;
       }
       // OwnerRoute::endBackward: retire the group two before, then issue
       // the previous group's phase 2 once its phase 1 is done.
       for (size_t q : retireQueue)
-        waitFor(phase2End_[q], true);
+        waitFor(phase2_[q], true);
       retireQueue.clear();
       for (size_t q : phase2Queue) {
-        waitFor(phase1End_[q], true);
-        phase2End_[q] = issue(p_.groups[q].phase2, p_.groups[q].name + " phase 2");
+        waitFor(phase1_[q], true);
+        phase2_[q] = issue(p_.groups[q].phase2, p_.groups[q].name + " phase 2");
         retireQueue.push_back(q);
       }
       phase2Queue.assign(1, g);
@@ -144,14 +168,14 @@ private:
 
   void optimizerStep() {
     for (size_t q : retireQueue_)
-      waitFor(phase2End_[q], false);
+      waitFor(phase2_[q], false);
     for (size_t q : finishQueue_) {
-      waitFor(phase1End_[q], false);
-      phase2End_[q] = issue(p_.groups[q].phase2, p_.groups[q].name + " phase 2");
-      waitFor(phase2End_[q], false);
+      waitFor(phase1_[q], false);
+      phase2_[q] = issue(p_.groups[q].phase2, p_.groups[q].name + " phase 2");
+      waitFor(phase2_[q], false);
     }
-    for (double e : pending_)
-      waitFor(e, false);
+    for (Coll &c : pending_)
+      waitFor(c, false);
     size_t globalIndex = 0;
     if (out_.arrivals.global.size() <= static_cast<size_t>(step_)) {
       out_.arrivals.global.resize(step_ + 1);
@@ -168,7 +192,8 @@ private:
           out_.arrivals.global[step_].push_back(t_);
           earliest = bound(bounds_ ? &bounds_->global : nullptr, globalIndex++);
         }
-        waitFor(issue(item.comm, item.label, earliest), false);
+        Coll c = issue(item.comm, item.label, earliest);
+        waitFor(c, false);
         break;
       }
       case StepItem::Kind::Replicate:
@@ -185,9 +210,9 @@ private:
       const GroupWork &gw = p_.groups[g];
       out_.arrivals.replicate[step_].push_back(t_);
       const double earliest = bound(bounds_ ? &bounds_->replicate : nullptr, g);
-      replicateEnd_[g] = issue(gw.replicate, gw.name, earliest);
+      replicate_[g] = issue(gw.replicate, gw.name, earliest);
       if (!p_.replicateAsync)
-        waitFor(replicateEnd_[g], false);
+        waitFor(replicate_[g], false);
     }
   }
 
@@ -206,9 +231,10 @@ private:
   double t_ = 0, exposed_ = 0;
   std::array<double, kNumStreams> streamFree_{};
   std::array<double, 2> linkFree_{};
-  std::vector<double> unshardEnd_, phase1End_, phase2End_, replicateEnd_;
+  std::vector<Coll> unshard_, phase1_, phase2_, replicate_;
+  std::vector<bool> unsharded_; // the group's unshard issued (and not resharded)
   std::vector<size_t> finishQueue_, retireQueue_;
-  std::vector<double> pending_;
+  std::vector<Coll> pending_;
 };
 
 } // namespace

@@ -66,6 +66,9 @@ struct Program {
   // gradients' collectives are only waited for when backward ends (DDP).
   bool pipelinedReduce = true;
   double nsSeconds = 0; // of the step, for the report
+  // Seconds the first wait on each collective adds: the scheduling wait of
+  // ranks that time-share processors (oversubscribedWait, Cluster.h).
+  double collectiveWait = 0;
 };
 
 } // namespace dmuon::sim

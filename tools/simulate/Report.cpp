@@ -52,6 +52,8 @@ std::string printSimulationText(const Simulation &s) {
   if (s.computeShare < 1)
     o += "; ranks time-share processors: each computes at " + fmt("%.3g", s.computeShare) +
          " of its device's rates";
+  if (s.collectiveWait > 0)
+    o += " and waits " + ms(s.collectiveWait) + " ms more on each collective";
   o += "\n";
   double fb = 0;
   for (size_t g = 0; g < s.split.forward.size(); ++g)
@@ -113,6 +115,7 @@ std::string printSimulationJson(const Simulation &s) {
   j.field("nodes", s.nodes);
   j.field("devices_per_node", s.devicesPerNode);
   j.field("compute_share", s.computeShare);
+  j.field("collective_wait_s", s.collectiveWait);
   j.endObject();
   double fb = 0;
   for (size_t g = 0; g < s.split.forward.size(); ++g)

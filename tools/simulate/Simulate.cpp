@@ -56,8 +56,11 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
 
   std::vector<Program> programs;
   programs.reserve(static_cast<size_t>(mesh.world));
-  for (int64_t r = 0; r < mesh.world; ++r)
+  out.collectiveWait = oversubscribedWait(c0, mesh.world);
+  for (int64_t r = 0; r < mesh.world; ++r) {
     programs.push_back(dmuonProgram(p, *d, mesh, c, out.split, r));
+    programs.back().collectiveWait = out.collectiveWait;
+  }
 
   // Pass 1: each rank alone. The replicate bound of a rank is what the
   // ranks of its shard column reached (the owners among them send), the
@@ -96,6 +99,7 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
   for (Baseline base :
        {Baseline::AdamW, Baseline::NaiveAllReduce, Baseline::NaiveAllGather}) {
     Program prog = baselineProgram(base, p, *d, mesh, c, out.split);
+    prog.collectiveWait = out.collectiveWait;
     out.baselines.push_back({baselineName(base), 0, runProgram(c, prog, nullptr, false).times});
   }
   out.memory = checkMemory(p, c.device.memoryBytes);

@@ -26,6 +26,7 @@ struct Simulation {
   ComputeSplit split;
   double tokensPerRank = 0, mfu = 0;
   double computeShare = 1; // of a processor per rank (processors_per_node)
+  double collectiveWait = 0; // seconds per wait on a collective (oversubscribed_latency)
   SchemeResult dmuon;
   std::vector<SchemeResult> baselines; // adamw, naive all-reduce, naive all-gather
   std::vector<Span> timeline;          // dmuon's busiest rank
