@@ -122,27 +122,40 @@ inline std::vector<std::vector<Chunk>> localIntervalsOf(const std::vector<int64_
   return runs;
 }
 
-// Whether the StridedShard placements on tensor dim `dim` split it evenly, as
-// DTensor requires: StridedShard(dim, k) over a mesh dim of size n cuts what
-// the mesh dims before it left into k blocks of n equal sub-blocks, so that
-// extent must divide by k * n, and a dim with one is split evenly throughout.
-// True when no StridedShard touches the dim.
-inline bool stridedSplitsEven(int64_t size, const ShardLayout &layout, int dim) {
-  bool strided = false;
-  for (size_t m = 0; m < layout.tensorDimOf.size(); ++m)
-    strided |= layout.tensorDimOf[m] == dim && layout.splitFactorOf(m) > 1;
-  if (!strided)
-    return true;
-  int64_t extent = size;
+// DTensor's StridedShard(dim, k) over a mesh dim of size n cuts what the
+// mesh dims before it left of tensor dim `dim` into k blocks of n equal
+// sub-blocks, so that extent must divide by k * n. For a `size` that divides
+// by every mesh dim sharding the dim: the first mesh dim whose extent (set
+// in `extent`) does not, or -1.
+inline int unevenStridedBlock(int64_t size, const ShardLayout &layout, int dim,
+                              int64_t &extent) {
+  extent = size;
   for (size_t m = 0; m < layout.tensorDimOf.size(); ++m) {
     if (layout.tensorDimOf[m] != dim)
       continue;
     const int64_t n = layout.meshSizes[m], k = layout.splitFactorOf(m);
     if (n < 1 || extent % (k * n) != 0)
-      return false;
+      return static_cast<int>(m);
     extent /= n;
   }
-  return true;
+  return -1;
+}
+
+// Whether the StridedShard placements on tensor dim `dim` split it evenly, as
+// DTensor requires: a dim with one is split evenly by every mesh dim, and
+// each block split divides (unevenStridedBlock). True when no StridedShard
+// touches the dim.
+inline bool stridedSplitsEven(int64_t size, const ShardLayout &layout, int dim) {
+  bool strided = false;
+  int64_t product = 1;
+  for (size_t m = 0; m < layout.tensorDimOf.size(); ++m)
+    if (layout.tensorDimOf[m] == dim) {
+      strided |= layout.splitFactorOf(m) > 1;
+      product *= std::max<int64_t>(layout.meshSizes[m], 1);
+    }
+  int64_t extent;
+  return !strided ||
+         (size % product == 0 && unevenStridedBlock(size, layout, dim, extent) < 0);
 }
 
 // The largest slice, coordinate 0's on every mesh dim: the size every rank's

@@ -104,7 +104,9 @@ namespace {
 
 constexpr int64_t kMaxWorld = kMaxMeshRanks;
 
-bool parseSize(std::string_view text, size_t &pos, int64_t &v) {
+} // namespace
+
+bool parseMeshSize(std::string_view text, size_t &pos, int64_t &v) {
   size_t b = pos;
   v = 0;
   while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
@@ -115,8 +117,6 @@ bool parseSize(std::string_view text, size_t &pos, int64_t &v) {
   }
   return pos > b;
 }
-
-} // namespace
 
 namespace {
 
@@ -143,7 +143,7 @@ bool parseMesh(std::string_view text, Mesh &out, Diagnostics &diags,
     while (true) {
       size_t col = pos;
       int64_t v;
-      if (!parseSize(text, pos, v))
+      if (!parseMeshSize(text, pos, v))
         return err(pos, "expected a dimension size");
       if (v < 1)
         return err(col, "mesh dimension size must be at least 1");
@@ -169,45 +169,27 @@ bool parseMesh(std::string_view text, Mesh &out, Diagnostics &diags,
     }
   } else {
     while (true) {
-      size_t nameCol = pos;
-      while (pos < text.size() &&
-             (std::isalnum(static_cast<unsigned char>(text[pos])) || text[pos] == '_'))
-        ++pos;
-      std::string name(text.substr(nameCol, pos - nameCol));
-      if (name.empty())
-        return err(nameCol, "expected a mesh dim name");
-      if (pos >= text.size() || text[pos] != '=')
-        return err(pos, "expected '=' after mesh dim name '" + name + "'");
-      ++pos;
-      size_t sizeCol = pos;
-      int64_t v;
-      if (!parseSize(text, pos, v))
-        return err(pos, "expected a size for mesh dim '" + name + "'");
-      if (v < 1)
-        return err(sizeCol, "mesh dim '" + name + "' must have size at least 1");
+      NamedMeshDim item;
+      if (!parseNamedMeshDim(text, pos, src, item, diags))
+        return false;
+      std::string &name = item.name;
       if (name == "dp")
         name = "dp_shard"; // the specification's examples call it dp
       if (m.findDim(name) >= 0)
-        return err(nameCol, "mesh dim '" + name + "' is given twice");
+        return err(item.nameCol, "mesh dim '" + name + "' is given twice");
       const bool ownership = name == "dp_shard" || name == "dp_replicate";
       if (name == "dp_shard")
         m.shardDim = static_cast<int>(m.dims.size());
       if (name == "dp_replicate")
         m.replicateDim = static_cast<int>(m.dims.size());
-      MeshDim dim{name, v, !ownership && common::carriesDataByDefault(name), -1};
-      if (pos < text.size() && text[pos] == ':') {
-        const size_t kindCol = pos++;
-        const size_t b = pos;
-        while (pos < text.size() && std::isalpha(static_cast<unsigned char>(text[pos])))
-          ++pos;
-        const std::string_view kind = text.substr(b, pos - b);
-        if (kind != "data" && kind != "model")
-          return err(b, "expected 'data' or 'model' after ':' for mesh dim '" + name + "'");
+      MeshDim dim{name, item.size, !ownership && common::carriesDataByDefault(name), -1};
+      if (item.kindColumn >= 0) {
         if (ownership)
-          return err(kindCol, "mesh dim '" + name + "' is a data-parallel (ownership) dim; "
-                              "':data' and ':model' are for model-parallel dims");
-        dim.carriesData = kind == "data";
-        dim.kindColumn = static_cast<int>(kindCol);
+          return err(static_cast<size_t>(item.kindColumn),
+                     "mesh dim '" + name + "' is a data-parallel (ownership) dim; "
+                     "':data' and ':model' are for model-parallel dims");
+        dim.carriesData = item.carriesData;
+        dim.kindColumn = item.kindColumn;
       }
       m.dims.push_back(std::move(dim));
       if (pos == text.size())
@@ -227,6 +209,41 @@ bool parseMesh(std::string_view text, Mesh &out, Diagnostics &diags,
   if (dataCarryingDims && !applyDataCarryingDims(*dataCarryingDims, src, m, diags))
     return false;
   out = std::move(m);
+  return true;
+}
+
+bool parseNamedMeshDim(std::string_view text, size_t &pos, const MeshSource &src,
+                       NamedMeshDim &out, Diagnostics &diags) {
+  auto err = [&](size_t col, const std::string &msg) {
+    diags.error(src.loc(col), msg);
+    return false;
+  };
+  NamedMeshDim d;
+  d.nameCol = pos;
+  while (pos < text.size() &&
+         (std::isalnum(static_cast<unsigned char>(text[pos])) || text[pos] == '_'))
+    ++pos;
+  d.name = std::string(text.substr(d.nameCol, pos - d.nameCol));
+  if (d.name.empty())
+    return err(d.nameCol, "expected a mesh dim name");
+  if (pos >= text.size() || text[pos] != '=')
+    return err(pos, "expected '=' after mesh dim name '" + d.name + "'");
+  d.sizeCol = ++pos;
+  if (!parseMeshSize(text, pos, d.size))
+    return err(pos, "expected a size for mesh dim '" + d.name + "'");
+  if (d.size < 1)
+    return err(d.sizeCol, "mesh dim '" + d.name + "' must have size at least 1");
+  if (pos < text.size() && text[pos] == ':') {
+    d.kindColumn = static_cast<int>(pos++);
+    const size_t b = pos;
+    while (pos < text.size() && std::isalpha(static_cast<unsigned char>(text[pos])))
+      ++pos;
+    const std::string_view kind = text.substr(b, pos - b);
+    if (kind != "data" && kind != "model")
+      return err(b, "expected 'data' or 'model' after ':' for mesh dim '" + d.name + "'");
+    d.carriesData = kind == "data";
+  }
+  out = std::move(d);
   return true;
 }
 

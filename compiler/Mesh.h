@@ -13,6 +13,7 @@
 namespace dmuon {
 
 class Diagnostics;
+struct MeshSource;
 
 struct MeshDim {
   std::string name;
@@ -68,6 +69,24 @@ inline constexpr int64_t kMaxMeshRanks = int64_t(1) << 24;
 // errors with the column into the text; returns false on any error.
 bool parseMesh(std::string_view text, Mesh &out, Diagnostics &diags,
                const std::optional<std::string> &dataCarryingDims = std::nullopt);
+
+// The digits at `pos` in `text` as a size (pos left after them), saturating
+// at kMaxMeshRanks + 1 for the caller to report; false when there are none.
+bool parseMeshSize(std::string_view text, size_t &pos, int64_t &v);
+
+// One "name=size[:data|:model]" item of a named mesh at `pos` in `text`
+// (left after it): the grammar parseMesh and `--mesh auto:N,...`
+// (AutoMesh.h) share. Which names are allowed where is the caller's to check.
+// Reports errors located in `src` (the mesh text) and returns false on any.
+struct NamedMeshDim {
+  std::string name;
+  size_t nameCol = 0, sizeCol = 0;
+  int64_t size = 0; // past kMaxMeshRanks: kMaxMeshRanks + 1
+  int kindColumn = -1; // the ':' of ":data" / ":model"; -1 when none is given
+  bool carriesData = false; // ":data" (with kindColumn >= 0)
+};
+bool parseNamedMeshDim(std::string_view text, size_t &pos, const MeshSource &src,
+                       NamedMeshDim &out, Diagnostics &diags);
 
 } // namespace dmuon
 

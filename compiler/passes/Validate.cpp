@@ -134,22 +134,17 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
         // into k blocks of n sub-blocks each (DTensor's _StridedShard, which
         // asserts they are equal): that extent must divide by k * n.
         std::string blocks;
-        if (!strided.empty() && p.shape[d] % divisor == 0) {
-          int64_t extent = p.shape[d];
-          for (size_t i = 0; i < p.placements.size() && blocks.empty(); ++i) {
-            if (layout.tensorDimOf[i] != d)
-              continue;
+        int64_t extent = 0;
+        if (!strided.empty() && p.shape[d] % divisor == 0)
+          if (const int i = common::unevenStridedBlock(p.shape[d], layout, d, extent); i >= 0) {
             const int64_t n = mesh.dims[i].size, k = layout.splitFactorOf(i);
-            if (extent % (k * n) != 0)
-              blocks = " leaves " + std::to_string(extent) + " to " + p.placements[i].str() +
-                       " on mesh dim '" + mesh.dims[i].name + "', not divisible by " +
-                       std::to_string(k * n) + " (" + std::to_string(k) + " blocks of " +
-                       std::to_string(n) + " sub-blocks): " + p.placements[i].str() +
-                       " on mesh dim '" + mesh.dims[i].name +
-                       "' interleaves equal chunks and needs an even split";
-            extent /= n;
+            blocks = " leaves " + std::to_string(extent) + " to " + p.placements[i].str() +
+                     " on mesh dim '" + mesh.dims[i].name + "', not divisible by " +
+                     std::to_string(k * n) + " (" + std::to_string(k) + " blocks of " +
+                     std::to_string(n) + " sub-blocks): " + p.placements[i].str() +
+                     " on mesh dim '" + mesh.dims[i].name +
+                     "' interleaves equal chunks and needs an even split";
           }
-        }
         if (!strided.empty() && p.shape[d] % divisor != 0) {
           diags.error(p.loc, what + " is not divisible by " + std::to_string(divisor) + " (" +
                                  by + "): " + strided +
