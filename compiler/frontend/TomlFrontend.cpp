@@ -412,7 +412,7 @@ bool TomlFrontend::run(const std::string_view *source) {
   seen_.reserve(static_cast<size_t>(total));
   leafOfParam_.reserve(model_.params.size() + static_cast<size_t>(total));
   for (size_t i = 0; i < model_.params.size(); ++i) {
-    seen_.try_emplace(std::string_view(model_.params[i].name), static_cast<uint32_t>(i));
+    seen_.try_emplace(llvm::StringRef(model_.params[i].name), static_cast<uint32_t>(i));
     leafOfParam_.push_back(-1);
   }
   expand(items);

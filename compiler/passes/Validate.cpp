@@ -108,9 +108,14 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
     // (common/ShardChunks.h); uneven chunks are fine, the local shape is the
     // largest (coordinate 0's), what buffers and collectives are padded to.
     // (Ownership dims are dmuon's: Replicate for Muon params.)
+    // Most params have no Shard on a model-parallel dim: their local shard is
+    // the whole shape, with no layout to build (three vectors per param).
     p.localShape = p.shape;
-    const common::ShardLayout layout = shardLayoutOf(p, mesh);
-    if (placementsOk) {
+    bool modelParallel = false;
+    for (size_t i = 0; i < p.placements.size(); ++i)
+      modelParallel |= p.placements[i].isShard() && !mesh.isOwnershipDim(static_cast<int>(i));
+    if (placementsOk && modelParallel) {
+      const common::ShardLayout layout = shardLayoutOf(p, mesh);
       bool sliceOk = true;
       for (int d = 0; d < ndim; ++d) {
         int64_t divisor = 1;
