@@ -35,6 +35,13 @@ common::ShardLayout shardLayoutOf(const Param &p, const Mesh &mesh) {
   return layout;
 }
 
+bool chunkedByModelParallelDims(const Param &p, const Mesh &mesh) {
+  for (size_t i = 0; i < p.placements.size(); ++i)
+    if (p.placements[i].isShard() && !mesh.isOwnershipDim(static_cast<int>(i)))
+      return true;
+  return false;
+}
+
 bool runValidate(PlanModel &model, Diagnostics &diags) {
   const Mesh &mesh = model.mesh;
   // Every byte count later passes compute is at most 2·(world + 4) times the
@@ -108,13 +115,8 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
     // (common/ShardChunks.h); uneven chunks are fine, the local shape is the
     // largest (coordinate 0's), what buffers and collectives are padded to.
     // (Ownership dims are dmuon's: Replicate for Muon params.)
-    // Most params have no Shard on a model-parallel dim: their local shard is
-    // the whole shape, with no layout to build (three vectors per param).
     p.localShape = p.shape;
-    bool modelParallel = false;
-    for (size_t i = 0; i < p.placements.size(); ++i)
-      modelParallel |= p.placements[i].isShard() && !mesh.isOwnershipDim(static_cast<int>(i));
-    if (placementsOk && modelParallel) {
+    if (placementsOk && chunkedByModelParallelDims(p, mesh)) {
       const common::ShardLayout layout = shardLayoutOf(p, mesh);
       bool sliceOk = true;
       for (int d = 0; d < ndim; ++d) {
