@@ -391,6 +391,11 @@ bool TomlFrontend::run(const std::string_view *source) {
   // [model] first: its dtype is every param's default.
   if (params)
     parseParamArray(*params, "at the top level", items, 0);
+  // The templates hold copies of everything expansion reads: the tree goes
+  // now, so the params reuse its memory instead of faulting in fresh pages
+  // (a [[param]] table is several hundred bytes of nodes).
+  params = nullptr;
+  root.clear();
   if (failed_)
     return false;
   if (items.empty()) {
