@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 namespace dmuon::common {
@@ -105,14 +106,27 @@ int64_t ownerRank(const Dims &dims, int shardDim, int replicateDim, IsData isDat
                   int64_t r, int64_t d, SizeOf sizeOf = {}) {
   if (s < 0 || r < 0 || d < 0)
     return -1;
-  std::vector<int64_t> coord = dataCoordsOf(dims, d, isData, sizeOf);
-  if (shardDim >= 0)
-    coord[static_cast<size_t>(shardDim)] = s;
-  if (replicateDim >= 0)
-    coord[static_cast<size_t>(replicateDim)] = r;
-  return rowMajorRank(dims, coord, [&](const auto &dim) {
-    return sizeOf(dim) > 0 ? sizeOf(dim) : int64_t(1);
-  });
+  // rowMajorRank of dataCoordsOf(d) with s and r placed, walked from the
+  // last dim with its stride: no vectors, as the writer and the verifier
+  // call this once per param.
+  const size_t n = static_cast<size_t>(std::distance(std::begin(dims), std::end(dims)));
+  int64_t rank = 0, stride = 1;
+  for (size_t i = n; i-- > 0;) {
+    const auto &dim = *std::next(std::begin(dims), static_cast<std::ptrdiff_t>(i));
+    const int64_t size = sizeOf(dim) > 0 ? sizeOf(dim) : int64_t(1);
+    int64_t c = 0;
+    if (isData(static_cast<int>(i))) {
+      c = d % size;
+      d /= size;
+    }
+    if (static_cast<int>(i) == shardDim)
+      c = s;
+    if (static_cast<int>(i) == replicateDim)
+      c = r;
+    rank += c * stride;
+    stride *= size;
+  }
+  return rank;
 }
 
 } // namespace dmuon::common

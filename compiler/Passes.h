@@ -26,6 +26,9 @@ bool runRankFigures(PlanModel &model, Diagnostics &diags);
 // The mesh dims that chunk `p`'s local shard (common/ShardChunks.h): its
 // Shard / StridedShard placements on the model-parallel dims.
 common::ShardLayout shardLayoutOf(const Param &p, const Mesh &mesh);
+// Whether any such dim exists: without one the local shard is the whole
+// shape, and most params need no layout built (three vectors each).
+bool chunkedByModelParallelDims(const Param &p, const Mesh &mesh);
 // Part of validate: the manifest's qk_clip pairs (passes/QkClip.cpp); resolves
 // each pair's key param.
 bool validateQkClip(PlanModel &model, Diagnostics &diags);

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 
 namespace dmuon {
@@ -75,9 +76,11 @@ private:
       it->second = b_.CreateVector(v);
     return it->second;
   }
-  template <typename T> auto intVector(const std::vector<T> &v) {
-    std::vector<int32_t> out(v.begin(), v.end());
-    return b_.CreateVector(out);
+  // An int32 vector of the model's ints, written straight from them: no
+  // copy per param, unit, group and segment.
+  Offset<flatbuffers::Vector<int32_t>> intVector(const std::vector<int> &v) {
+    static_assert(std::is_same_v<int, int32_t>, "model indices are written as int32");
+    return b_.CreateVector(v);
   }
   Offset<flatbuffers::Vector<Offset<fb::Placement>>>
   sharedPlacements(const std::vector<Placement> &pls);

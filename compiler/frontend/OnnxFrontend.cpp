@@ -9,6 +9,7 @@
 #include "OnnxWire.h"
 #include "common/ParamNames.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -20,7 +21,6 @@
 #include <climits>
 #include <string_view>
 #include <system_error>
-#include <unordered_map>
 #include <unordered_set>
 
 namespace dmuon {
@@ -139,7 +139,9 @@ private:
 
   OnnxModelView view_;
   std::vector<const OnnxInitializer *> inits_; // floating-point initializers
-  std::unordered_map<std::string_view, int> index_;
+  // Initializer names (views into the file) -> index: one flat table, not
+  // a node per initializer.
+  llvm::DenseMap<llvm::StringRef, int> index_;
   std::vector<Use> firstUse_;
   std::vector<bool> conv_;
   std::vector<int> order_;
@@ -152,7 +154,7 @@ void OnnxFrontend::findUses() {
   for (const OnnxNode &node : view_.graph.nodes) {
     llvm::ArrayRef<std::string_view> inputs = view_.graph.inputsOf(node);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      auto it = index_.find(inputs[i]);
+      auto it = index_.find(llvm::StringRef(inputs[i].data(), inputs[i].size()));
       if (it == index_.end())
         continue;
       int k = it->second;
@@ -220,7 +222,8 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
       diags_.warning("'" + path_ + "': ignoring an initializer without a name");
       continue;
     }
-    auto [it, inserted] = index_.try_emplace(t.name, static_cast<int>(inits_.size()));
+    auto [it, inserted] = index_.try_emplace(llvm::StringRef(t.name.data(), t.name.size()),
+                                             static_cast<int>(inits_.size()));
     (void)it;
     if (!inserted) {
       diags_.warning("'" + path_ + "': ignoring a second initializer named '" +

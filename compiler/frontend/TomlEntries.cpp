@@ -64,6 +64,10 @@ bool TomlFrontend::parseParamArray(const toml::node &node, const std::string &wh
     failed_ = true;
     return false;
   }
+  // At least one item and one leaf per table: a flat manifest of a million
+  // params grows neither vector by copying.
+  out.reserve(out.size() + a->size());
+  leaves_.reserve(leaves_.size() + a->size());
   bool ok = true;
   for (const toml::node &e : *a)
     ok &= parseEntry(*e.as_table(), out, depth);

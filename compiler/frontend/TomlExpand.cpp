@@ -95,15 +95,24 @@ void TomlFrontend::expand(const std::vector<Item> &items) {
       failed_ = true;
       continue;
     }
-    p.shape = leaf.shape;
+    // Outside every repeat block a template has one copy: its vectors and
+    // strings move to the param instead of being copied (only its name,
+    // location and display are read again, for diagnostics).
+    if (index_.empty()) {
+      p.shape = std::move(leaf.shape);
+      p.placements = std::move(leaf.placements);
+      p.sourceLoc = std::move(leaf.sourceLoc);
+    } else {
+      p.shape = leaf.shape;
+      p.placements = leaf.placements;
+      p.sourceLoc = leaf.sourceLoc;
+    }
     p.dtype = leaf.dtype;
-    p.placements = leaf.placements;
     p.conv = leaf.conv;
     p.roleOverride = leaf.role;
     p.routeOverride = leaf.route;
     p.routeOverrideInherited = leaf.routeInherited;
     p.loc = leaf.loc;
-    p.sourceLoc = leaf.sourceLoc;
     model_.params.push_back(std::move(p));
     const std::string &name = model_.params.back().name;
     uint32_t idx = static_cast<uint32_t>(model_.params.size() - 1);
@@ -113,7 +122,7 @@ void TomlFrontend::expand(const std::vector<Item> &items) {
       pair.keyName = substitute(leaf.qkClip->keyPieces);
       model_.qkClip.push_back(std::move(pair));
     }
-    auto [pos, inserted] = seen_.try_emplace(std::string_view(name), idx);
+    auto [pos, inserted] = seen_.try_emplace(llvm::StringRef(name), idx);
     leafOfParam_.push_back(it.leaf);
     if (inserted)
       continue;

@@ -391,6 +391,11 @@ bool TomlFrontend::run(const std::string_view *source) {
   // [model] first: its dtype is every param's default.
   if (params)
     parseParamArray(*params, "at the top level", items, 0);
+  // The templates hold copies of everything expansion reads: the tree goes
+  // now, so the params reuse its memory instead of faulting in fresh pages
+  // (a [[param]] table is several hundred bytes of nodes).
+  params = nullptr;
+  root.clear();
   if (failed_)
     return false;
   if (items.empty()) {
@@ -412,7 +417,7 @@ bool TomlFrontend::run(const std::string_view *source) {
   seen_.reserve(static_cast<size_t>(total));
   leafOfParam_.reserve(model_.params.size() + static_cast<size_t>(total));
   for (size_t i = 0; i < model_.params.size(); ++i) {
-    seen_.try_emplace(std::string_view(model_.params[i].name), static_cast<uint32_t>(i));
+    seen_.try_emplace(llvm::StringRef(model_.params[i].name), static_cast<uint32_t>(i));
     leafOfParam_.push_back(-1);
   }
   expand(items);

@@ -7,6 +7,7 @@
 
 #include "Frontend.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/SMLoc.h"
 
@@ -150,7 +151,9 @@ private:
 
   // Expansion state.
   std::vector<int64_t> index_;
-  std::unordered_map<std::string_view, uint32_t> seen_;
+  // Names seen so far, viewing the params' names (reserved, so they stay
+  // put): one flat table, not a node per param.
+  llvm::DenseMap<llvm::StringRef, uint32_t> seen_;
   std::vector<int> leafOfParam_;
   llvm::SMLoc overflowLoc_;
 };

@@ -5,22 +5,25 @@
 // collectives fire where it is used.
 #include "Passes.h"
 
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Regex.h"
 
-#include <unordered_map>
+#include <optional>
 
 namespace dmuon {
 
 namespace {
 
-// The lowest ancestor module of `name` whose path matches `re` entirely.
-std::optional<std::string> matchingAncestor(const std::string &name, llvm::Regex &re) {
-  std::string_view path(name);
+// The lowest ancestor module of `name` whose path matches `re` entirely: a
+// prefix of `name`.
+std::optional<llvm::StringRef> matchingAncestor(llvm::StringRef name, llvm::Regex &re) {
+  llvm::StringRef path = name;
   size_t dot;
-  while ((dot = path.rfind('.')) != std::string_view::npos) {
+  while ((dot = path.rfind('.')) != llvm::StringRef::npos) {
     path = path.substr(0, dot);
-    if (re.match(llvm::StringRef(path.data(), path.size())))
-      return std::string(path);
+    if (re.match(path))
+      return path;
   }
   return std::nullopt;
 }
@@ -41,13 +44,19 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
 
   constexpr unsigned kMaxReported = 20;
   unsigned unmatched = 0;
-  std::unordered_map<std::string, int> groupOf;
+  // Boundaries are prefixes of a param's name or its layer, so the index
+  // keys view the params' own strings: one flat table, no node or string per
+  // param. Consecutive params usually share a boundary (a layer's params are
+  // adjacent), so the previous one is tried first.
+  llvm::DenseMap<llvm::StringRef, int> groupOf;
+  llvm::StringRef previous;
+  int previousGroup = -1;
   for (size_t i = 0; i < model.params.size(); ++i) {
     Param &p = model.params[i];
     if (p.route != Route::owner && p.route != Route::sharded)
       continue;
-    std::string boundary;
-    std::optional<std::string> a;
+    llvm::StringRef boundary;
+    std::optional<llvm::StringRef> a;
     if (re)
       a = matchingAncestor(p.name, *re);
     if (re && (a || p.role == Role::muon)) {
@@ -61,18 +70,27 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
         continue;
       }
       boundary = *a;
+    } else if (!p.layer.empty()) {
+      boundary = p.layer;
     } else {
-      boundary = p.layer.empty() ? defaultLayerOf(p.name) : p.layer;
+      // defaultLayerOf gives a module path of the name: its prefix.
+      boundary = llvm::StringRef(p.name).take_front(defaultLayerOf(p.name).size());
     }
-    auto [it, inserted] =
-        groupOf.try_emplace(boundary, static_cast<int>(model.hookGroups.size()));
-    if (inserted) {
-      HookGroup g;
-      g.name = boundary.empty() ? "<root>" : boundary;
-      model.hookGroups.push_back(std::move(g));
+    int group = previousGroup;
+    if (group < 0 || boundary != previous) {
+      auto [it, inserted] =
+          groupOf.try_emplace(boundary, static_cast<int>(model.hookGroups.size()));
+      if (inserted) {
+        HookGroup g;
+        g.name = boundary.empty() ? "<root>" : boundary.str();
+        model.hookGroups.push_back(std::move(g));
+      }
+      group = it->second;
+      previous = boundary;
+      previousGroup = group;
     }
-    p.hookGroup = it->second;
-    model.hookGroups[it->second].params.push_back(static_cast<int>(i));
+    p.hookGroup = group;
+    model.hookGroups[group].params.push_back(static_cast<int>(i));
   }
   if (unmatched > kMaxReported)
     diags.error("... and " + std::to_string(unmatched - kMaxReported) +

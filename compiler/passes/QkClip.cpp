@@ -19,6 +19,9 @@ public:
   QkClipChecker(PlanModel &model, Diagnostics &diags) : m_(model), diags_(diags) {}
 
   void run() {
+    // Most models have no pairs: no name index for them (a node per param).
+    if (m_.qkClip.empty())
+      return;
     std::unordered_map<std::string_view, int> byName;
     byName.reserve(m_.params.size());
     for (size_t i = 0; i < m_.params.size(); ++i)

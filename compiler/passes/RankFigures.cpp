@@ -240,6 +240,8 @@ bool runRankFigures(PlanModel &model, Diagnostics &) {
         commBySlot[slot].push_back(static_cast<int>(i));
       continue;
     }
+    if (!chunkedByModelParallelDims(p, mesh))
+      continue; // its batch is whole on every rank
     const common::ShardLayout layout = shardLayoutOf(p, mesh);
     bool splits = false;
     for (size_t d = 0; d < p.shape.size(); ++d)

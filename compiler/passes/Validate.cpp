@@ -35,6 +35,13 @@ common::ShardLayout shardLayoutOf(const Param &p, const Mesh &mesh) {
   return layout;
 }
 
+bool chunkedByModelParallelDims(const Param &p, const Mesh &mesh) {
+  for (size_t i = 0; i < p.placements.size(); ++i)
+    if (p.placements[i].isShard() && !mesh.isOwnershipDim(static_cast<int>(i)))
+      return true;
+  return false;
+}
+
 bool runValidate(PlanModel &model, Diagnostics &diags) {
   const Mesh &mesh = model.mesh;
   // Every byte count later passes compute is at most 2·(world + 4) times the
@@ -109,8 +116,8 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
     // largest (coordinate 0's), what buffers and collectives are padded to.
     // (Ownership dims are dmuon's: Replicate for Muon params.)
     p.localShape = p.shape;
-    const common::ShardLayout layout = shardLayoutOf(p, mesh);
-    if (placementsOk) {
+    if (placementsOk && chunkedByModelParallelDims(p, mesh)) {
+      const common::ShardLayout layout = shardLayoutOf(p, mesh);
       bool sliceOk = true;
       for (int d = 0; d < ndim; ++d) {
         int64_t divisor = 1;

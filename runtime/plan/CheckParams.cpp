@@ -9,8 +9,10 @@
 #include "common/ShardChunks.h"
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <string_view>
-#include <unordered_map>
+#include <vector>
 
 namespace dmuon::planfile::detail {
 
@@ -44,6 +46,77 @@ bool boundedProduct(int64_t a, int64_t b, int64_t c, int64_t &out) {
   return true;
 }
 
+// The first param of each name, for the duplicate-name check: an
+// open-addressing table of indices, so a plan of n params costs one flat
+// array of about 2n slots, not a node per name. Iteration order is never
+// used, so the table does not make the result depend on hashing.
+class FirstOfName {
+public:
+  explicit FirstOfName(uint32_t n) {
+    size_t size = 16;
+    while (size < 2 * static_cast<size_t>(n))
+      size *= 2;
+    slots_.assign(size, kEmpty);
+  }
+  // The index of the first param named `name`; `index` itself if none.
+  uint32_t insert(std::string_view name, uint32_t index,
+                  const flatbuffers::Vector<flatbuffers::Offset<fb::Param>> &params) {
+    const size_t mask = slots_.size() - 1;
+    for (size_t at = std::hash<std::string_view>()(name) & mask;; at = (at + 1) & mask) {
+      if (slots_[at] == kEmpty) {
+        slots_[at] = index;
+        return index;
+      }
+      if (params.Get(slots_[at])->name()->string_view() == name)
+        return slots_[at];
+    }
+  }
+
+private:
+  static constexpr uint32_t kEmpty = ~uint32_t(0);
+  std::vector<uint32_t> slots_;
+};
+
+// Whether a Shard or StridedShard on a model-parallel (non-ownership) mesh
+// dim chunks the param's local shard: common::shardLayoutOf's rule, without
+// building the layout.
+bool shardedByModelParallelDim(const fb::Param &q, const fb::Mesh &mesh) {
+  const auto *dims = mesh.dims();
+  const auto *pls = q.placements();
+  for (flatbuffers::uoffset_t d = 0; dims && pls && d < dims->size() && d < pls->size(); ++d) {
+    if (static_cast<int>(d) == mesh.shard_dim() || static_cast<int>(d) == mesh.replicate_dim())
+      continue;
+    const fb::PlacementKind kind = pls->Get(d)->kind();
+    if (kind == fb::PlacementKind::shard || kind == fb::PlacementKind::strided_shard)
+      return true;
+  }
+  return false;
+}
+
+// A local shape chunked by model-parallel mesh dims: the largest slice of
+// DTensor's chunking (common/ShardChunks.h), with no rank left empty.
+std::string checkChunkedLocalShape(const fb::Param &q, const fb::Mesh &mesh, const Who &who,
+                                   bool bounded) {
+  const common::ShardLayout layout = common::shardLayoutOf(q, mesh);
+  const std::vector<int64_t> full(q.shape()->begin(), q.shape()->end());
+  const std::vector<int64_t> largest = common::largestLocalShape(full, layout);
+  for (uint32_t d = 0; bounded && d < q.shape()->size(); ++d) {
+    const int64_t local = q.local_shape()->Get(d);
+    if (local != largest[d])
+      return who + ": local_shape dim " + std::to_string(d) + " is " + std::to_string(local) +
+             ", expected " + std::to_string(largest[d]) + " (the largest chunk of its size " +
+             std::to_string(full[d]) + " over the model-parallel mesh dims that shard it)";
+    if (full[d] > 0 && common::chunkSizesOf(full[d], layout, static_cast<int>(d)).front() == 0)
+      return who + ": dim " + std::to_string(d) + " of size " + std::to_string(full[d]) +
+             " leaves some ranks an empty shard over the mesh dims that shard it";
+    if (!common::stridedSplitsEven(full[d], layout, static_cast<int>(d)))
+      return who + ": dim " + std::to_string(d) + " of size " + std::to_string(full[d]) +
+             " is not split evenly by its StridedShard placements (each interleaves equal "
+             "chunks)";
+  }
+  return {};
+}
+
 std::string matrixStr(int64_t b, int64_t r, int64_t c) {
   return std::to_string(b) + "x" + std::to_string(r) + "x" + std::to_string(c);
 }
@@ -54,7 +127,9 @@ std::string Checker::checkParams() {
   if (!p_.params())
     return {};
   uint32_t ndims = static_cast<uint32_t>(dimSizes_.size());
-  std::unordered_map<std::string_view, uint32_t> byName;
+  std::optional<FirstOfName> byName;
+  if (complete())
+    byName.emplace(p_.params()->size());
   for (uint32_t i = 0; i < p_.params()->size(); ++i) {
     const fb::Param *q = p_.params()->Get(i);
     if (!q->name() || q->name()->size() == 0)
@@ -66,9 +141,9 @@ std::string Checker::checkParams() {
     auto paramName = [&] { return "param '" + q->name()->str() + "'"; };
     const Who who(paramName);
     if (complete()) {
-      auto [it, inserted] = byName.try_emplace(q->name()->string_view(), i);
-      if (!inserted)
-        return "params #" + std::to_string(it->second) + " and #" + std::to_string(i) +
+      const uint32_t first = byName->insert(q->name()->string_view(), i, *p_.params());
+      if (first != i)
+        return "params #" + std::to_string(first) + " and #" + std::to_string(i) +
                " are both named '" + q->name()->str() + "'";
     }
     if (!q->shape())
@@ -344,22 +419,19 @@ std::string Checker::checkModelParallel(const fb::Param &q, const Who &who) {
     // no rank left empty; a shape past 2^48 elements is reported below.
     int64_t elements;
     const bool bounded = elementCount(q.shape(), elements);
-    const common::ShardLayout layout = common::shardLayoutOf(q, *p_.mesh());
-    const std::vector<int64_t> full(q.shape()->begin(), q.shape()->end());
-    const std::vector<int64_t> largest = common::largestLocalShape(full, layout);
-    for (uint32_t d = 0; bounded && d < q.shape()->size(); ++d) {
-      const int64_t local = q.local_shape()->Get(d);
-      if (local != largest[d])
-        return who + ": local_shape dim " + std::to_string(d) + " is " + std::to_string(local) +
-               ", expected " + std::to_string(largest[d]) + " (the largest chunk of its size " +
-               std::to_string(full[d]) + " over the model-parallel mesh dims that shard it)";
-      if (full[d] > 0 && common::chunkSizesOf(full[d], layout, static_cast<int>(d)).front() == 0)
-        return who + ": dim " + std::to_string(d) + " of size " + std::to_string(full[d]) +
-               " leaves some ranks an empty shard over the mesh dims that shard it";
-      if (!common::stridedSplitsEven(full[d], layout, static_cast<int>(d)))
-        return who + ": dim " + std::to_string(d) + " of size " + std::to_string(full[d]) +
-               " is not split evenly by its StridedShard placements (each interleaves equal "
-               "chunks)";
+    if (shardedByModelParallelDim(q, *p_.mesh())) {
+      if (auto e = checkChunkedLocalShape(q, *p_.mesh(), who, bounded); !e.empty())
+        return e;
+    } else {
+      // Most params: no model-parallel dim chunks them, so the local shape
+      // is the shape (no layout, chunk sets or copies per param).
+      for (uint32_t d = 0; bounded && d < q.shape()->size(); ++d)
+        if (q.local_shape()->Get(d) != q.shape()->Get(d))
+          return who + ": local_shape dim " + std::to_string(d) + " is " +
+                 std::to_string(q.local_shape()->Get(d)) + ", expected " +
+                 std::to_string(q.shape()->Get(d)) + " (the largest chunk of its size " +
+                 std::to_string(q.shape()->Get(d)) +
+                 " over the model-parallel mesh dims that shard it)";
     }
   }
   const bool comm = q.role() == fb::Role::muon && q.group() == fb::ShardingGroupKind::comm;
