@@ -76,12 +76,9 @@ void refine(const PartitionProblem &pb, const PartitionOptions &opt,
     double best = Lm;
     int bestU = -1, bestV = -1, bestJ = -1, bestDV = 0;
     // The violation change is looked up only for a candidate that would
-    // win on load: two to four hash probes per candidate were most of a
-    // bounded step at 1M units. The outcome is the same as checking both.
-    auto consider = [&](double pairMax, int u, int v, int j, auto &&violationDelta) {
-      if (pairMax >= best)
-        return;
-      const int dv = violationDelta();
+    // win on load (two to four hash probes per candidate were most of a
+    // bounded step at 1M units); the outcome is the same as checking both.
+    auto accept = [&](double pairMax, int u, int v, int j, int dv) {
       if (violations + dv > maxViolations)
         return;
       best = pairMax;
@@ -91,18 +88,21 @@ void refine(const PartitionProblem &pb, const PartitionOptions &opt,
       bestDV = dv;
     };
     auto moveOf = [&](int u, int j) {
-      consider(std::max(Lm - pb.cost[u], load[j] + pb.cost[u]), u, -1, j,
-               [&] { return moveDelta(counts, pb.layer[u], M, j); });
+      const double pairMax = std::max(Lm - pb.cost[u], load[j] + pb.cost[u]);
+      if (pairMax < best)
+        accept(pairMax, u, -1, j, moveDelta(counts, pb.layer[u], M, j));
     };
     auto trySwap = [&](int u, int v, int j) {
       const double d = pb.cost[u] - pb.cost[v];
       if (d <= 0 || load[j] + d >= Lm)
         return;
-      consider(std::max(Lm - d, load[j] + d), u, v, j, [&] {
-        return pb.layer[u] == pb.layer[v]
-                   ? 0
-                   : moveDelta(counts, pb.layer[u], M, j) + moveDelta(counts, pb.layer[v], j, M);
-      });
+      const double pairMax = std::max(Lm - d, load[j] + d);
+      if (pairMax >= best)
+        return;
+      accept(pairMax, u, v, j,
+             pb.layer[u] == pb.layer[v]
+                 ? 0
+                 : moveDelta(counts, pb.layer[u], M, j) + moveDelta(counts, pb.layer[v], j, M));
     };
     const std::vector<int> &onM = unitsOnSlot(M);
     if (static_cast<int64_t>(onM.size()) * (S + n) <= kRefineExhaustiveWork) {
