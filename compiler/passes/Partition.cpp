@@ -43,9 +43,10 @@ bool isDigits(std::string_view s) {
 // class slot starting at the largest load of the fine slots it covers); a
 // class listed again is taken off and placed anew. The result's slotOf is
 // the owner slot (s + r * G), `dataIndex` the data index per unit, and its
-// loads are per fine slot.
+// loads are per fine slot. The names of `all` are lent to each class's
+// problem and given back (copying a million names was 5% of the pass).
 PartitionResult partitionInOrder(const Mesh &mesh, const std::vector<std::vector<int>> &classDims,
-                                 const PartitionProblem &all, const std::vector<int> &unitClass,
+                                 PartitionProblem &all, const std::vector<int> &unitClass,
                                  const PartitionOptions &opts, double target,
                                  const std::vector<int> &sequence,
                                  std::vector<int64_t> &dataIndex) {
@@ -78,7 +79,7 @@ PartitionResult partitionInOrder(const Mesh &mesh, const std::vector<std::vector
         members.push_back(u);
         sub.cost.push_back(all.cost[u]);
         sub.layer.push_back(all.layer[u]);
-        sub.name.push_back(all.name[u]);
+        sub.name.push_back(std::move(all.name[u]));
         if (placed[c])
           addUnit(u, -1);
       }
@@ -104,6 +105,8 @@ PartitionResult partitionInOrder(const Mesh &mesh, const std::vector<std::vector
     }
     placed[c] = true;
     const PartitionResult r = partitionUnits(sub, o);
+    for (size_t j = 0; j < members.size(); ++j)
+      all.name[members[j]] = std::move(sub.name[j]);
     for (size_t j = 0; j < members.size(); ++j) {
       const size_t u = members[j];
       const int64_t k = r.slotOf[j];
@@ -128,7 +131,7 @@ PartitionResult partitionInOrder(const Mesh &mesh, const std::vector<std::vector
 // gather on some owner slots that then take fewer experts; and fine, coarse,
 // fine again spreads the dense units into what the experts left.
 PartitionResult partitionFine(const Mesh &mesh, const std::vector<std::vector<int>> &classDims,
-                              const PartitionProblem &all, const std::vector<int> &unitClass,
+                              PartitionProblem &all, const std::vector<int> &unitClass,
                               const PartitionOptions &opts, double target,
                               std::vector<int64_t> &dataIndex) {
   std::vector<int> coarseFirst(classDims.size());
@@ -197,7 +200,10 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   // Param::cost is always NS flops (the runtime counts them); what the
   // partition balances is the cost model's: flops, or measured seconds.
   const bool measured = model.options.costModel == CostModel::table;
-  std::map<std::string, int> layerIds;
+  // Ids in first-seen order, looked up once per param (a std::map of 1M
+  // layer names and a lookup per param and attempt were a tenth of this pass).
+  std::unordered_map<std::string, int> layerIds;
+  layerIds.reserve(model.params.size());
   // Every owner-routed param, in model order: Muon params, and AdamW params
   // riding with their layer's owners (no NS, partition cost 0).
   std::vector<int> ownerParams;
@@ -258,6 +264,15 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   }
   if (diags.hasErrors())
     return false;
+  // Layer and data class per entry of ownerParams, in its order (the order
+  // the ids were first handed out in).
+  std::vector<int> ownerLayer, ownerClass;
+  ownerLayer.reserve(ownerParams.size());
+  ownerClass.reserve(ownerParams.size());
+  for (int i : ownerParams) {
+    ownerLayer.push_back(layerIds.find(model.params[i].layer)->second);
+    ownerClass.push_back(classOf(model.params[i]));
+  }
   // The bound is for the relaxation over the fine slots in which each param
   // is as many free items as the fine slots it runs on.
   const int slots = static_cast<int>(mesh.numFineSlots());
@@ -279,8 +294,8 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   };
   auto buildUnits = [&](double cap, Attempt &a, const PartitionOptions &popts) {
     a.cap = cap;
-    // (layer, data class) -> unit being filled
-    std::map<std::pair<std::string, int>, int> openSmall;
+    // (layer id, data class) -> unit being filled
+    std::unordered_map<uint64_t, int> openSmall;
     std::vector<int> unitLayer;
     // At most one unit per param: no reallocation while filling.
     a.units.reserve(ownerParams.size());
@@ -289,11 +304,13 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
     unitLayer.reserve(ownerParams.size());
     for (size_t k = 0; k < ownerParams.size(); ++k) {
       const Param &p = model.params[ownerParams[k]];
-      const int layer = layerIds.find(p.layer)->second;
-      const int cls = classOf(p);
+      const int layer = ownerLayer[k];
+      const int cls = ownerClass[k];
+      const uint64_t openKey = (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) |
+                               static_cast<uint32_t>(cls);
       int unit = -1;
       if (p.numElements() < model.options.smallParamThreshold) {
-        auto it = openSmall.find({p.layer, cls});
+        auto it = openSmall.find(openKey);
         if (it != openSmall.end() && cap > 0 &&
             a.units[it->second].cost + pcost[ownerParams[k]] > cap &&
             !a.units[it->second].params.empty())
@@ -307,7 +324,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
           a.units.push_back(std::move(u));
           unitLayer.push_back(layer);
           a.unitClass.push_back(cls);
-          it = openSmall.emplace(std::make_pair(p.layer, cls), unit).first;
+          it = openSmall.emplace(openKey, unit).first;
         }
         unit = it->second;
       } else {
@@ -323,8 +340,10 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
       a.units[unit].params.push_back(ownerParams[k]);
       a.units[unit].cost += pcost[ownerParams[k]];
     }
-    // Chunks after a layer's first are named <layer>:small.<n>.
-    std::unordered_map<std::string, int> chunks;
+    // Chunks after a layer's first are named <layer>:small.<n>. Keys view
+    // the first chunk's name, which keeps its name.
+    std::unordered_map<std::string_view, int> chunks;
+    chunks.reserve(a.units.size());
     for (Unit &u : a.units)
       if (u.name.size() > 6 && u.name.compare(u.name.size() - 6, 6, ":small") == 0) {
         int n = chunks[u.name]++;

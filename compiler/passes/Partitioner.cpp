@@ -3,19 +3,20 @@
 // PatternPacking.cpp.
 #include "passes/Partitioner.h"
 #include "passes/PartitionerDetail.h"
+#include "passes/SlotOrder.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <queue>
-#include <set>
 #include <unordered_map>
 
 namespace dmuon {
 
 using partition::LayerSlotCounts;
 using partition::layerSlotKey;
+using partition::SlotOrder;
 using partition::unitOrder;
 
 namespace {
@@ -37,8 +38,11 @@ constexpr int kRefinePartners = 16;
 
 // Refinement: moves and swaps out of the most-loaded slot that lower the
 // larger of the two loads involved; never more than `maxViolations` layer
-// violations. unitsOn[s] stays in the total order (cost descending), which
-// the bounded step's searches rely on.
+// violations. A slot's unit list stays in the total order (cost
+// descending), which the bounded step's searches rely on. Lists exist only
+// for the slots that hold or held a unit (a vector per slot was 400 MB at
+// 2^24 slots with a dozen units), and the slots no step touched stay out of
+// SlotOrder's tree.
 void refine(const PartitionProblem &pb, const PartitionOptions &opt,
             const std::vector<int> &rankOf, const std::vector<int> &order,
             std::vector<int> &slotOf, std::vector<double> &load, LayerSlotCounts &counts,
@@ -48,21 +52,34 @@ void refine(const PartitionProblem &pb, const PartitionOptions &opt,
   const int S = static_cast<int>(load.size());
   const int64_t n = static_cast<int64_t>(slotOf.size());
   int violations = countLayerViolations(pb.layer, slotOf);
-  std::vector<std::vector<int>> unitsOn(S);
-  for (int u : order)
-    unitsOn[slotOf[u]].push_back(u);
+  std::unordered_map<int, int> listOf; // slot -> index into unitsOn
+  std::vector<std::vector<int>> unitsOn;
+  std::vector<bool> holds(static_cast<size_t>(S), false);
+  for (int u : order) {
+    auto [it, added] = listOf.try_emplace(slotOf[u], static_cast<int>(unitsOn.size()));
+    if (added)
+      unitsOn.emplace_back();
+    unitsOn[static_cast<size_t>(it->second)].push_back(u);
+    holds[static_cast<size_t>(slotOf[u])] = true;
+  }
+  const std::vector<int> none;
+  auto unitsOnSlot = [&](int s) -> const std::vector<int> & {
+    auto it = listOf.find(s);
+    return it == listOf.end() ? none : unitsOn[static_cast<size_t>(it->second)];
+  };
   // Slots by load: the most-loaded (lowest index among equals, as
   // max_element) and the least-loaded partners in O(log S).
-  std::set<std::pair<double, int>> bySlot;
-  for (int s = 0; s < S; ++s)
-    bySlot.insert({load[s], s});
+  SlotOrder bySlot(load, std::move(holds));
   for (int step = 0; step < opt.maxRefinementSteps; ++step) {
-    const int M = bySlot.lower_bound({bySlot.rbegin()->first, -1})->second;
+    const int M = bySlot.maxLowestIndex();
     const double Lm = load[M];
     double best = Lm;
     int bestU = -1, bestV = -1, bestJ = -1, bestDV = 0;
-    auto consider = [&](double pairMax, int u, int v, int j, int dv) {
-      if (violations + dv > maxViolations || pairMax >= best)
+    // The violation change is looked up only for a candidate that would
+    // win on load (two to four hash probes per candidate were most of a
+    // bounded step at 1M units); the outcome is the same as checking both.
+    auto accept = [&](double pairMax, int u, int v, int j, int dv) {
+      if (violations + dv > maxViolations)
         return;
       best = pairMax;
       bestU = u;
@@ -70,16 +87,24 @@ void refine(const PartitionProblem &pb, const PartitionOptions &opt,
       bestJ = j;
       bestDV = dv;
     };
+    auto moveOf = [&](int u, int j) {
+      const double pairMax = std::max(Lm - pb.cost[u], load[j] + pb.cost[u]);
+      if (pairMax < best)
+        accept(pairMax, u, -1, j, moveDelta(counts, pb.layer[u], M, j));
+    };
     auto trySwap = [&](int u, int v, int j) {
       const double d = pb.cost[u] - pb.cost[v];
       if (d <= 0 || load[j] + d >= Lm)
         return;
-      int dv = 0;
-      if (pb.layer[u] != pb.layer[v])
-        dv = moveDelta(counts, pb.layer[u], M, j) + moveDelta(counts, pb.layer[v], j, M);
-      consider(std::max(Lm - d, load[j] + d), u, v, j, dv);
+      const double pairMax = std::max(Lm - d, load[j] + d);
+      if (pairMax >= best)
+        return;
+      accept(pairMax, u, v, j,
+             pb.layer[u] == pb.layer[v]
+                 ? 0
+                 : moveDelta(counts, pb.layer[u], M, j) + moveDelta(counts, pb.layer[v], j, M));
     };
-    const std::vector<int> &onM = unitsOn[M];
+    const std::vector<int> &onM = unitsOnSlot(M);
     if (static_cast<int64_t>(onM.size()) * (S + n) <= kRefineExhaustiveWork) {
       for (int u : onM) {
         const double cu = pb.cost[u];
@@ -87,10 +112,10 @@ void refine(const PartitionProblem &pb, const PartitionOptions &opt,
           if (j == M)
             continue;
           if (load[j] + cu < Lm)
-            consider(std::max(Lm - cu, load[j] + cu), u, -1, j,
-                     moveDelta(counts, pb.layer[u], M, j));
-          for (int v : unitsOn[j])
-            trySwap(u, v, j);
+            moveOf(u, j);
+          if (bySlot.touched(j))
+            for (int v : unitsOnSlot(j))
+              trySwap(u, v, j);
         }
       }
     } else {
@@ -100,10 +125,11 @@ void refine(const PartitionProblem &pb, const PartitionOptions &opt,
       // whose cost is nearest cu - gap/2. Both lists descend in cost, so
       // one pointer walks j's list once per partner.
       int partners = 0;
-      for (auto it = bySlot.begin(); it != bySlot.end() && partners < kRefinePartners; ++it) {
-        const int j = it->second;
+      bySlot.forEachAscending([&](int j) {
+        if (partners >= kRefinePartners)
+          return false;
         if (j == M)
-          continue;
+          return true;
         ++partners;
         const double half = (Lm - load[j]) / 2;
         auto nearHalf = std::partition_point(onM.begin(), onM.end(),
@@ -111,9 +137,8 @@ void refine(const PartitionProblem &pb, const PartitionOptions &opt,
         for (auto k = std::max(onM.begin(), nearHalf - 4);
              k != onM.end() && k < nearHalf + 4; ++k)
           if (load[j] + pb.cost[*k] < Lm)
-            consider(std::max(Lm - pb.cost[*k], load[j] + pb.cost[*k]), *k, -1, j,
-                     moveDelta(counts, pb.layer[*k], M, j));
-        const std::vector<int> &onJ = unitsOn[j];
+            moveOf(*k, j);
+        const std::vector<int> &onJ = unitsOnSlot(j);
         size_t p = 0;
         for (int u : onM) {
           const double target = pb.cost[u] - half;
@@ -124,25 +149,25 @@ void refine(const PartitionProblem &pb, const PartitionOptions &opt,
           if (p > 0)
             trySwap(u, onJ[p - 1], j);
         }
-      }
+        return true;
+      });
     }
     if (bestU < 0)
       break;
     auto relocate = [&](int u, int from, int to) {
-      auto &src = unitsOn[from];
+      auto &src = unitsOn[static_cast<size_t>(listOf.at(from))];
       src.erase(std::find(src.begin(), src.end(), u));
-      auto &dst = unitsOn[to];
+      auto [it, added] = listOf.try_emplace(to, static_cast<int>(unitsOn.size()));
+      if (added)
+        unitsOn.emplace_back();
+      auto &dst = unitsOn[static_cast<size_t>(it->second)];
       dst.insert(std::lower_bound(dst.begin(), dst.end(), u,
                                   [&](int a, int b) { return rankOf[a] < rankOf[b]; }),
                  u);
       counts.add(pb.layer[u], from, -1);
       counts.add(pb.layer[u], to, 1);
-      bySlot.erase({load[from], from});
-      bySlot.erase({load[to], to});
-      load[from] -= pb.cost[u];
-      load[to] += pb.cost[u];
-      bySlot.insert({load[from], from});
-      bySlot.insert({load[to], to});
+      bySlot.set(from, load[from] - pb.cost[u]);
+      bySlot.set(to, load[to] + pb.cost[u]);
       slotOf[u] = to;
     };
     relocate(bestU, M, bestJ);
@@ -222,10 +247,10 @@ std::vector<int> differencing(const PartitionProblem &pb, const std::vector<int>
 } // namespace
 
 int countLayerViolations(const std::vector<int> &layer, const std::vector<int> &slotOf) {
-  std::unordered_map<uint64_t, int> seen;
+  partition::FlatCounts seen(layer.size());
   int v = 0;
   for (size_t u = 0; u < layer.size(); ++u)
-    if (seen[layerSlotKey(layer[u], slotOf[u])]++ > 0)
+    if (seen.at(layerSlotKey(layer[u], slotOf[u]))++ > 0)
       ++v;
   return v;
 }
@@ -256,30 +281,28 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
 
   // Global LPT: largest unit first onto the least-loaded slot its layer does
   // not use yet; the least-loaded slot overall once the layer uses them all.
-  std::set<std::pair<double, int>> bySlot;
-  for (int s = 0; s < S; ++s)
-    bySlot.insert({res.load[s], s});
-  LayerSlotCounts counts;
-  std::unordered_map<int, int> slotsUsedByLayer;
+  // Only slots given a unit enter SlotOrder's tree.
+  SlotOrder bySlot(res.load, std::vector<bool>(static_cast<size_t>(S), false));
+  LayerSlotCounts counts(static_cast<size_t>(n));
+  partition::FlatCounts slotsUsedByLayer;
   for (int u : order) {
     const int layer = pb.layer[u];
-    int chosen = bySlot.begin()->second;
-    if (slotsUsedByLayer[layer] < S) {
-      for (const auto &[load, s] : bySlot) {
-        if (opt.layerTarget > 0 && load + pb.cost[u] > opt.layerTarget)
-          break;
+    int chosen = bySlot.front();
+    if (slotsUsedByLayer.get(static_cast<uint32_t>(layer)) < S) {
+      bySlot.forEachAscending([&](int s) {
+        if (opt.layerTarget > 0 && res.load[s] + pb.cost[u] > opt.layerTarget)
+          return false;
         if (counts.get(layer, s) == 0) {
           chosen = s;
-          break;
+          return false;
         }
-      }
+        return true;
+      });
     }
     if (counts.get(layer, chosen) == 0)
-      ++slotsUsedByLayer[layer];
+      ++slotsUsedByLayer.at(static_cast<uint32_t>(layer));
     counts.add(layer, chosen, 1);
-    bySlot.erase({res.load[chosen], chosen});
-    res.load[chosen] += pb.cost[u];
-    bySlot.insert({res.load[chosen], chosen});
+    bySlot.set(chosen, res.load[chosen] + pb.cost[u]);
     res.slotOf[u] = chosen;
   }
   res.lptMaxLoad = *std::max_element(res.load.begin(), res.load.end());
@@ -296,7 +319,7 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
   if (opt.layerTarget > 0 && !preloaded && static_cast<int64_t>(n) * S <= 4'000'000 && n > S) {
     std::vector<int> kkSlot = differencing(pb, order, S);
     std::vector<double> kkLoad(S, 0.0);
-    LayerSlotCounts kkCounts;
+    LayerSlotCounts kkCounts(static_cast<size_t>(n));
     for (int u = 0; u < n; ++u) {
       kkLoad[kkSlot[u]] += pb.cost[u];
       kkCounts.add(pb.layer[u], kkSlot[u], 1);
@@ -324,7 +347,7 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
     PatternResult pr = patternPartition(pb, opt.lowerBound, current);
     if (!pr.slotOf.empty()) {
       std::vector<double> pLoad(S, 0.0);
-      LayerSlotCounts pCounts;
+      LayerSlotCounts pCounts(static_cast<size_t>(n));
       for (int u = 0; u < n; ++u) {
         pLoad[pr.slotOf[u]] += pb.cost[u];
         pCounts.add(pb.layer[u], pr.slotOf[u], 1);

@@ -1,6 +1,8 @@
 // Properties of the global LPT partitioner on random instances.
 #include "passes/LowerBound.h"
 #include "passes/Partitioner.h"
+#include "passes/PartitionerDetail.h"
+#include "passes/SlotOrder.h"
 
 #include <gtest/gtest.h>
 
@@ -394,5 +396,64 @@ TEST(PatternPartition, NeverWorseAndDeterministicUnderShuffledInput) {
     ASSERT_EQ(a.slotOf.size(), b.slotOf.size());
     for (size_t i = 0; i < perm.size() && !a.slotOf.empty(); ++i)
       ASSERT_EQ(b.slotOf[i], a.slotOf[perm[i]]) << "trial " << trial;
+  }
+}
+
+// SlotOrder (the LPT's and the refinement's slots by load) against one tree
+// of every slot, the structure it replaces: the same front, the same most-
+// loaded slot (lowest index among equal loads) and the same ascending walk,
+// with the untouched slots all of one load (the index range) or of several
+// (sorted once), and ties between touched and untouched slots.
+TEST(PartitionSlotOrder, MatchesOneTreeOfEverySlot) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int S = std::uniform_int_distribution<int>(1, 300)(rng);
+    const bool oneLoad = trial % 2 == 0;
+    std::vector<double> load(static_cast<size_t>(S));
+    std::vector<bool> touched(static_cast<size_t>(S));
+    for (int s = 0; s < S; ++s) {
+      load[s] = oneLoad ? 0.0 : static_cast<double>(rng() % 4);
+      touched[s] = rng() % 3 == 0;
+      if (touched[s])
+        load[s] = static_cast<double>(rng() % 6);
+    }
+    std::set<std::pair<double, int>> tree;
+    for (int s = 0; s < S; ++s)
+      tree.insert({load[s], s});
+    partition::SlotOrder order(load, touched);
+    for (int step = 0; step < 60; ++step) {
+      ASSERT_EQ(order.front(), tree.begin()->second);
+      ASSERT_EQ(order.maxLowestIndex(), tree.lower_bound({tree.rbegin()->first, -1})->second);
+      std::vector<int> walk, want;
+      order.forEachAscending([&](int s) {
+        walk.push_back(s);
+        return walk.size() < 20;
+      });
+      for (auto it = tree.begin(); it != tree.end() && want.size() < 20; ++it)
+        want.push_back(it->second);
+      ASSERT_EQ(walk, want);
+      const int s = static_cast<int>(rng() % static_cast<uint64_t>(S));
+      const double v = static_cast<double>(rng() % 6);
+      tree.erase({load[s], s});
+      order.set(s, v);
+      tree.insert({v, s});
+      ASSERT_EQ(load[s], v);
+    }
+  }
+}
+
+// The flat (layer, slot) counts: what a map would count, across rehashes.
+TEST(PartitionLayerSlotCounts, CountsLikeAMap) {
+  std::mt19937_64 rng(3);
+  partition::LayerSlotCounts counts;
+  std::map<std::pair<int, int>, int> want;
+  for (int i = 0; i < 20000; ++i) {
+    const int layer = static_cast<int>(rng() % 500) - 1, slot = static_cast<int>(rng() % 300);
+    const int delta = rng() % 3 == 0 ? -1 : 1;
+    counts.add(layer, slot, delta);
+    want[{layer, slot}] += delta;
+    const int ql = static_cast<int>(rng() % 500) - 1, qs = static_cast<int>(rng() % 300);
+    auto it = want.find({ql, qs});
+    ASSERT_EQ(counts.get(ql, qs), it == want.end() ? 0 : it->second);
   }
 }
