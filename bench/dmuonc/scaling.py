@@ -9,9 +9,20 @@ Prints one markdown table per sweep. Not a test: it takes minutes.
 
   bench/dmuonc/scaling.py --dmuonc build/bin/dmuonc [--params 10000,100000,1000000]
                           [--ranks 8,4096,65536,1048576] [--mesh-for-params 8]
-                          [--clock wall|user|cpu]
+                          [--clock wall|user|cpu|instructions] [--repeat N]
+
+--clock instructions runs dmuonc under valgrind's callgrind and counts each
+pass's instructions (billions, inclusive of what the pass calls): the work
+itself, apart from the caches and the page faults that time adds as the
+working set grows. A machine without hardware counters (a VM) has no other
+way to count them. It is about 50x slower; max RSS is then valgrind's.
+
+With --repeat N every input runs N times and each pass keeps its fastest
+time. After each table, the growth of every pass from one row to the next
+and from the first row to the last, beside n log n's.
 """
 import argparse
+import math
 import os
 import re
 import subprocess
@@ -51,7 +62,62 @@ def ranks_manifest():
 
 
 # --time-passes columns: user, system, user+system, wall.
-CLOCKS = {"user": 0, "cpu": 2, "wall": 3}
+CLOCKS = {"user": 0, "cpu": 2, "wall": 3, "instructions": None}
+
+# The function each timed region of dmuonc runs (DmuoncMain.cpp, Pipeline.cpp).
+PASS_FUNCTIONS = {
+    "parse": "dmuon::loadModel(",
+    "select": "dmuon::runSelect(dmuon::PlanModel&, dmuon::Diagnostics&)",
+    "validate": "dmuon::runValidate(dmuon::PlanModel&, dmuon::Diagnostics&)",
+    "check": "dmuon::runCheckPlacements(dmuon::PlanModel&, dmuon::Diagnostics&)",
+    "group": "dmuon::runGroup(dmuon::PlanModel&, dmuon::Diagnostics&)",
+    "partition": "dmuon::runPartition(dmuon::PlanModel&, dmuon::Diagnostics&)",
+    "hooks": "dmuon::runHooks(dmuon::PlanModel&, dmuon::Diagnostics&)",
+    "layout": "dmuon::runLayout(dmuon::PlanModel&, dmuon::Diagnostics&)",
+    "figures": "dmuon::runRankFigures(dmuon::PlanModel&, dmuon::Diagnostics&)",
+    "write": "dmuon::writePlan(dmuon::PlanModel const&)",
+    "verify": "dmuon::verifyWrittenPlan",
+    "total": "main",
+}
+
+
+def inclusive_instructions(callgrind_out):
+    """Instructions per function, its callees' included, from a callgrind
+    output file: each fn= block's own cost lines plus, after each calls=
+    line, the inclusive cost of that call."""
+    names, total, current = {}, {}, None
+
+    def name(token):
+        m = re.match(r"\((\d+)\)(?:\s+(.*))?", token)
+        if not m:
+            return token
+        if m.group(2):
+            names[m.group(1)] = m.group(2)
+        return names[m.group(1)]
+
+    with open(callgrind_out, errors="replace") as f:
+        for line in f:
+            if line.startswith("fn="):
+                current = name(line[3:].rstrip("\n"))
+            elif line.startswith("cfn="):
+                name(line[4:].rstrip("\n"))
+            elif current is not None and line[:1] in "0123456789+-*":
+                cols = line.split()
+                if len(cols) >= 2:
+                    total[current] = total.get(current, 0) + int(cols[1])
+    return total
+
+
+def pass_instructions(callgrind_out):
+    total = inclusive_instructions(callgrind_out)
+    out = {}
+    for key, fn in PASS_FUNCTIONS.items():
+        exact = [v for n, v in total.items() if n == fn]
+        count = exact[0] if exact else sum(v for n, v in total.items()
+                                           if n.startswith(fn) and "::{lambda" not in n
+                                           and "::~" not in n)
+        out[key] = count / 1e9
+    return out
 
 
 def run(dmuonc, manifest, mesh, clock="wall"):
@@ -60,22 +126,28 @@ def run(dmuonc, manifest, mesh, clock="wall"):
         with open(path, "w") as f:
             f.write(manifest)
         out = os.path.join(d, "plan.bin")
-        p = subprocess.run(["/usr/bin/time", "-f", "TIME %e %U %S %M", dmuonc, path, "--mesh", mesh,
-                            "--time-passes", "-o", out],
+        counted = os.path.join(d, "callgrind.out")
+        tool = (["valgrind", "--tool=callgrind", "--callgrind-out-file=" + counted]
+                if clock == "instructions" else [])
+        p = subprocess.run(["/usr/bin/time", "-f", "TIME %e %U %S %M"] + tool +
+                           [dmuonc, path, "--mesh", mesh, "--time-passes", "-o", out],
                            capture_output=True, text=True)
         size = os.path.getsize(out) if os.path.exists(out) else 0
+        if p.returncode == 0 and clock == "instructions":
+            times = pass_instructions(counted)
     if p.returncode != 0:
         last = [l for l in p.stderr.splitlines() if "error:" in l]
         return {"error": last[0] if last else "exit %d" % p.returncode}
-    times = {}
-    for line in p.stderr.splitlines():
-        cols = re.findall(r"([0-9.]+) \(\s*[0-9.]+%\)", line)
-        name = line.split(")")[-1].strip()
-        if len(cols) == 4 and name in PASS_NAMES:
-            times[PASS_NAMES[name]] = float(cols[CLOCKS[clock]])
     m = re.search(r"TIME ([0-9.]+) ([0-9.]+) ([0-9.]+) ([0-9]+)", p.stderr)
-    wall, user, system = float(m.group(1)), float(m.group(2)), float(m.group(3))
-    times["total"] = {"wall": wall, "user": user, "cpu": user + system}[clock]
+    if clock != "instructions":
+        times = {}
+        for line in p.stderr.splitlines():
+            cols = re.findall(r"([0-9.]+) \(\s*[0-9.]+%\)", line)
+            name = line.split(")")[-1].strip()
+            if len(cols) == 4 and name in PASS_NAMES:
+                times[PASS_NAMES[name]] = float(cols[CLOCKS[clock]])
+        wall, user, system = float(m.group(1)), float(m.group(2)), float(m.group(3))
+        times["total"] = {"wall": wall, "user": user, "cpu": user + system}[clock]
     times["rss_mb"] = int(m.group(4)) // 1024
     times["plan_mb"] = size / 2**20
     return times
@@ -86,13 +158,52 @@ def table(title, key, rows):
     print("\n%s\n" % title)
     print("| %s | %s | max RSS | plan |" % (key, " | ".join(cols)))
     print("|" + "---|" * (len(cols) + 3))
-    for label, t in rows:
+    for label, _, t in rows:
         if "error" in t:
             print("| %s | %s |" % (label, t["error"]))
             continue
         print("| %s | %s | %d MB | %.1f MB |" % (
-            label, " | ".join("%.2f" % t.get(c, 0.0) for c in cols), t["rss_mb"], t["plan_mb"]))
+            label, " | ".join("%.3f" % t.get(c, 0.0) for c in cols), t["rss_mb"], t["plan_mb"]))
     sys.stdout.flush()
+
+
+# Below this many seconds a pass's time is mostly the timer and the
+# scheduler, so its growth is not printed (instructions: below 5 million).
+MIN_GROWTH_SECONDS = 0.005
+
+
+def growth(key, rows):
+    """Each pass's growth between rows, beside n log n's for the same n."""
+    cols = list(PASS_NAMES.values()) + ["total"]
+    ok = [(label, n, t) for label, n, t in rows if "error" not in t]
+    pairs = list(zip(ok, ok[1:]))
+    if len(ok) > 2:
+        pairs.append((ok[0], ok[-1]))
+    if not pairs:
+        return
+    print("\nGrowth (x; '-' where the smaller figure is under %g)\n" % MIN_GROWTH_SECONDS)
+    print("| %s | n log n | %s |" % (key, " | ".join(cols)))
+    print("|" + "---|" * (len(cols) + 2))
+    for (la, na, ta), (lb, nb, tb) in pairs:
+        nlogn = nb * math.log(nb) / (na * math.log(na)) if na > 1 else float(nb)
+        cells = []
+        for c in cols:
+            a, b = ta.get(c, 0.0), tb.get(c, 0.0)
+            cells.append("%.1f" % (b / a) if min(a, b) >= MIN_GROWTH_SECONDS else "-")
+        print("| %s -> %s | %.1f | %s |" % (la.split()[0], lb.split()[0], nlogn, " | ".join(cells)))
+    sys.stdout.flush()
+
+
+def fastest(dmuonc, manifest, mesh, clock, repeat):
+    runs = [run(dmuonc, manifest, mesh, clock) for _ in range(max(1, repeat))]
+    for r in runs:
+        if "error" in r:
+            return r
+    best = dict(runs[0])
+    for r in runs[1:]:
+        for k, v in r.items():
+            best[k] = max(best[k], v) if k == "rss_mb" else min(best.get(k, v), v)
+    return best
 
 
 def main():
@@ -104,18 +215,27 @@ def main():
     ap.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                     help="which --time-passes column per pass: wall, user, or cpu "
                          "(user+system); on a VM whose fresh pages fault slowly, user "
-                         "time shows the passes' own work")
+                         "time shows the passes' own work; instructions: billions of "
+                         "instructions per pass, counted by valgrind's callgrind")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per input; each pass keeps its fastest time")
     a = ap.parse_args()
     rows = []
     for n in [int(x) for x in a.params.split(",") if x]:
-        rows.append(("%d" % n, run(a.dmuonc, params_manifest(n), a.mesh_for_params, a.clock)))
-    table("Params on --mesh %s (%s seconds per pass)" % (a.mesh_for_params, a.clock), "params",
+        rows.append(("%d" % n, n, fastest(a.dmuonc, params_manifest(n), a.mesh_for_params,
+                                          a.clock, a.repeat)))
+    unit = ("billions of instructions" if a.clock == "instructions"
+            else "%s seconds" % a.clock)
+    table("Params on --mesh %s (%s per pass)" % (a.mesh_for_params, unit), "params",
           rows)
+    growth("params", rows)
     rows = []
     for w in [int(x) for x in a.ranks.split(",") if x]:
         mesh = "dp_shard=%d,tp=2" % (w // 2) if w >= 2 else "1"
-        rows.append(("%d (%s)" % (w, mesh), run(a.dmuonc, ranks_manifest(), mesh, a.clock)))
-    table("12 params on growing meshes (%s seconds per pass)" % a.clock, "ranks", rows)
+        rows.append(("%d (%s)" % (w, mesh), w,
+                     fastest(a.dmuonc, ranks_manifest(), mesh, a.clock, a.repeat)))
+    table("12 params on growing meshes (%s per pass)" % unit, "ranks", rows)
+    growth("ranks", rows)
 
 
 if __name__ == "__main__":
