@@ -81,21 +81,34 @@ int64_t dataIndexOf(const Dims &dims, const Coord &coord, IsData isData, SizeOf 
   return index;
 }
 
-// The coordinates of data index d, the inverse of dataIndexOf: one per mesh
-// dim, 0 on the dims that carry no data. A dim of size below 1 (only in a
-// plan that was not verified) counts as 1.
+// The coordinate on mesh dim `dim` of data index d (the inverse of
+// dataIndexOf, one dim at a time): 0 on a dim that carries no data. A dim of
+// size below 1 (only in a plan that was not verified) counts as 1. No
+// vectors: the writer, the verifier and the per-rank figures call this per
+// param, segment or fine slot.
+template <typename Dims, typename IsData, typename SizeOf = DimSize>
+int64_t dataCoordOf(const Dims &dims, int64_t d, int dim, IsData isData, SizeOf sizeOf = {}) {
+  if (!isData(dim))
+    return 0;
+  auto sizeAt = [&](size_t i) {
+    const int64_t n = sizeOf(*std::next(std::begin(dims), static_cast<std::ptrdiff_t>(i)));
+    return n > 0 ? n : int64_t(1);
+  };
+  const size_t n = static_cast<size_t>(std::distance(std::begin(dims), std::end(dims)));
+  for (size_t i = n; i-- > static_cast<size_t>(dim) + 1;)
+    if (isData(static_cast<int>(i)))
+      d /= sizeAt(i);
+  return d % sizeAt(static_cast<size_t>(dim));
+}
+
+// The coordinates of data index d: dataCoordOf on every mesh dim.
 template <typename Dims, typename IsData, typename SizeOf = DimSize>
 std::vector<int64_t> dataCoordsOf(const Dims &dims, int64_t d, IsData isData,
                                   SizeOf sizeOf = {}) {
-  std::vector<int64_t> sizes;
-  for (const auto &dim : dims)
-    sizes.push_back(sizeOf(dim) > 0 ? sizeOf(dim) : 1);
-  std::vector<int64_t> coord(sizes.size(), 0);
-  for (size_t i = sizes.size(); i-- > 0;)
-    if (isData(static_cast<int>(i))) {
-      coord[i] = d % sizes[i];
-      d /= sizes[i];
-    }
+  std::vector<int64_t> coord;
+  for (int i = 0, n = static_cast<int>(std::distance(std::begin(dims), std::end(dims))); i < n;
+       ++i)
+    coord.push_back(dataCoordOf(dims, d, i, isData, sizeOf));
   return coord;
 }
 
@@ -106,25 +119,14 @@ int64_t ownerRank(const Dims &dims, int shardDim, int replicateDim, IsData isDat
                   int64_t r, int64_t d, SizeOf sizeOf = {}) {
   if (s < 0 || r < 0 || d < 0)
     return -1;
-  // rowMajorRank of dataCoordsOf(d) with s and r placed, walked from the
-  // last dim with its stride: no vectors, as the writer and the verifier
-  // call this once per param.
-  const size_t n = static_cast<size_t>(std::distance(std::begin(dims), std::end(dims)));
-  int64_t rank = 0, stride = 1;
-  for (size_t i = n; i-- > 0;) {
-    const auto &dim = *std::next(std::begin(dims), static_cast<std::ptrdiff_t>(i));
+  int64_t rank = 0;
+  int i = 0;
+  for (const auto &dim : dims) {
     const int64_t size = sizeOf(dim) > 0 ? sizeOf(dim) : int64_t(1);
-    int64_t c = 0;
-    if (isData(static_cast<int>(i))) {
-      c = d % size;
-      d /= size;
-    }
-    if (static_cast<int>(i) == shardDim)
-      c = s;
-    if (static_cast<int>(i) == replicateDim)
-      c = r;
-    rank += c * stride;
-    stride *= size;
+    rank = rank * size + (i == shardDim       ? s
+                          : i == replicateDim ? r
+                                              : dataCoordOf(dims, d, i, isData, sizeOf));
+    ++i;
   }
   return rank;
 }

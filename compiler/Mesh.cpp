@@ -71,17 +71,11 @@ int64_t Mesh::sizeOfDims(const std::vector<int> &meshDims) const {
 }
 
 int64_t Mesh::projectDataIndex(int64_t dataIndex, const std::vector<int> &onDims) const {
-  // common::dataCoordsOf's coordinates, one dim at a time and without its
-  // two vectors: the per-rank figures call this per fine slot and segment.
   int64_t index = 0;
-  for (int d : onDims) {
-    int64_t rest = dataIndex;
-    for (size_t i = dims.size(); i-- > static_cast<size_t>(d) + 1;)
-      if (dims[i].carriesData)
-        rest /= std::max<int64_t>(dims[i].size, 1);
-    const int64_t coord = dims[d].carriesData ? rest % std::max<int64_t>(dims[d].size, 1) : 0;
-    index = index * dims[d].size + coord;
-  }
+  for (int d : onDims)
+    index = index * dims[d].size +
+            common::dataCoordOf(dims, dataIndex, d, [&](int i) { return dims[i].carriesData; },
+                                sizeOf);
   return index;
 }
 
