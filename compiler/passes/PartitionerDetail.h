@@ -6,6 +6,8 @@
 
 #include "passes/Partitioner.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -19,71 +21,35 @@ inline uint64_t layerSlotKey(int layer, int slot) {
          static_cast<uint32_t>(slot);
 }
 
-// Counts per 64-bit key in one open-addressed table (linear probing, the
-// capacity a power of two at most half full). The partition keeps one entry
-// per (layer, slot) in use, a million at 1M params; std::unordered_map's
-// node per entry and pointer chase per lookup were a third of the
-// partition's time there. Never iterated, so the layout decides nothing.
-class FlatCounts {
-public:
-  explicit FlatCounts(size_t expected = 0) { rehash(capacityFor(expected)); }
-  int get(uint64_t key) const {
-    for (size_t i = mix(key) & mask_;; i = (i + 1) & mask_) {
-      const Entry &e = table_[i];
-      if (!e.used)
-        return 0;
-      if (e.key == key)
-        return e.count;
-    }
-  }
-  // The count of `key`, inserted as 0 when absent.
-  int &at(uint64_t key) {
-    for (size_t i = mix(key) & mask_;; i = (i + 1) & mask_) {
-      Entry &e = table_[i];
-      if (e.used && e.key == key)
-        return e.count;
-      if (!e.used) {
-        if (2 * (used_ + 1) > table_.size()) {
-          rehash(2 * table_.size());
-          return at(key);
-        }
-        ++used_;
-        e = {key, 0, true};
-        return e.count;
-      }
-    }
-  }
-
-private:
-  struct Entry {
-    uint64_t key = 0;
-    int count = 0;
-    bool used = false;
-  };
-  static size_t capacityFor(size_t n) {
-    size_t c = 16;
-    while (c < 2 * n)
-      c *= 2;
-    return c;
-  }
-  // splitmix64's finaliser: (layer, slot) keys differ in both halves.
-  static size_t mix(uint64_t x) {
+// llvm::DenseMap's key traits for the partition's 64-bit keys (layer or
+// (layer, slot), layerSlotKey): its own hash of a uint64_t keeps only the low
+// 32 bits of key * 37, so every (layer, slot) of one slot would collide; this
+// mixes both halves (splitmix64's finaliser). The two reserved keys are
+// (layer -1, slot -1) and (layer -1, slot -2), which no slot index reaches.
+struct PartitionKeyInfo {
+  static uint64_t getEmptyKey() { return ~uint64_t(0); }
+  static uint64_t getTombstoneKey() { return ~uint64_t(0) - 1; }
+  static unsigned getHashValue(uint64_t x) {
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return static_cast<size_t>(x ^ (x >> 31));
+    return static_cast<unsigned>(x ^ (x >> 31));
   }
-  void rehash(size_t capacity) {
-    std::vector<Entry> old = std::move(table_);
-    table_.assign(capacity, Entry{});
-    mask_ = capacity - 1;
-    used_ = 0;
-    for (const Entry &e : old)
-      if (e.used)
-        at(e.key) = e.count;
-  }
-  std::vector<Entry> table_;
-  size_t mask_ = 0;
-  size_t used_ = 0;
+  static bool isEqual(uint64_t a, uint64_t b) { return a == b; }
+};
+
+// Counts per 64-bit key in one flat table: the partition keeps one entry per
+// (layer, slot) in use, a million at 1M params, where std::unordered_map's
+// node per entry and pointer chase per lookup were a third of the
+// partition's time. Never iterated, so the table's layout decides nothing.
+class FlatCounts {
+public:
+  explicit FlatCounts(size_t expected = 0) { counts_.reserve(static_cast<unsigned>(expected)); }
+  int get(uint64_t key) const { return counts_.lookup(key); }
+  // The count of `key`, inserted as 0 when absent.
+  int &at(uint64_t key) { return counts_[key]; }
+
+private:
+  llvm::DenseMap<uint64_t, int, PartitionKeyInfo> counts_;
 };
 
 // Counts of units per (layer, slot); a layer's k units on one slot are k-1
