@@ -25,6 +25,7 @@ import argparse
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -220,6 +221,11 @@ def main():
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs per input; each pass keeps its fastest time")
     a = ap.parse_args()
+    if a.clock == "instructions" and not shutil.which("valgrind"):
+        sys.exit("scaling.py: error: --clock instructions needs valgrind "
+                 "(apt-get install valgrind)")
+    if not os.access(a.dmuonc, os.X_OK):
+        sys.exit("scaling.py: error: '%s' is not an executable dmuonc (build it first)" % a.dmuonc)
     rows = []
     for n in [int(x) for x in a.params.split(",") if x]:
         rows.append(("%d" % n, n, fastest(a.dmuonc, params_manifest(n), a.mesh_for_params,
