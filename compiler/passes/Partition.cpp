@@ -7,6 +7,9 @@
 #include "passes/Partitioner.h"
 #include "kernels/NsForms.h"
 
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringRef.h"
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -201,12 +204,17 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   // partition balances is the cost model's: flops, or measured seconds.
   const bool measured = model.options.costModel == CostModel::table;
   // Ids in first-seen order, looked up once per param (a std::map of 1M
-  // layer names and a lookup per param and attempt were a tenth of this pass).
-  std::unordered_map<std::string, int> layerIds;
-  layerIds.reserve(model.params.size());
+  // layer names and a lookup per param and attempt were a tenth of this
+  // pass). One flat table whose keys view the params' own layer strings.
+  llvm::DenseMap<llvm::StringRef, int> layerIds;
+  layerIds.reserve(static_cast<unsigned>(model.params.size()));
+  auto layerIdOf = [&](const Param &p) {
+    return layerIds.try_emplace(p.layer, static_cast<int>(layerIds.size())).first->second;
+  };
   // Every owner-routed param, in model order: Muon params, and AdamW params
-  // riding with their layer's owners (no NS, partition cost 0).
-  std::vector<int> ownerParams;
+  // riding with their layer's owners (no NS, partition cost 0); and the
+  // layer of each.
+  std::vector<int> ownerParams, ownerLayer;
   std::vector<double> paramCosts;             // per Muon param, for the bound
   std::vector<double> paramCopies;            // per Muon param: its fine slots' share
   // Data classes: the data-carrying dims an owner-routed param is Replicate
@@ -229,7 +237,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
       continue;
     p.layer = defaultLayerOf(p.name);
     if (p.role != Role::muon) {
-      layerIds.try_emplace(p.layer, static_cast<int>(layerIds.size()));
+      ownerLayer.push_back(layerIdOf(p));
       ownerParams.push_back(static_cast<int>(i));
       continue;
     }
@@ -257,22 +265,19 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
       }
       pcost[i] = static_cast<double>(p.localBatch) * *sec;
     }
-    layerIds.try_emplace(p.layer, static_cast<int>(layerIds.size()));
+    ownerLayer.push_back(layerIdOf(p));
     ownerParams.push_back(static_cast<int>(i));
     paramCosts.push_back(pcost[i]);
     paramCopies.push_back(static_cast<double>(D / mesh.sizeOfDims(p.dataDims)));
   }
   if (diags.hasErrors())
     return false;
-  // Layer and data class per entry of ownerParams, in its order (the order
-  // the ids were first handed out in).
-  std::vector<int> ownerLayer, ownerClass;
-  ownerLayer.reserve(ownerParams.size());
+  // The data class per entry of ownerParams, in its order (the order the
+  // ids were first handed out in).
+  std::vector<int> ownerClass;
   ownerClass.reserve(ownerParams.size());
-  for (int i : ownerParams) {
-    ownerLayer.push_back(layerIds.find(model.params[i].layer)->second);
+  for (int i : ownerParams)
     ownerClass.push_back(classOf(model.params[i]));
-  }
   // The bound is for the relaxation over the fine slots in which each param
   // is as many free items as the fine slots it runs on.
   const int slots = static_cast<int>(mesh.numFineSlots());

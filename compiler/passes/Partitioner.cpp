@@ -15,7 +15,6 @@
 namespace dmuon {
 
 using partition::LayerSlotCounts;
-using partition::layerSlotKey;
 using partition::SlotOrder;
 using partition::unitOrder;
 
@@ -247,10 +246,10 @@ std::vector<int> differencing(const PartitionProblem &pb, const std::vector<int>
 } // namespace
 
 int countLayerViolations(const std::vector<int> &layer, const std::vector<int> &slotOf) {
-  partition::FlatCounts seen(layer.size());
+  LayerSlotCounts counts(layer);
   int v = 0;
   for (size_t u = 0; u < layer.size(); ++u)
-    if (seen.at(layerSlotKey(layer[u], slotOf[u]))++ > 0)
+    if (counts.add(layer[u], slotOf[u], 1) > 1)
       ++v;
   return v;
 }
@@ -283,7 +282,7 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
   // not use yet; the least-loaded slot overall once the layer uses them all.
   // Only slots given a unit enter SlotOrder's tree.
   SlotOrder bySlot(res.load, std::vector<bool>(static_cast<size_t>(S), false));
-  LayerSlotCounts counts(static_cast<size_t>(n));
+  LayerSlotCounts counts(pb.layer);
   partition::FlatCounts slotsUsedByLayer;
   for (int u : order) {
     const int layer = pb.layer[u];
@@ -299,7 +298,7 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
         return true;
       });
     }
-    if (counts.get(layer, chosen) == 0)
+    if (counts.isCounted(layer) && counts.get(layer, chosen) == 0)
       ++slotsUsedByLayer.at(static_cast<uint32_t>(layer));
     counts.add(layer, chosen, 1);
     bySlot.set(chosen, res.load[chosen] + pb.cost[u]);
@@ -319,7 +318,7 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
   if (opt.layerTarget > 0 && !preloaded && static_cast<int64_t>(n) * S <= 4'000'000 && n > S) {
     std::vector<int> kkSlot = differencing(pb, order, S);
     std::vector<double> kkLoad(S, 0.0);
-    LayerSlotCounts kkCounts(static_cast<size_t>(n));
+    LayerSlotCounts kkCounts(pb.layer);
     for (int u = 0; u < n; ++u) {
       kkLoad[kkSlot[u]] += pb.cost[u];
       kkCounts.add(pb.layer[u], kkSlot[u], 1);
@@ -347,7 +346,7 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
     PatternResult pr = patternPartition(pb, opt.lowerBound, current);
     if (!pr.slotOf.empty()) {
       std::vector<double> pLoad(S, 0.0);
-      LayerSlotCounts pCounts(static_cast<size_t>(n));
+      LayerSlotCounts pCounts(pb.layer);
       for (int u = 0; u < n; ++u) {
         pLoad[pr.slotOf[u]] += pb.cost[u];
         pCounts.add(pb.layer[u], pr.slotOf[u], 1);

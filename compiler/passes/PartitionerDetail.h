@@ -53,14 +53,43 @@ private:
 };
 
 // Counts of units per (layer, slot); a layer's k units on one slot are k-1
-// violations of the same-layer rule.
+// violations of the same-layer rule. Only layers of two or more units are
+// counted: a layer's only unit can never share a slot with another, so its
+// count reads 0, on every slot, and takes no table entry (a model of 1M
+// one-unit layers otherwise kept a million entries in a table far larger
+// than the caches). Callers ask about a unit's own slot only as "another
+// unit of the layer is there too" (>= 2), which 0 answers as 1 would.
 class LayerSlotCounts {
 public:
-  explicit LayerSlotCounts(size_t expected = 0) : counts_(expected) {}
-  int get(int layer, int slot) const { return counts_.get(layerSlotKey(layer, slot)); }
-  void add(int layer, int slot, int delta) { counts_.at(layerSlotKey(layer, slot)) += delta; }
+  // `unitLayer`: each unit's layer, as PartitionProblem::layer.
+  explicit LayerSlotCounts(const std::vector<int> &unitLayer) {
+    size_t counted = 0;
+    for (int l : unitLayer)
+      if (l >= 0) {
+        if (static_cast<size_t>(l) >= unitsOfLayer_.size())
+          unitsOfLayer_.resize(static_cast<size_t>(l) + 1, 0);
+        if (unitsOfLayer_[static_cast<size_t>(l)] < 2)
+          ++unitsOfLayer_[static_cast<size_t>(l)];
+      }
+    for (int l : unitLayer)
+      counted += isCounted(l) ? 1 : 0;
+    counts_ = FlatCounts(counted);
+  }
+  int get(int layer, int slot) const {
+    return isCounted(layer) ? counts_.get(layerSlotKey(layer, slot)) : 0;
+  }
+  // Returns the new count (0 for a layer not counted).
+  int add(int layer, int slot, int delta) {
+    return isCounted(layer) ? counts_.at(layerSlotKey(layer, slot)) += delta : 0;
+  }
+  // Whether the layer has two or more units (or is not among unitLayer's).
+  bool isCounted(int layer) const {
+    return layer < 0 || static_cast<size_t>(layer) >= unitsOfLayer_.size() ||
+           unitsOfLayer_[static_cast<size_t>(layer)] >= 2;
+  }
 
 private:
+  std::vector<uint8_t> unitsOfLayer_; // 0, 1, or 2 for "two or more"
   FlatCounts counts_;
 };
 

@@ -42,7 +42,7 @@ std::vector<int> assignByQuota(const PartitionProblem &pb, const std::vector<int
                                const std::vector<CostClass> &cls,
                                std::vector<std::vector<int>> quota, int S) {
   std::vector<int> slotOf(pb.cost.size(), 0);
-  LayerSlotCounts counts;
+  LayerSlotCounts counts(pb.layer);
   for (size_t k = 0; k < cls.size(); ++k) {
     std::vector<int> open;
     for (int s = 0; s < S; ++s)

@@ -442,18 +442,46 @@ TEST(PartitionSlotOrder, MatchesOneTreeOfEverySlot) {
   }
 }
 
-// The flat (layer, slot) counts: what a map would count, across rehashes.
-TEST(PartitionLayerSlotCounts, CountsLikeAMap) {
+// The flat (layer, slot) counts: what a map would count, across rehashes,
+// for every layer of two or more units; 0 for a layer of one unit.
+TEST(PartitionLayerSlotCounts, CountsLikeAMapForLayersOfManyUnits) {
   std::mt19937_64 rng(3);
-  partition::LayerSlotCounts counts;
+  std::vector<int> unitLayer;
+  for (int l = 0; l < 500; ++l)
+    for (int k = 0; k < 1 + l % 3; ++k) // layers of 1, 2 and 3 units
+      unitLayer.push_back(l);
+  partition::LayerSlotCounts counts(unitLayer);
   std::map<std::pair<int, int>, int> want;
   for (int i = 0; i < 20000; ++i) {
-    const int layer = static_cast<int>(rng() % 500) - 1, slot = static_cast<int>(rng() % 300);
+    const int layer = static_cast<int>(rng() % 500), slot = static_cast<int>(rng() % 300);
     const int delta = rng() % 3 == 0 ? -1 : 1;
-    counts.add(layer, slot, delta);
+    const int now = counts.add(layer, slot, delta);
     want[{layer, slot}] += delta;
-    const int ql = static_cast<int>(rng() % 500) - 1, qs = static_cast<int>(rng() % 300);
+    ASSERT_EQ(now, (layer % 3 == 0 ? 0 : want[std::make_pair(layer, slot)]));
+    const int ql = static_cast<int>(rng() % 500), qs = static_cast<int>(rng() % 300);
     auto it = want.find({ql, qs});
-    ASSERT_EQ(counts.get(ql, qs), it == want.end() ? 0 : it->second);
+    ASSERT_EQ(counts.isCounted(ql), ql % 3 != 0);
+    ASSERT_EQ(counts.get(ql, qs), ql % 3 == 0 || it == want.end() ? 0 : it->second);
+  }
+}
+
+// Violations as a map of every (layer, slot) counts them, one-unit layers
+// included: they never break the rule.
+TEST(PartitionLayerSlotCounts, ViolationsMatchAMapOfEveryUnit) {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 400), S = 1 + static_cast<int>(rng() % 40);
+    const int L = 1 + static_cast<int>(rng() % static_cast<uint64_t>(n));
+    std::vector<int> layer(n), slotOf(n);
+    std::map<std::pair<int, int>, int> seen;
+    int want = 0;
+    for (int u = 0; u < n; ++u) {
+      layer[u] = static_cast<int>(rng() % static_cast<uint64_t>(L));
+      slotOf[u] = static_cast<int>(rng() % static_cast<uint64_t>(S));
+    }
+    for (int u = 0; u < n; ++u)
+      if (seen[{layer[u], slotOf[u]}]++ > 0)
+        ++want;
+    ASSERT_EQ(countLayerViolations(layer, slotOf), want) << "trial " << trial;
   }
 }
