@@ -5,6 +5,7 @@
 #include "Passes.h"
 #include "passes/LowerBound.h"
 #include "passes/Partitioner.h"
+#include "passes/PartitionerDetail.h"
 #include "kernels/NsForms.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -14,7 +15,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <unordered_map>
 
 namespace dmuon {
 
@@ -300,7 +300,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   auto buildUnits = [&](double cap, Attempt &a, const PartitionOptions &popts) {
     a.cap = cap;
     // (layer id, data class) -> unit being filled
-    std::unordered_map<uint64_t, int> openSmall;
+    llvm::DenseMap<uint64_t, int, partition::PartitionKeyInfo> openSmall;
     std::vector<int> unitLayer;
     // At most one unit per param: no reallocation while filling.
     a.units.reserve(ownerParams.size());
@@ -329,7 +329,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
           a.units.push_back(std::move(u));
           unitLayer.push_back(layer);
           a.unitClass.push_back(cls);
-          it = openSmall.emplace(openKey, unit).first;
+          it = openSmall.try_emplace(openKey, unit).first;
         }
         unit = it->second;
       } else {
@@ -347,8 +347,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
     }
     // Chunks after a layer's first are named <layer>:small.<n>. Keys view
     // the first chunk's name, which keeps its name.
-    std::unordered_map<std::string_view, int> chunks;
-    chunks.reserve(a.units.size());
+    llvm::DenseMap<llvm::StringRef, int> chunks;
     for (Unit &u : a.units)
       if (u.name.size() > 6 && u.name.compare(u.name.size() - 6, 6, ":small") == 0) {
         int n = chunks[u.name]++;
