@@ -339,8 +339,8 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
   }
 
   if (const toml::node *q = t.get("qk_clip")) {
-    QkClipTemplate qk;
-    if (parseQkClip(*q, who, qk))
+    auto qk = std::make_unique<QkClipTemplate>();
+    if (parseQkClip(*q, who, *qk))
       leaf.qkClip = std::move(qk);
     else
       ok = false;

@@ -14,6 +14,7 @@
 #include <toml++/toml.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,7 +67,9 @@ struct LeafTemplate {
   std::optional<Role> role;
   std::optional<Route> route;
   bool routeInherited = false; // from an enclosing block: skips Muon params
-  std::optional<QkClipTemplate> qkClip;
+  // Rare, and large beside the rest: a pointer keeps a million templates
+  // (one per param of a flat manifest) a third smaller.
+  std::unique_ptr<QkClipTemplate> qkClip;
   llvm::SMLoc loc;
   std::string sourceLoc;
   bool duplicateReported = false;
