@@ -12,6 +12,7 @@
 // deterministic. (Hashing every name instead cost more time than the bytes
 // it saved: names are unique.)
 #include "PlanWriter.h"
+#include "emit/BuilderAllocator.h"
 
 #include "dmuon/plan_generated.h"
 #include "dmuon/plan_version.h"
@@ -48,7 +49,8 @@ public:
   // doubling of the builder's buffer.
   explicit Writer(const PlanModel &m)
       : m_(m), b_(64 * 1024 + 560 * m.params.size() + 64 * m.units.size() +
-                  160 * m.stats.ranks.size()) {}
+                      160 * m.stats.ranks.size(),
+                  &BuilderAllocator::instance(), /*own_allocator=*/false) {}
 
   PlanBuffer run();
 

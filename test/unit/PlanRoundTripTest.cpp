@@ -4,6 +4,7 @@
 // PlanVerifierTest.cpp, the printed forms in PlanPrinterTest.cpp.
 #include "PlanTestModel.h"
 #include "dmuon/plan_version.h"
+#include "emit/BuilderAllocator.h"
 #include "plan/PlanFile.h"
 #include "plan-print/PlanPrinter.h"
 #include "common/RankRows.h"
@@ -12,6 +13,7 @@
 #include "gtest/gtest.h"
 
 #include <cstdio>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,30 @@ TEST(PlanRoundTrip, Deterministic) {
   std::vector<uint8_t> a = writePlan(m), b = writePlan(m), c = writePlan(makeModel());
   EXPECT_EQ(a, b);
   EXPECT_EQ(a, c);
+}
+
+// A plan buffer past the mapped size (a 1M-param plan is 388 MB) lives in
+// its own huge-page-aligned mapping, through the builder's growth, and
+// holds what was written.
+TEST(PlanRoundTrip, LargeBufferHoldsWhatWasWritten) {
+  BuilderAllocator &alloc = BuilderAllocator::instance();
+  uint8_t *direct = alloc.allocate(BuilderAllocator::kMappedBytes + 1);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(direct) % (uintptr_t{2} << 20), 0u);
+  direct[0] = 1;
+  direct[BuilderAllocator::kMappedBytes] = 2;
+  alloc.deallocate(direct, BuilderAllocator::kMappedBytes + 1);
+
+  // Starts mapped and grows past it: reallocation copies between mappings.
+  flatbuffers::FlatBufferBuilder b(BuilderAllocator::kMappedBytes, &alloc, false);
+  std::vector<int32_t> values(size_t{12} << 20); // 48 MB
+  std::iota(values.begin(), values.end(), -7);
+  b.Finish(b.CreateVector(values));
+  flatbuffers::DetachedBuffer out = b.Release();
+  const auto *read = flatbuffers::GetRoot<flatbuffers::Vector<int32_t>>(out.data());
+  ASSERT_EQ(read->size(), values.size());
+  for (size_t i = 0; i < values.size(); i += 4093)
+    ASSERT_EQ(read->Get(static_cast<flatbuffers::uoffset_t>(i)), values[i]) << i;
+  EXPECT_EQ(read->Get(read->size() - 1), values.back());
 }
 
 TEST(PlanRoundTrip, VerifiesAndReadsBack) {
