@@ -44,15 +44,20 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
 
   constexpr unsigned kMaxReported = 20;
   unsigned unmatched = 0;
-  // Boundaries are prefixes of a param's name or its layer, so the index
-  // keys view the params' own strings: one flat table, no node or string per
-  // param. Consecutive params usually share a boundary (a layer's params are
-  // adjacent), so the previous one is tried first.
-  llvm::DenseMap<llvm::StringRef, int> groupOf;
+  // Boundaries are prefixes of a param's name or its layer, so they view
+  // the params' own strings: no string per param. First each moved param's
+  // boundary, counting the runs of consecutive params that share one (a
+  // layer's params are adjacent); the runs bound the groups, so the index
+  // and the groups are sized once instead of growing (rehashing a million
+  // boundaries was a quarter of this pass at 1M params).
+  constexpr size_t kNotMoved = static_cast<size_t>(-1);
+  std::vector<llvm::StringRef> boundaryOf(model.params.size());
+  std::vector<bool> moved(model.params.size(), false);
+  size_t runs = 0;
   llvm::StringRef previous;
-  int previousGroup = -1;
+  size_t previousParam = kNotMoved;
   for (size_t i = 0; i < model.params.size(); ++i) {
-    Param &p = model.params[i];
+    const Param &p = model.params[i];
     if (p.route != Route::owner && p.route != Route::sharded)
       continue;
     llvm::StringRef boundary;
@@ -76,6 +81,22 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
       // defaultLayerOf gives a module path of the name: its prefix.
       boundary = llvm::StringRef(p.name).take_front(defaultLayerOf(p.name).size());
     }
+    boundaryOf[i] = boundary;
+    moved[i] = true;
+    if (previousParam == kNotMoved || boundary != previous)
+      ++runs;
+    previous = boundary;
+    previousParam = i;
+  }
+
+  llvm::DenseMap<llvm::StringRef, int> groupOf;
+  groupOf.reserve(static_cast<unsigned>(runs));
+  model.hookGroups.reserve(runs);
+  int previousGroup = -1;
+  for (size_t i = 0; i < model.params.size(); ++i) {
+    if (!moved[i])
+      continue;
+    const llvm::StringRef boundary = boundaryOf[i];
     int group = previousGroup;
     if (group < 0 || boundary != previous) {
       auto [it, inserted] =
@@ -89,7 +110,7 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
       previous = boundary;
       previousGroup = group;
     }
-    p.hookGroup = group;
+    model.params[i].hookGroup = group;
     model.hookGroups[group].params.push_back(static_cast<int>(i));
   }
   if (unmatched > kMaxReported)
