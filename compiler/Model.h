@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,11 +48,18 @@ MatrixView matrixViewOf(const std::vector<int64_t> &shape, bool conv);
 // "[32,64]", as diagnostics print shapes.
 std::string shapeString(const std::vector<int64_t> &shape);
 
+// A name the input did not give (an ONNX initializer named by the exporter,
+// "onnx::MatMul_7") recovered from the node that uses it: the input's own
+// name and how it was recovered. Rare in a model, so held apart from Param.
+struct RecoveredName {
+  std::string sourceName;
+  std::string note;
+};
+
 struct Param {
   // Frontend.
   std::string name;
-  std::string sourceName; // the input's own name, when it was recovered
-  std::string nameNote;   // how it was recovered
+  std::shared_ptr<const RecoveredName> recovered; // null: the name is the input's
   std::string sourceLoc;  // "file:line:col" for the plan, empty if none
   llvm::SMLoc loc;        // for diagnostics into a manifest buffer
   std::vector<int64_t> shape;

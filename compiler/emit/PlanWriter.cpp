@@ -184,9 +184,9 @@ Offset<fb::Options> Writer::writeOptions() {
 Offset<fb::Param> Writer::writeParam(const Param &p) {
   auto name = b_.CreateString(p.name);
   paramNames_.push_back(name);
-  bool recovered = !p.sourceName.empty();
-  auto sourceName = optString(p.sourceName);
-  auto nameNote = optString(p.nameNote);
+  const bool recovered = p.recovered != nullptr;
+  auto sourceName = recovered ? optString(p.recovered->sourceName) : Offset<String>();
+  auto nameNote = recovered ? optString(p.recovered->note) : Offset<String>();
   auto sourceLoc = optString(p.sourceLoc);
   auto shape = sharedLongs(shapes_, p.shape);
   auto placements = prevPlacements_ && samePlacements(*prevPlacements_, p.placements)

@@ -282,9 +282,9 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
       if (suffix) {
         std::string candidate = mod + "." + suffix;
         if (!index_.count(candidate) && recovered.insert(candidate).second) {
-          p.sourceName = std::move(p.name);
+          p.recovered = std::make_shared<const RecoveredName>(RecoveredName{
+              std::move(p.name), "recovered from node '" + std::string(use.node->name) + "'"});
           p.name = std::move(candidate);
-          p.nameNote = "recovered from node '" + std::string(use.node->name) + "'";
         }
       }
     }

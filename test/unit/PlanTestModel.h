@@ -54,8 +54,8 @@ inline PlanModel makeModel() {
   m.params[2].gatherMeshDim = 2;
   m.params[2].gatherTensorDim = 0;
   m.params[2].computeIndex = 0;
-  m.params[2].sourceName = "onnx::MatMul_7";
-  m.params[2].nameNote = "from node /layers.0/up/MatMul";
+  m.params[2].recovered = std::make_shared<const RecoveredName>(
+      RecoveredName{"onnx::MatMul_7", "from node /layers.0/up/MatMul"});
 
   m.params[0].group = ShardingGroupKind::no_comm;
   m.params[2].group = ShardingGroupKind::comm;
