@@ -1,10 +1,11 @@
-// The FlatBuffers builder's memory for a plan. A large plan's buffer (388 MB
-// at 1M params) is far past glibc's mmap threshold, so glibc maps it fresh
-// in 4 KiB pages, and the first touch of each cost a page fault: building a
-// 1M-param plan cost 1.7x per param what a 100k one did (docs/benchmarks.md,
-// "Compiler scaling"). Such buffers are mapped here with transparent huge
-// pages where the kernel offers them (its "madvise" mode), as the tools'
-// preferHugePageHeap does for the heap; smaller ones come from the heap.
+// The FlatBuffers builder's memory for a plan. glibc maps any block past its
+// mmap threshold fresh in 4 KiB pages; for a very large plan's buffer (388 MB
+// at 1M params) the first touch of each page cost so much that building the
+// plan cost 1.7x per param what a 100k-param plan did (docs/benchmarks.md,
+// "Compiler scaling"). Buffers that large are mapped here with transparent
+// huge pages where the kernel offers them (its "madvise" mode). Smaller ones
+// come from the heap: at 40-60 MB (Kimi K2, 100k params) huge pages were
+// measured slower, the kernel zeroing and compacting whole 2 MiB pages.
 #ifndef DMUON_COMPILER_EMIT_BUILDERALLOCATOR_H
 #define DMUON_COMPILER_EMIT_BUILDERALLOCATOR_H
 
@@ -22,13 +23,15 @@ namespace dmuon {
 
 class BuilderAllocator final : public flatbuffers::Allocator {
 public:
-  // Buffers of this size or more are mapped on their own (glibc's largest
-  // mmap threshold).
-  static constexpr size_t kMappedBytes = size_t{32} << 20;
+  // Buffers of this size or more are mapped on their own.
+  static constexpr size_t kDefaultMappedBytes = size_t{256} << 20;
+
+  explicit BuilderAllocator(size_t mappedBytes = kDefaultMappedBytes)
+      : mappedBytes_(mappedBytes) {}
 
   uint8_t *allocate(size_t size) override {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (size >= kMappedBytes) {
+    if (size >= mappedBytes_) {
       // Over-map by one huge page and trim both ends, so the buffer starts
       // on a huge-page boundary whatever the kernel's placement.
       const size_t length = mappedLength(size);
@@ -52,7 +55,7 @@ public:
 
   void deallocate(uint8_t *p, size_t size) override {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (size >= kMappedBytes) {
+    if (size >= mappedBytes_) {
       munmap(p, mappedLength(size));
       return;
     }
@@ -60,14 +63,15 @@ public:
     delete[] p;
   }
 
-  // The one instance every builder and detached plan buffer points to: it
-  // has no state, and outlives every buffer.
+  // The instance every plan builder and detached plan buffer points to: it
+  // outlives every buffer.
   static BuilderAllocator &instance() {
     static BuilderAllocator allocator;
     return allocator;
   }
 
 private:
+  size_t mappedBytes_;
   static constexpr size_t kHugePage = size_t{2} << 20;
   static size_t mappedLength(size_t size) { return (size + kHugePage - 1) & ~(kHugePage - 1); }
 };
