@@ -64,7 +64,11 @@ std::string Checker::checkHooks() {
     segmentsOf_.assign(static_cast<size_t>(numParams_), 0);
   for (uint32_t i = 0; i < size(p_.hook_groups()); ++i) {
     const fb::HookGroup *h = p_.hook_groups()->Get(i);
-    std::string who = "hook group " + std::to_string(i) + " '" + str(h->name()) + "'";
+    // Spelled only for a message: a plan of 1M params has as many groups.
+    auto groupName = [&] {
+      return "hook group " + std::to_string(i) + " '" + str(h->name()) + "'";
+    };
+    const Who who(groupName);
     if (complete()) {
       if (!h->name() || h->name()->size() == 0)
         return "hook group " + std::to_string(i) + " has no name";
@@ -214,7 +218,8 @@ std::string Checker::checkStats() {
              " entries, expected " + std::to_string(n) + " (one per run)";
     int64_t covered = 0;
     for (uint32_t i = 0; i < n; ++i) {
-      const std::string who = "stats.slot_load run " + std::to_string(i);
+      auto runName = [&] { return "stats.slot_load run " + std::to_string(i); };
+      const Who who(runName);
       if (len->Get(i) < 1)
         return who + " has length " + std::to_string(len->Get(i)) + " (must be >= 1)";
       if (!std::isfinite(val->Get(i)) || val->Get(i) < 0)
@@ -263,7 +268,8 @@ std::string Checker::checkRankRows() {
              " entries, expected " + std::to_string(world_) + " (world size)";
     for (uint32_t i = 0; i < rows->size(); ++i) {
       const fb::RankFigures *r = rows->Get(i);
-      std::string who = std::string(field) + "[" + std::to_string(i) + "]";
+      auto rowName = [&] { return std::string(field) + "[" + std::to_string(i) + "]"; };
+      const Who who(rowName);
       if (!runs && r->rank() != static_cast<int32_t>(i))
         return who + " is for rank " + std::to_string(r->rank());
       if (runs && i == 0 && r->rank() != 0)
