@@ -208,8 +208,16 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   // pass). One flat table whose keys view the params' own layer strings.
   llvm::DenseMap<llvm::StringRef, int> layerIds;
   layerIds.reserve(static_cast<unsigned>(model.params.size()));
+  // A layer's params are usually adjacent: the previous param's id first.
+  const std::string *previousLayer = nullptr;
+  int previousLayerId = -1;
   auto layerIdOf = [&](const Param &p) {
-    return layerIds.try_emplace(p.layer, static_cast<int>(layerIds.size())).first->second;
+    if (!previousLayer || *previousLayer != p.layer) {
+      previousLayerId =
+          layerIds.try_emplace(p.layer, static_cast<int>(layerIds.size())).first->second;
+      previousLayer = &p.layer;
+    }
+    return previousLayerId;
   };
   // Every owner-routed param, in model order: Muon params, and AdamW params
   // riding with their layer's owners (no NS, partition cost 0); and the
@@ -273,11 +281,16 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   if (diags.hasErrors())
     return false;
   // The data class per entry of ownerParams, in its order (the order the
-  // ids were first handed out in).
+  // ids were first handed out in), and whether the param is small: read
+  // once, not per attempt (a shape is a pointer away from its param).
   std::vector<int> ownerClass;
+  std::vector<bool> ownerSmall;
   ownerClass.reserve(ownerParams.size());
-  for (int i : ownerParams)
+  ownerSmall.reserve(ownerParams.size());
+  for (int i : ownerParams) {
     ownerClass.push_back(classOf(model.params[i]));
+    ownerSmall.push_back(model.params[i].numElements() < model.options.smallParamThreshold);
+  }
   // The bound is for the relaxation over the fine slots in which each param
   // is as many free items as the fine slots it runs on.
   const int slots = static_cast<int>(mesh.numFineSlots());
@@ -314,7 +327,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
       const uint64_t openKey = (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) |
                                static_cast<uint32_t>(cls);
       int unit = -1;
-      if (p.numElements() < model.options.smallParamThreshold) {
+      if (ownerSmall[k]) {
         auto it = openSmall.find(openKey);
         if (it != openSmall.end() && cap > 0 &&
             a.units[it->second].cost + pcost[ownerParams[k]] > cap &&
@@ -390,9 +403,9 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   // The cheapest small param: below it a cap splits no more (every small
   // param is its own unit).
   double smallest = 0;
-  for (int i : ownerParams)
-    if (model.params[i].numElements() < model.options.smallParamThreshold && pcost[i] > 0)
-      smallest = smallest == 0 ? pcost[i] : std::min(smallest, pcost[i]);
+  for (size_t k = 0; k < ownerParams.size(); ++k)
+    if (const double c = pcost[ownerParams[k]]; ownerSmall[k] && c > 0)
+      smallest = smallest == 0 ? c : std::min(smallest, c);
   double cap = lb.value / 4;
   size_t prevUnits = best.units.size();
   for (int round = 0; round < 4 && best.result.maxLoad > kTarget * lb.value && smallest > 0;
