@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <numeric>
+#include <string>
 #include <vector>
 
 namespace dmuon::partition {
@@ -93,17 +93,45 @@ private:
   FlatCounts counts_;
 };
 
-// A total order on units: cost descending, then name, then layer.
+// The first `n` bytes of `s` from `at` as a big-endian integer, zero padded:
+// integers compare as the bytes do.
+inline uint64_t bigEndianBytes(const std::string &s, size_t at) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < 8; ++i)
+    v = (v << 8) | (at + i < s.size() ? static_cast<unsigned char>(s[at + i]) : 0u);
+  return v;
+}
+
+// A total order on units: cost descending, then name, then layer. Each
+// unit's first 16 name bytes sit in its sort key: two keys whose prefixes
+// differ order as their names do (where a zero pad meets a byte, the padded
+// name is a prefix of the other, hence first), so names are read only when
+// prefixes tie; a comparison of a million units' heap-held names, each a
+// cache miss, was a quarter of the partition.
 inline std::vector<int> unitOrder(const PartitionProblem &pb) {
-  std::vector<int> order(pb.cost.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    if (pb.cost[a] != pb.cost[b])
-      return pb.cost[a] > pb.cost[b];
-    if (pb.name[a] != pb.name[b])
-      return pb.name[a] < pb.name[b];
-    return pb.layer[a] < pb.layer[b];
+  struct Key {
+    double cost;
+    uint64_t head, next; // name bytes 0-7 and 8-15
+    int layer, unit;
+  };
+  std::vector<Key> keys(pb.cost.size());
+  for (size_t u = 0; u < keys.size(); ++u)
+    keys[u] = {pb.cost[u], bigEndianBytes(pb.name[u], 0), bigEndianBytes(pb.name[u], 8),
+               pb.layer[u], static_cast<int>(u)};
+  std::sort(keys.begin(), keys.end(), [&](const Key &a, const Key &b) {
+    if (a.cost != b.cost)
+      return a.cost > b.cost;
+    if (a.head != b.head)
+      return a.head < b.head;
+    if (a.next != b.next)
+      return a.next < b.next;
+    if (const int c = pb.name[a.unit].compare(pb.name[b.unit]); c != 0)
+      return c < 0;
+    return a.layer < b.layer;
   });
+  std::vector<int> order(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i)
+    order[i] = keys[i].unit;
   return order;
 }
 

@@ -485,3 +485,42 @@ TEST(PartitionLayerSlotCounts, ViolationsMatchAMapOfEveryUnit) {
     ASSERT_EQ(countLayerViolations(layer, slotOf), want) << "trial " << trial;
   }
 }
+
+// The unit order with names' first bytes in the sort keys: the order of a
+// plain (cost, name, layer) comparison, for names that share long prefixes,
+// are prefixes of each other, or hold bytes past 0x7f.
+TEST(PartitionUnitOrder, MatchesCostNameLayerOrder) {
+  std::mt19937_64 rng(11);
+  const std::vector<std::string> stems = {"", "a", "layers.", "model.layers.12.mlp.experts.",
+                                          "model.layers.12.mlp.experts.1", "\xc3\xa9t\xc3\xa9"};
+  for (int trial = 0; trial < 200; ++trial) {
+    PartitionProblem pb;
+    const int n = 1 + static_cast<int>(rng() % 300);
+    for (int u = 0; u < n; ++u) {
+      pb.cost.push_back(static_cast<double>(rng() % 4));
+      std::string name = stems[rng() % stems.size()];
+      for (uint64_t k = rng() % 4; k > 0; --k)
+        name += static_cast<char>("0129:\xff"[rng() % 6]);
+      pb.name.push_back(std::move(name));
+      pb.layer.push_back(static_cast<int>(rng() % 3));
+    }
+    std::vector<int> want(static_cast<size_t>(n));
+    std::iota(want.begin(), want.end(), 0);
+    std::stable_sort(want.begin(), want.end(), [&](int a, int b) {
+      if (pb.cost[a] != pb.cost[b])
+        return pb.cost[a] > pb.cost[b];
+      if (pb.name[a] != pb.name[b])
+        return pb.name[a] < pb.name[b];
+      return pb.layer[a] < pb.layer[b];
+    });
+    const std::vector<int> got = partition::unitOrder(pb);
+    ASSERT_EQ(got.size(), want.size());
+    // Units equal in all three may come in either order.
+    for (size_t i = 0; i < got.size(); ++i) {
+      const int a = got[i], b = want[i];
+      ASSERT_TRUE(pb.cost[a] == pb.cost[b] && pb.name[a] == pb.name[b] &&
+                  pb.layer[a] == pb.layer[b])
+          << "trial " << trial << " position " << i;
+    }
+  }
+}
