@@ -50,7 +50,7 @@ public:
   explicit Writer(const PlanModel &m)
       : m_(m), b_(64 * 1024 + 560 * m.params.size() + 64 * m.units.size() +
                       160 * m.stats.ranks.size(),
-                  &BuilderAllocator::instance(), /*own_allocator=*/false) {}
+                  &planBufferAllocator(), /*own_allocator=*/false) {}
 
   PlanBuffer run();
 

@@ -50,12 +50,10 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
   // layer's params are adjacent); the runs bound the groups, so the index
   // and the groups are sized once instead of growing (rehashing a million
   // boundaries was a quarter of this pass at 1M params).
-  constexpr size_t kNotMoved = static_cast<size_t>(-1);
   std::vector<llvm::StringRef> boundaryOf(model.params.size());
   std::vector<bool> moved(model.params.size(), false);
   size_t runs = 0;
   llvm::StringRef previous;
-  size_t previousParam = kNotMoved;
   for (size_t i = 0; i < model.params.size(); ++i) {
     const Param &p = model.params[i];
     if (p.route != Route::owner && p.route != Route::sharded)
@@ -83,10 +81,9 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
     }
     boundaryOf[i] = boundary;
     moved[i] = true;
-    if (previousParam == kNotMoved || boundary != previous)
+    if (runs == 0 || boundary != previous)
       ++runs;
     previous = boundary;
-    previousParam = i;
   }
 
   llvm::DenseMap<llvm::StringRef, int> groupOf;

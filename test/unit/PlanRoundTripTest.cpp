@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 
 #include <cstdio>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -35,14 +36,14 @@ TEST(PlanRoundTrip, Deterministic) {
 // small threshold here: the default's buffers are hundreds of MB.)
 TEST(PlanRoundTrip, LargeBufferHoldsWhatWasWritten) {
   constexpr size_t kMapped = size_t{4} << 20;
-  BuilderAllocator alloc(kMapped);
-  uint8_t *direct = alloc.allocate(kMapped + 1);
+  std::unique_ptr<flatbuffers::Allocator> alloc(newPlanBufferAllocator(kMapped));
+  uint8_t *direct = alloc->allocate(kMapped + 1);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(direct) % (uintptr_t{2} << 20), 0u);
   direct[0] = 1;
   direct[kMapped] = 2;
-  alloc.deallocate(direct, kMapped + 1);
+  alloc->deallocate(direct, kMapped + 1);
 
-  flatbuffers::FlatBufferBuilder b(1 << 20, &alloc, false);
+  flatbuffers::FlatBufferBuilder b(1 << 20, alloc.get(), false);
   std::vector<int32_t> values(size_t{6} << 20); // 24 MB: grows 1 -> 2 -> ... -> 32 MB
   std::iota(values.begin(), values.end(), -7);
   b.Finish(b.CreateVector(values));
