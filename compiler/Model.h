@@ -92,6 +92,10 @@ struct Param {
   int gatherMeshDim = -1, gatherTensorDim = -1;
   // partition
   std::string layer;
+  // The dense id of defaultLayerOf(name) among the moved params' layers,
+  // for owner- and sharded-route params (-1 for others): the hook pass
+  // groups by it without a table of names.
+  int layerId = -1;
   int unit = -1;
   double cost = 0; // NS flops of the form that runs on it
   plan::NsForm nsForm = plan::NsForm::three_gemm;

@@ -9,7 +9,9 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Regex.h"
 
+#include <algorithm>
 #include <optional>
+#include <vector>
 
 namespace dmuon {
 
@@ -42,21 +44,59 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
     }
   }
 
+  auto moves = [](const Param &p) {
+    return p.route == Route::owner || p.route == Route::sharded;
+  };
+  auto addToGroup = [&](size_t i, int group) {
+    model.params[i].hookGroup = group;
+    model.hookGroups[static_cast<size_t>(group)].params.push_back(static_cast<int>(i));
+  };
+  auto newGroup = [&](llvm::StringRef boundary) {
+    HookGroup g;
+    g.name = boundary.empty() ? "<root>" : boundary.str();
+    model.hookGroups.push_back(std::move(g));
+    return static_cast<int>(model.hookGroups.size() - 1);
+  };
+
+  // The default rule groups by layer, and the partition numbered the moved
+  // params' layers (Param::layerId): one flat array from id to group, no
+  // table of names (a million lookups in one were most of this pass at 1M
+  // params).
+  int layers = 0;
+  bool numbered = true;
+  for (const Param &p : model.params)
+    if (moves(p)) {
+      numbered = numbered && p.layerId >= 0;
+      layers = std::max(layers, p.layerId + 1);
+    }
+  if (!re && numbered) {
+    std::vector<int> groupOfLayer(static_cast<size_t>(layers), -1);
+    for (size_t i = 0; i < model.params.size(); ++i) {
+      const Param &p = model.params[i];
+      if (!moves(p))
+        continue;
+      int &group = groupOfLayer[static_cast<size_t>(p.layerId)];
+      if (group < 0)
+        group = newGroup(!p.layer.empty() ? llvm::StringRef(p.layer)
+                                          : llvm::StringRef(p.name).take_front(
+                                                defaultLayerOf(p.name).size()));
+      addToGroup(i, group);
+    }
+    return true;
+  }
+
   constexpr unsigned kMaxReported = 20;
   unsigned unmatched = 0;
-  // Boundaries are prefixes of a param's name or its layer, so they view
-  // the params' own strings: no string per param. First each moved param's
-  // boundary, counting the runs of consecutive params that share one (a
-  // layer's params are adjacent); the runs bound the groups, so the index
-  // and the groups are sized once instead of growing (rehashing a million
-  // boundaries was a quarter of this pass at 1M params).
-  std::vector<llvm::StringRef> boundaryOf(model.params.size());
-  std::vector<bool> moved(model.params.size(), false);
-  size_t runs = 0;
+  // Boundaries are prefixes of a param's name or its layer, so the index
+  // keys view the params' own strings: one flat table, no node or string per
+  // param. Consecutive params usually share a boundary (a layer's params are
+  // adjacent), so the previous one is tried first.
+  llvm::DenseMap<llvm::StringRef, int> groupOf;
   llvm::StringRef previous;
+  int previousGroup = -1;
   for (size_t i = 0; i < model.params.size(); ++i) {
     const Param &p = model.params[i];
-    if (p.route != Route::owner && p.route != Route::sharded)
+    if (!moves(p))
       continue;
     llvm::StringRef boundary;
     std::optional<llvm::StringRef> a;
@@ -79,36 +119,17 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
       // defaultLayerOf gives a module path of the name: its prefix.
       boundary = llvm::StringRef(p.name).take_front(defaultLayerOf(p.name).size());
     }
-    boundaryOf[i] = boundary;
-    moved[i] = true;
-    if (runs == 0 || boundary != previous)
-      ++runs;
-    previous = boundary;
-  }
-
-  llvm::DenseMap<llvm::StringRef, int> groupOf;
-  groupOf.reserve(static_cast<unsigned>(runs));
-  model.hookGroups.reserve(runs);
-  int previousGroup = -1;
-  for (size_t i = 0; i < model.params.size(); ++i) {
-    if (!moved[i])
-      continue;
-    const llvm::StringRef boundary = boundaryOf[i];
     int group = previousGroup;
     if (group < 0 || boundary != previous) {
       auto [it, inserted] =
           groupOf.try_emplace(boundary, static_cast<int>(model.hookGroups.size()));
-      if (inserted) {
-        HookGroup g;
-        g.name = boundary.empty() ? "<root>" : boundary.str();
-        model.hookGroups.push_back(std::move(g));
-      }
+      if (inserted)
+        newGroup(boundary);
       group = it->second;
       previous = boundary;
       previousGroup = group;
     }
-    model.params[i].hookGroup = group;
-    model.hookGroups[group].params.push_back(static_cast<int>(i));
+    addToGroup(i, group);
   }
   if (unmatched > kMaxReported)
     diags.error("... and " + std::to_string(unmatched - kMaxReported) +

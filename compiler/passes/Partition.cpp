@@ -241,11 +241,13 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   std::set<std::pair<int64_t, int64_t>> missing;
   for (size_t i = 0; i < model.params.size(); ++i) {
     Param &p = model.params[i];
+    p.layerId = -1;
     if (p.route != Route::owner)
       continue;
     p.layer = defaultLayerOf(p.name);
+    p.layerId = layerIdOf(p);
     if (p.role != Role::muon) {
-      ownerLayer.push_back(layerIdOf(p));
+      ownerLayer.push_back(p.layerId);
       ownerParams.push_back(static_cast<int>(i));
       continue;
     }
@@ -273,13 +275,27 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
       }
       pcost[i] = static_cast<double>(p.localBatch) * *sec;
     }
-    ownerLayer.push_back(layerIdOf(p));
+    ownerLayer.push_back(p.layerId);
     ownerParams.push_back(static_cast<int>(i));
     paramCosts.push_back(pcost[i]);
     paramCopies.push_back(static_cast<double>(D / mesh.sizeOfDims(p.dataDims)));
   }
   if (diags.hasErrors())
     return false;
+  // Sharded-route params move with their layer's hook group: their layers
+  // take ids from the same table, after every owner param's (the
+  // partition's ids stay as they were), their strings held here.
+  size_t sharded = 0;
+  for (const Param &p : model.params)
+    sharded += p.route == Route::sharded ? 1 : 0;
+  std::vector<std::string> shardedLayers;
+  shardedLayers.reserve(sharded); // the table's keys view these strings
+  for (Param &p : model.params)
+    if (p.route == Route::sharded) {
+      shardedLayers.push_back(defaultLayerOf(p.name));
+      p.layerId = layerIds.try_emplace(shardedLayers.back(), static_cast<int>(layerIds.size()))
+                      .first->second;
+    }
   // The data class per entry of ownerParams, in its order (the order the
   // ids were first handed out in), and whether the param is small: read
   // once, not per attempt (a shape is a pointer away from its param).
