@@ -1,8 +1,9 @@
 // hooks (docs/dmuonc.md#hooks): which module's forward/backward hooks move each
-// param the runtime moves (the owner and sharded routes). Independent of the
-// partition: one hook group may hold params of many owners. A root-level
-// param (embedding, final norm, head) is its own module's group, so its
-// collectives fire where it is used.
+// param the runtime moves (the owner and sharded routes). Independent of
+// where the partition puts units (only its layer numbering is reused): one
+// hook group may hold params of many owners. A root-level param (embedding,
+// final norm, head) is its own module's group, so its collectives fire
+// where it is used.
 #include "Passes.h"
 
 #include "llvm/ADT/DenseMap.h"
