@@ -93,8 +93,8 @@ private:
   FlatCounts counts_;
 };
 
-// The first `n` bytes of `s` from `at` as a big-endian integer, zero padded:
-// integers compare as the bytes do.
+// The 8 bytes of `s` from `at` as a big-endian integer, zero past its end:
+// such integers compare as the bytes do.
 inline uint64_t bigEndianBytes(const std::string &s, size_t at) {
   uint64_t v = 0;
   for (size_t i = 0; i < 8; ++i)
