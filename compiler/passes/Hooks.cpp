@@ -31,6 +31,15 @@ std::optional<llvm::StringRef> matchingAncestor(llvm::StringRef name, llvm::Rege
   return std::nullopt;
 }
 
+// The default rule's boundary: the param's layer (the partition's, for an
+// owner-route param), else the module path defaultLayerOf gives, as a
+// prefix of the name. Either views the param's own strings.
+llvm::StringRef defaultBoundary(const Param &p) {
+  if (!p.layer.empty())
+    return p.layer;
+  return llvm::StringRef(p.name).take_front(defaultLayerOf(p.name).size());
+}
+
 } // namespace
 
 bool runHooks(PlanModel &model, Diagnostics &diags) {
@@ -78,9 +87,7 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
         continue;
       int &group = groupOfLayer[static_cast<size_t>(p.layerId)];
       if (group < 0)
-        group = newGroup(!p.layer.empty() ? llvm::StringRef(p.layer)
-                                          : llvm::StringRef(p.name).take_front(
-                                                defaultLayerOf(p.name).size()));
+        group = newGroup(defaultBoundary(p));
       addToGroup(i, group);
     }
     return true;
@@ -114,11 +121,8 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
         continue;
       }
       boundary = *a;
-    } else if (!p.layer.empty()) {
-      boundary = p.layer;
     } else {
-      // defaultLayerOf gives a module path of the name: its prefix.
-      boundary = llvm::StringRef(p.name).take_front(defaultLayerOf(p.name).size());
+      boundary = defaultBoundary(p);
     }
     int group = previousGroup;
     if (group < 0 || boundary != previous) {
