@@ -209,13 +209,14 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   llvm::DenseMap<llvm::StringRef, int> layerIds;
   layerIds.reserve(static_cast<unsigned>(model.params.size()));
   // A layer's params are usually adjacent: the previous param's id first.
+  // `layer` must outlive the table (a param's, or one held below).
   const std::string *previousLayer = nullptr;
   int previousLayerId = -1;
-  auto layerIdOf = [&](const Param &p) {
-    if (!previousLayer || *previousLayer != p.layer) {
+  auto layerIdOf = [&](const std::string &layer) {
+    if (!previousLayer || *previousLayer != layer) {
       previousLayerId =
-          layerIds.try_emplace(p.layer, static_cast<int>(layerIds.size())).first->second;
-      previousLayer = &p.layer;
+          layerIds.try_emplace(layer, static_cast<int>(layerIds.size())).first->second;
+      previousLayer = &layer;
     }
     return previousLayerId;
   };
@@ -245,7 +246,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
     if (p.route != Route::owner)
       continue;
     p.layer = defaultLayerOf(p.name);
-    p.layerId = layerIdOf(p);
+    p.layerId = layerIdOf(p.layer);
     if (p.role != Role::muon) {
       ownerLayer.push_back(p.layerId);
       ownerParams.push_back(static_cast<int>(i));
@@ -293,8 +294,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   for (Param &p : model.params)
     if (p.route == Route::sharded) {
       shardedLayers.push_back(defaultLayerOf(p.name));
-      p.layerId = layerIds.try_emplace(shardedLayers.back(), static_cast<int>(layerIds.size()))
-                      .first->second;
+      p.layerId = layerIdOf(shardedLayers.back());
     }
   // The data class per entry of ownerParams, in its order (the order the
   // ids were first handed out in), and whether the param is small: read

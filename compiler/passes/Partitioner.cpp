@@ -298,6 +298,7 @@ PartitionResult partitionUnits(const PartitionProblem &pb, const PartitionOption
         return true;
       });
     }
+    // A layer of one unit is never asked about again: no entry for it.
     if (counts.isCounted(layer) && counts.get(layer, chosen) == 0)
       ++slotsUsedByLayer.at(static_cast<uint32_t>(layer));
     counts.add(layer, chosen, 1);
