@@ -65,8 +65,8 @@ flatbuffers::Allocator &planBufferAllocator() {
   return allocator;
 }
 
-flatbuffers::Allocator *newPlanBufferAllocator(size_t mappedBytes) {
-  return new BuilderAllocator(mappedBytes);
+std::unique_ptr<flatbuffers::Allocator> newPlanBufferAllocator(size_t mappedBytes) {
+  return std::make_unique<BuilderAllocator>(mappedBytes);
 }
 
 } // namespace dmuon

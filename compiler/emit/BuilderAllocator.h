@@ -14,6 +14,7 @@
 #define DMUON_COMPILER_EMIT_BUILDERALLOCATOR_H
 
 #include <cstddef>
+#include <memory>
 
 namespace flatbuffers {
 class Allocator;
@@ -28,9 +29,9 @@ inline constexpr size_t kHugePageBufferBytes = size_t{256} << 20;
 // aligned and advised) and takes smaller ones from the heap. The default
 // one is what every plan builder uses; it outlives every buffer.
 flatbuffers::Allocator &planBufferAllocator();
-// One with another threshold, for tests: the caller owns it, and it must
-// outlive the buffers it gives.
-flatbuffers::Allocator *newPlanBufferAllocator(size_t mappedBytes);
+// One with another threshold, for tests: it must outlive the buffers it
+// gives.
+std::unique_ptr<flatbuffers::Allocator> newPlanBufferAllocator(size_t mappedBytes);
 
 } // namespace dmuon
 

@@ -36,7 +36,7 @@ TEST(PlanRoundTrip, Deterministic) {
 // small threshold here: the default's buffers are hundreds of MB.)
 TEST(PlanRoundTrip, LargeBufferHoldsWhatWasWritten) {
   constexpr size_t kMapped = size_t{4} << 20;
-  std::unique_ptr<flatbuffers::Allocator> alloc(newPlanBufferAllocator(kMapped));
+  const std::unique_ptr<flatbuffers::Allocator> alloc = newPlanBufferAllocator(kMapped);
   uint8_t *direct = alloc->allocate(kMapped + 1);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(direct) % (uintptr_t{2} << 20), 0u);
   direct[0] = 1;
