@@ -12,7 +12,6 @@
 // deterministic. (Hashing every name instead cost more time than the bytes
 // it saved: names are unique.)
 #include "PlanWriter.h"
-#include "emit/BuilderAllocator.h"
 
 #include "dmuon/plan_generated.h"
 #include "dmuon/plan_version.h"
@@ -49,8 +48,7 @@ public:
   // doubling of the builder's buffer.
   explicit Writer(const PlanModel &m)
       : m_(m), b_(64 * 1024 + 560 * m.params.size() + 64 * m.units.size() +
-                      160 * m.stats.ranks.size(),
-                  &planBufferAllocator(), /*own_allocator=*/false) {}
+                      160 * m.stats.ranks.size()) {}
 
   PlanBuffer run();
 

@@ -4,7 +4,6 @@
 // PlanVerifierTest.cpp, the printed forms in PlanPrinterTest.cpp.
 #include "PlanTestModel.h"
 #include "dmuon/plan_version.h"
-#include "emit/BuilderAllocator.h"
 #include "plan/PlanFile.h"
 #include "plan-print/PlanPrinter.h"
 #include "common/RankRows.h"
@@ -14,7 +13,6 @@
 
 #include <cstdio>
 #include <memory>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -28,31 +26,6 @@ TEST(PlanRoundTrip, Deterministic) {
   std::vector<uint8_t> a = writePlan(m), b = writePlan(m), c = writePlan(makeModel());
   EXPECT_EQ(a, b);
   EXPECT_EQ(a, c);
-}
-
-// A plan buffer past the mapped size (a 1M-param plan is 388 MB) lives in
-// its own huge-page-aligned mapping, through the builder's growth from the
-// heap into mappings and between them, and holds what was written. (A
-// small threshold here: the default's buffers are hundreds of MB.)
-TEST(PlanRoundTrip, LargeBufferHoldsWhatWasWritten) {
-  constexpr size_t kMapped = size_t{4} << 20;
-  const std::unique_ptr<flatbuffers::Allocator> alloc = newPlanBufferAllocator(kMapped);
-  uint8_t *direct = alloc->allocate(kMapped + 1);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(direct) % (uintptr_t{2} << 20), 0u);
-  direct[0] = 1;
-  direct[kMapped] = 2;
-  alloc->deallocate(direct, kMapped + 1);
-
-  flatbuffers::FlatBufferBuilder b(1 << 20, alloc.get(), false);
-  std::vector<int32_t> values(size_t{6} << 20); // 24 MB: grows 1 -> 2 -> ... -> 32 MB
-  std::iota(values.begin(), values.end(), -7);
-  b.Finish(b.CreateVector(values));
-  flatbuffers::DetachedBuffer out = b.Release();
-  const auto *read = flatbuffers::GetRoot<flatbuffers::Vector<int32_t>>(out.data());
-  ASSERT_EQ(read->size(), values.size());
-  for (size_t i = 0; i < values.size(); i += 4093)
-    ASSERT_EQ(read->Get(static_cast<flatbuffers::uoffset_t>(i)), values[i]) << i;
-  EXPECT_EQ(read->Get(read->size() - 1), values.back());
 }
 
 TEST(PlanRoundTrip, VerifiesAndReadsBack) {
