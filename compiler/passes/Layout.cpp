@@ -27,8 +27,14 @@ bool runLayout(PlanModel &model, Diagnostics &) {
   const int64_t G = mesh.numShards(), D = mesh.dataCarryingSize();
 
   // Every rank holds and moves its local shard; a sharded param's buffers
-  // hold it padded to G equal flat shards.
-  for (Param &p : model.params) {
+  // hold it padded to G equal flat shards. The same walk collects the comm
+  // params (one pass over the params, which at 1M are 384 MB).
+  std::vector<int> comm;
+  for (size_t i = 0; i < model.params.size(); ++i) {
+    Param &p = model.params[i];
+    if (p.role == Role::muon && p.group == ShardingGroupKind::comm && p.unit >= 0 &&
+        p.gatherMeshDim >= 0)
+      comm.push_back(static_cast<int>(i));
     const int64_t local = p.localNumElements();
     p.bytes = local * common::dtypeBytes(p.dtype);
     if (p.route == Route::owner)
@@ -45,13 +51,6 @@ bool runLayout(PlanModel &model, Diagnostics &) {
   // each to the coordinate with the least comm NS load so far, ties to the
   // lower).
   {
-    std::vector<int> comm;
-    for (size_t i = 0; i < model.params.size(); ++i) {
-      const Param &p = model.params[i];
-      if (p.role == Role::muon && p.group == ShardingGroupKind::comm && p.unit >= 0 &&
-          p.gatherMeshDim >= 0)
-        comm.push_back(static_cast<int>(i));
-    }
     std::sort(comm.begin(), comm.end(), [&](int a, int b) {
       const Param &x = model.params[a], &y = model.params[b];
       if (x.cost != y.cost)

@@ -69,9 +69,10 @@ OwnerRoute ownerRoute(const PlanModel &model) {
       double flops = 0;
       for (int i : seg.params) {
         const Param &p = model.params[i];
-        master += p.localNumElements() * kValueBytes;
-        elements += p.localNumElements();
-        (p.role == Role::muon ? muonElements : adamwElements) += p.localNumElements();
+        const int64_t local = p.localNumElements();
+        master += local * kValueBytes;
+        elements += local;
+        (p.role == Role::muon ? muonElements : adamwElements) += local;
         // A comm param's NS runs on one rank of its gather group (below).
         if (p.role == Role::muon && p.group != ShardingGroupKind::comm)
           flops += p.cost;
@@ -157,6 +158,21 @@ RankFigures otherRoutes(const PlanModel &model) {
   return f;
 }
 
+// Each hook group's buffer bytes, in order: peakBuffers walks them once per
+// shard column, and a model of 1M params has 1M groups, so the walks read
+// 16 bytes a group instead of whole HookGroups.
+struct GroupBufferBytes {
+  std::vector<int64_t> values, grads;
+  explicit GroupBufferBytes(const std::vector<HookGroup> &groups) {
+    values.reserve(groups.size());
+    grads.reserve(groups.size());
+    for (const HookGroup &g : groups) {
+      values.push_back(g.bufferBytes);
+      grads.push_back(g.reduceBufferBytes);
+    }
+  }
+};
+
 // The most bytes of hook-group buffers (packed values, gradients) and
 // replicate staging live at once, following the executor through one step
 // whose host calls the hooks in order: forward with prefetch of the next
@@ -165,9 +181,10 @@ RankFigures otherRoutes(const PlanModel &model) {
 // order (its reduce has completed by then: OwnerRoute's pipeline); the
 // replicate broadcast's staging kept (async) until the next unshard of its
 // group consumes it.
-int64_t peakBuffers(const PlanModel &model, const std::vector<int64_t> &groupStaging) {
-  const auto &hg = model.hookGroups;
-  const size_t n = hg.size();
+int64_t peakBuffers(const PlanModel &model, const GroupBufferBytes &bytes,
+                    const std::vector<int64_t> &groupStaging) {
+  const std::vector<int64_t> &values = bytes.values, &grads = bytes.grads;
+  const size_t n = values.size();
   const bool z3 = model.options.mode == Mode::z3;
   const bool async = model.options.replicateAsync;
   std::vector<int64_t> staging = async ? groupStaging : std::vector<int64_t>(n, 0);
@@ -180,7 +197,7 @@ int64_t peakBuffers(const PlanModel &model, const std::vector<int64_t> &groupSta
   auto unshard = [&](size_t g) {
     if (unsharded[g])
       return;
-    live += hg[g].bufferBytes - staging[g];
+    live += values[g] - staging[g];
     staging[g] = 0;
     unsharded[g] = true;
     peak = std::max(peak, live);
@@ -190,26 +207,26 @@ int64_t peakBuffers(const PlanModel &model, const std::vector<int64_t> &groupSta
     if (g + 1 < n)
       unshard(g + 1);
     if (z3) {
-      live -= hg[g].bufferBytes;
+      live -= values[g];
       unsharded[g] = false;
     }
   }
   std::vector<bool> gradLive(n, false);
   for (size_t g = n; g-- > 0;) {
     unshard(g);
-    live += hg[g].reduceBufferBytes;
+    live += grads[g];
     gradLive[g] = true;
     peak = std::max(peak, live);
-    live -= hg[g].bufferBytes;
+    live -= values[g];
     unsharded[g] = false;
     if (g + 2 < n) {
-      live -= hg[g + 2].reduceBufferBytes;
+      live -= grads[g + 2];
       gradLive[g + 2] = false;
     }
   }
   for (size_t g = 0; g < n; ++g)
     if (gradLive[g])
-      live -= hg[g].reduceBufferBytes;
+      live -= grads[g];
   for (size_t g = 0; g < n; ++g) {
     live += groupStaging[g];
     peak = std::max(peak, live);
@@ -266,10 +283,12 @@ bool runRankFigures(PlanModel &model, Diagnostics &) {
 
   // Per shard column: the peak of buffers (the staging differs by column;
   // a column without segments stages nothing).
+  const GroupBufferBytes groupBytes(model.hookGroups);
   std::unordered_map<int64_t, int64_t> peakOfColumn;
   for (const auto &[s, col] : owner.columns)
-    peakOfColumn[s] = peakBuffers(model, col.staging);
-  const int64_t idlePeak = peakBuffers(model, std::vector<int64_t>(model.hookGroups.size(), 0));
+    peakOfColumn[s] = peakBuffers(model, groupBytes, col.staging);
+  const int64_t idlePeak =
+      peakBuffers(model, groupBytes, std::vector<int64_t>(model.hookGroups.size(), 0));
 
   // Runs of equal figures are stored once (plan 1.6: Stats.rank_runs):
   // memory and the plan stay O(runs) while the walk is O(world size), with
