@@ -240,9 +240,12 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   };
   std::vector<double> pcost(model.params.size(), 0.0); // partition cost per param
   std::set<std::pair<int64_t, int64_t>> missing;
+  std::vector<int> shardedParams;
   for (size_t i = 0; i < model.params.size(); ++i) {
     Param &p = model.params[i];
     p.layerId = -1;
+    if (p.route == Route::sharded)
+      shardedParams.push_back(static_cast<int>(i));
     if (p.route != Route::owner)
       continue;
     p.layer = defaultLayerOf(p.name);
@@ -286,16 +289,13 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   // Sharded-route params move with their layer's hook group: their layers
   // take ids from the same table, after every owner param's (the
   // partition's ids stay as they were), their strings held here.
-  size_t sharded = 0;
-  for (const Param &p : model.params)
-    sharded += p.route == Route::sharded ? 1 : 0;
   std::vector<std::string> shardedLayers;
-  shardedLayers.reserve(sharded); // the table's keys view these strings
-  for (Param &p : model.params)
-    if (p.route == Route::sharded) {
-      shardedLayers.push_back(defaultLayerOf(p.name));
-      p.layerId = layerIdOf(shardedLayers.back());
-    }
+  shardedLayers.reserve(shardedParams.size()); // the table's keys view these strings
+  for (int i : shardedParams) {
+    Param &p = model.params[i];
+    shardedLayers.push_back(defaultLayerOf(p.name));
+    p.layerId = layerIdOf(shardedLayers.back());
+  }
   // The data class per entry of ownerParams, in its order (the order the
   // ids were first handed out in), and whether the param is small: read
   // once, not per attempt (a shape is a pointer away from its param).
