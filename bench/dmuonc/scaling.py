@@ -17,8 +17,8 @@ itself, apart from the caches and the page faults that time adds as the
 working set grows. A machine without hardware counters (a VM) has no other
 way to count them. It is about 50x slower; max RSS is then valgrind's.
 
-With --repeat N every input runs N times and each pass keeps its fastest
-time. After each table, the growth of every pass from one row to the next
+With --repeat N every input runs N times, in rounds over all the inputs of
+a sweep, and each pass keeps its fastest time. After each table, the growth of every pass from one row to the next
 and from the first row to the last, beside n log n's.
 """
 import argparse
@@ -121,11 +121,8 @@ def pass_instructions(callgrind_out):
     return out
 
 
-def run(dmuonc, manifest, mesh, clock="wall"):
+def run(dmuonc, path, mesh, clock="wall"):
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "m.toml")
-        with open(path, "w") as f:
-            f.write(manifest)
         out = os.path.join(d, "plan.bin")
         counted = os.path.join(d, "callgrind.out")
         tool = (["valgrind", "--tool=callgrind", "--callgrind-out-file=" + counted]
@@ -195,8 +192,7 @@ def growth(key, rows):
     sys.stdout.flush()
 
 
-def fastest(dmuonc, manifest, mesh, clock, repeat):
-    runs = [run(dmuonc, manifest, mesh, clock) for _ in range(max(1, repeat))]
+def best_of(runs):
     for r in runs:
         if "error" in r:
             return r
@@ -205,6 +201,25 @@ def fastest(dmuonc, manifest, mesh, clock, repeat):
         for k, v in r.items():
             best[k] = max(best[k], v) if k == "rss_mb" else min(best.get(k, v), v)
     return best
+
+
+def sweep(dmuonc, inputs, clock, repeat):
+    """Rows (label, n, fastest times) for inputs [(label, n, manifest, mesh)].
+
+    Each manifest is written once; the N runs go in rounds over all inputs,
+    so every size sees the same machine as it drifts (on a shared VM a run
+    can take 1.5x the one a minute before)."""
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for i, (_, _, manifest, _) in enumerate(inputs):
+            paths.append(os.path.join(d, "m%d.toml" % i))
+            with open(paths[-1], "w") as f:
+                f.write(manifest)
+        runs = [[] for _ in inputs]
+        for _ in range(max(1, repeat)):
+            for i, (_, _, _, mesh) in enumerate(inputs):
+                runs[i].append(run(dmuonc, paths[i], mesh, clock))
+    return [(label, n, best_of(r)) for (label, n, _, _), r in zip(inputs, runs)]
 
 
 def main():
@@ -219,27 +234,27 @@ def main():
                          "time shows the passes' own work; instructions: billions of "
                          "instructions per pass, counted by valgrind's callgrind")
     ap.add_argument("--repeat", type=int, default=1,
-                    help="runs per input; each pass keeps its fastest time")
+                    help="runs per input, in rounds over the sweep's inputs; each "
+                         "pass keeps its fastest time")
     a = ap.parse_args()
     if a.clock == "instructions" and not shutil.which("valgrind"):
         sys.exit("scaling.py: error: --clock instructions needs valgrind "
                  "(apt-get install valgrind)")
     if not os.access(a.dmuonc, os.X_OK):
         sys.exit("scaling.py: error: '%s' is not an executable dmuonc (build it first)" % a.dmuonc)
-    rows = []
-    for n in [int(x) for x in a.params.split(",") if x]:
-        rows.append(("%d" % n, n, fastest(a.dmuonc, params_manifest(n), a.mesh_for_params,
-                                          a.clock, a.repeat)))
+    rows = sweep(a.dmuonc, [("%d" % n, n, params_manifest(n), a.mesh_for_params)
+                            for n in [int(x) for x in a.params.split(",") if x]],
+                 a.clock, a.repeat)
     unit = ("billions of instructions" if a.clock == "instructions"
             else "%s seconds" % a.clock)
     table("Params on --mesh %s (%s per pass)" % (a.mesh_for_params, unit), "params",
           rows)
     growth("params", rows)
-    rows = []
+    inputs = []
     for w in [int(x) for x in a.ranks.split(",") if x]:
         mesh = "dp_shard=%d,tp=2" % (w // 2) if w >= 2 else "1"
-        rows.append(("%d (%s)" % (w, mesh), w,
-                     fastest(a.dmuonc, ranks_manifest(), mesh, a.clock, a.repeat)))
+        inputs.append(("%d (%s)" % (w, mesh), w, ranks_manifest(), mesh))
+    rows = sweep(a.dmuonc, inputs, a.clock, a.repeat)
     table("12 params on growing meshes (%s per pass)" % unit, "ranks", rows)
     growth("ranks", rows)
 
