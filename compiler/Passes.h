@@ -8,6 +8,9 @@
 #include "Model.h"
 #include "common/ShardChunks.h"
 
+#include <string>
+#include <string_view>
+
 namespace dmuon {
 
 bool runSelect(PlanModel &model, Diagnostics &diags);
@@ -41,6 +44,8 @@ bool shardsMatrixDims(const Param &p, const Mesh &mesh, int meshDim);
 
 // The default layer key of a param: its lowest ancestor module ending in
 // layers.N, blocks.N or h.N, else its parent module ("" for a root param).
+// Always a prefix of the name: the view is into `paramName`.
+std::string_view defaultLayerViewOf(std::string_view paramName);
 std::string defaultLayerOf(const std::string &paramName);
 
 } // namespace dmuon

@@ -32,12 +32,12 @@ std::optional<llvm::StringRef> matchingAncestor(llvm::StringRef name, llvm::Rege
 }
 
 // The default rule's boundary: the param's layer (the partition's, for an
-// owner-route param), else the module path defaultLayerOf gives, as a
-// prefix of the name. Either views the param's own strings.
+// owner-route param), else the module path defaultLayerViewOf gives. Either
+// views the param's own strings.
 llvm::StringRef defaultBoundary(const Param &p) {
   if (!p.layer.empty())
     return p.layer;
-  return llvm::StringRef(p.name).take_front(defaultLayerOf(p.name).size());
+  return defaultLayerViewOf(p.name);
 }
 
 } // namespace

@@ -8,6 +8,8 @@
 #include "passes/PartitionerDetail.h"
 #include "kernels/NsForms.h"
 
+#include "common/FirstSeenTable.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -168,10 +170,10 @@ PartitionResult partitionFine(const Mesh &mesh, const std::vector<std::vector<in
 
 } // namespace
 
-std::string defaultLayerOf(const std::string &paramName) {
+std::string_view defaultLayerViewOf(std::string_view paramName) {
   size_t lastDot = paramName.rfind('.');
-  if (lastDot == std::string::npos)
-    return "";
+  if (lastDot == std::string_view::npos)
+    return {};
   std::string_view module(paramName.data(), lastDot);
   // Walk ancestors from the deepest: the first "<...>.(layers|blocks|h).N" wins.
   std::string_view path = module;
@@ -185,13 +187,17 @@ std::string defaultLayerOf(const std::string &paramName) {
           prev == std::string_view::npos ? rest : rest.substr(prev + 1);
       if (isDigits(index) &&
           (container == "layers" || container == "blocks" || container == "h"))
-        return std::string(path);
+        return path;
       path = rest;
     } else {
       break;
     }
   }
-  return std::string(module);
+  return module;
+}
+
+std::string defaultLayerOf(const std::string &paramName) {
+  return std::string(defaultLayerViewOf(paramName));
 }
 
 bool runPartition(PlanModel &model, Diagnostics &diags) {
@@ -205,21 +211,28 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   const bool measured = model.options.costModel == CostModel::table;
   // Ids in first-seen order, looked up once per param (a std::map of 1M
   // layer names and a lookup per param and attempt were a tenth of this
-  // pass). One flat table whose keys view the params' own layer strings.
-  llvm::DenseMap<llvm::StringRef, int> layerIds;
-  layerIds.reserve(static_cast<unsigned>(model.params.size()));
+  // pass): one flat table, and each id's first layer string (a param's, or
+  // one held below; it must outlive the table).
+  common::FirstSeenTable layerTable(model.params.size());
+  std::vector<const std::string *> layerIds;
   // A layer's params are usually adjacent: the previous param's id first.
-  // `layer` must outlive the table (a param's, or one held below).
   const std::string *previousLayer = nullptr;
   int previousLayerId = -1;
   auto layerIdOf = [&](const std::string &layer) {
     if (!previousLayer || *previousLayer != layer) {
-      previousLayerId =
-          layerIds.try_emplace(layer, static_cast<int>(layerIds.size())).first->second;
+      const auto fresh = static_cast<uint32_t>(layerIds.size());
+      previousLayerId = static_cast<int>(layerTable.insert(
+          common::FirstSeenTable::hashOf(layer), fresh,
+          [&](uint32_t id) { return *layerIds[id] == layer; }));
+      if (static_cast<uint32_t>(previousLayerId) == fresh)
+        layerIds.push_back(&layer);
       previousLayer = &layer;
     }
     return previousLayerId;
   };
+  // At 1M layers the table outgrows the caches: the slot a param's layer
+  // will probe is fetched this many params before.
+  constexpr size_t kPrefetchAhead = 16;
   // Every owner-routed param, in model order: Muon params, and AdamW params
   // riding with their layer's owners (no NS, partition cost 0); and the
   // layer of each.
@@ -242,6 +255,11 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   std::set<std::pair<int64_t, int64_t>> missing;
   std::vector<int> shardedParams;
   for (size_t i = 0; i < model.params.size(); ++i) {
+    if (i + kPrefetchAhead < model.params.size()) {
+      const Param &ahead = model.params[i + kPrefetchAhead];
+      if (ahead.route == Route::owner)
+        layerTable.prefetch(common::FirstSeenTable::hashOf(defaultLayerViewOf(ahead.name)));
+    }
     Param &p = model.params[i];
     p.layerId = -1;
     if (p.route == Route::sharded)
@@ -307,6 +325,24 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
     ownerClass.push_back(classOf(model.params[i]));
     ownerSmall.push_back(model.params[i].numElements() < model.options.smallParamThreshold);
   }
+  // The (layer id, data class) pair of each owner param as one dense id,
+  // for the unit its small params fill: the layer id itself where the model
+  // has one data class (every model without data-carrying dims), else
+  // numbered here once, not hashed per param and attempt.
+  std::vector<int> ownerOpenId;
+  size_t numOpenIds = layerIds.size();
+  if (classDims.size() <= 1) {
+    ownerOpenId = ownerLayer;
+  } else {
+    llvm::DenseMap<uint64_t, int, partition::PartitionKeyInfo> openIds;
+    ownerOpenId.reserve(ownerParams.size());
+    for (size_t k = 0; k < ownerParams.size(); ++k) {
+      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(ownerLayer[k])) << 32) |
+                           static_cast<uint32_t>(ownerClass[k]);
+      ownerOpenId.push_back(openIds.try_emplace(key, static_cast<int>(openIds.size())).first->second);
+    }
+    numOpenIds = openIds.size();
+  }
   // The bound is for the relaxation over the fine slots in which each param
   // is as many free items as the fine slots it runs on.
   const int slots = static_cast<int>(mesh.numFineSlots());
@@ -328,8 +364,8 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   };
   auto buildUnits = [&](double cap, Attempt &a, const PartitionOptions &popts) {
     a.cap = cap;
-    // (layer id, data class) -> unit being filled
-    llvm::DenseMap<uint64_t, int, partition::PartitionKeyInfo> openSmall;
+    // Per (layer id, data class) id: the unit being filled, -1 if none.
+    std::vector<int> openSmall(numOpenIds, -1);
     std::vector<int> unitLayer;
     // At most one unit per param: no reallocation while filling.
     a.units.reserve(ownerParams.size());
@@ -340,16 +376,13 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
       const Param &p = model.params[ownerParams[k]];
       const int layer = ownerLayer[k];
       const int cls = ownerClass[k];
-      const uint64_t openKey = (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) |
-                               static_cast<uint32_t>(cls);
       int unit = -1;
       if (ownerSmall[k]) {
-        auto it = openSmall.find(openKey);
-        if (it != openSmall.end() && cap > 0 &&
-            a.units[it->second].cost + pcost[ownerParams[k]] > cap &&
-            !a.units[it->second].params.empty())
-          openSmall.erase(it), it = openSmall.end();
-        if (it == openSmall.end()) {
+        int &open = openSmall[ownerOpenId[k]];
+        if (open >= 0 && cap > 0 && a.units[open].cost + pcost[ownerParams[k]] > cap &&
+            !a.units[open].params.empty())
+          open = -1;
+        if (open < 0) {
           Unit u;
           std::string base = (p.layer.empty() ? std::string("<root>") : p.layer) + ":small";
           u.name = base;
@@ -358,9 +391,9 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
           a.units.push_back(std::move(u));
           unitLayer.push_back(layer);
           a.unitClass.push_back(cls);
-          it = openSmall.try_emplace(openKey, unit).first;
+          open = unit;
         }
-        unit = it->second;
+        unit = open;
       } else {
         Unit u;
         u.name = p.name;

@@ -3,6 +3,7 @@
 // complete plan what the executor trusts without checking again.
 #include "plan/PlanChecker.h"
 
+#include "common/FirstSeenTable.h"
 #include "common/ParamNames.h"
 #include "common/PlanRules.h"
 #include "common/Routes.h"
@@ -45,49 +46,6 @@ bool boundedProduct(int64_t a, int64_t b, int64_t c, int64_t &out) {
   out = a * b * c;
   return true;
 }
-
-// The first param of each name, for the duplicate-name check: an
-// open-addressing table of indices, so a plan of n params costs one flat
-// array of about 2n slots, not a node per name. Iteration order is never
-// used, so the table does not make the result depend on hashing. Past a
-// few hundred thousand params the table outgrows the caches and the names
-// lie in a buffer of hundreds of MB: each slot keeps its name's hash tag
-// beside the index, so a probe reads a name only when the tags match, and
-// the caller prefetches a slot a few params before it inserts there.
-class FirstOfName {
-public:
-  explicit FirstOfName(uint32_t n) {
-    size_t size = 16;
-    while (size < 2 * static_cast<size_t>(n))
-      size *= 2;
-    slots_.assign(size, kEmpty);
-  }
-  void prefetch(std::string_view name) const {
-    __builtin_prefetch(&slots_[hashOf(name) & (slots_.size() - 1)]);
-  }
-  // The index of the first param named `name`; `index` itself if none.
-  uint32_t insert(std::string_view name, uint32_t index,
-                  const flatbuffers::Vector<flatbuffers::Offset<fb::Param>> &params) {
-    const size_t mask = slots_.size() - 1;
-    const uint64_t hash = hashOf(name), tag = hash >> 32 << 32;
-    for (size_t at = hash & mask;; at = (at + 1) & mask) {
-      if (slots_[at] == kEmpty) {
-        slots_[at] = tag | index;
-        return index;
-      }
-      const auto other = static_cast<uint32_t>(slots_[at]);
-      if ((slots_[at] & ~uint64_t{0xffffffff}) == tag &&
-          params.Get(other)->name()->string_view() == name)
-        return other;
-    }
-  }
-
-private:
-  static uint64_t hashOf(std::string_view name) { return std::hash<std::string_view>()(name); }
-  // No index reaches 2^32 - 1: a plan is under 2 GiB, a param table far over 2 bytes.
-  static constexpr uint64_t kEmpty = ~uint64_t(0);
-  std::vector<uint64_t> slots_;
-};
 
 // Whether a Shard or StridedShard on a model-parallel (non-ownership) mesh
 // dim chunks the param's local shard: common::shardLayoutOf's rule, without
@@ -139,7 +97,9 @@ std::string Checker::checkParams() {
   if (!p_.params())
     return {};
   uint32_t ndims = static_cast<uint32_t>(dimSizes_.size());
-  std::optional<FirstOfName> byName;
+  // The first param of each name, for the duplicate-name check; its slot
+  // for a name is prefetched a few params ahead.
+  std::optional<common::FirstSeenTable> byName;
   if (complete())
     byName.emplace(p_.params()->size());
   constexpr uint32_t kPrefetchAhead = 16;
@@ -147,7 +107,7 @@ std::string Checker::checkParams() {
     const fb::Param *q = p_.params()->Get(i);
     if (byName && i + kPrefetchAhead < p_.params()->size())
       if (const flatbuffers::String *ahead = p_.params()->Get(i + kPrefetchAhead)->name())
-        byName->prefetch(ahead->string_view());
+        byName->prefetch(common::FirstSeenTable::hashOf(ahead->string_view()));
     if (!q->name() || q->name()->size() == 0)
       return "param #" + std::to_string(i) + " has no name";
     if (std::string why = common::paramNameProblem(q->name()->string_view()); !why.empty())
@@ -157,7 +117,11 @@ std::string Checker::checkParams() {
     auto paramName = [&] { return "param '" + q->name()->str() + "'"; };
     const Who who(paramName);
     if (complete()) {
-      const uint32_t first = byName->insert(q->name()->string_view(), i, *p_.params());
+      const std::string_view name = q->name()->string_view();
+      const uint32_t first =
+          byName->insert(common::FirstSeenTable::hashOf(name), i, [&](uint32_t other) {
+            return p_.params()->Get(other)->name()->string_view() == name;
+          });
       if (first != i)
         return "params #" + std::to_string(first) + " and #" + std::to_string(i) +
                " are both named '" + q->name()->str() + "'";

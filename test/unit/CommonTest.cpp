@@ -1,4 +1,5 @@
 // common/: the definitions the compiler, the runtime and the tools share.
+#include "common/FirstSeenTable.h"
 #include "common/Hex.h"
 #include "common/MeshIndex.h"
 #include "common/PlanAccess.h"
@@ -7,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace dmuon {
@@ -235,6 +238,34 @@ TEST(PlanRules, Values) {
   EXPECT_EQ(common::dtypeBytes(plan::DType::f64), 8);
   EXPECT_EQ(common::dtypeBytes(static_cast<plan::DType>(9)), 0);
   EXPECT_EQ(common::kMaxElements, int64_t(1) << 48);
+}
+
+// The first item of each key, against a std::map over the same keys: many
+// repeats, keys that share a hash (every probe then meets the other key's
+// tag and must ask sameKey), and a table filled to the n it was sized for.
+TEST(FirstSeenTable, FirstOfEachKeyAsAMap) {
+  constexpr uint32_t n = 5000;
+  std::vector<std::string> keys;
+  for (uint32_t i = 0; i < n; ++i)
+    keys.push_back("k" + std::to_string(i * 7919 % 1733)); // 1733 distinct, repeated
+  for (bool sameHash : {false, true}) {
+    common::FirstSeenTable table(n);
+    std::map<std::string, uint32_t> first;
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint64_t hash = sameHash ? 42 : common::FirstSeenTable::hashOf(keys[i]);
+      if (i + 3 < n)
+        table.prefetch(common::FirstSeenTable::hashOf(keys[i + 3]));
+      const uint32_t got =
+          table.insert(hash, i, [&](uint32_t other) { return keys[other] == keys[i]; });
+      const uint32_t expected = first.try_emplace(keys[i], i).first->second;
+      ASSERT_EQ(got, expected) << keys[i] << (sameHash ? " (one hash)" : "");
+    }
+  }
+  common::FirstSeenTable full(n);
+  for (uint32_t i = 0; i < n; ++i) // n distinct keys: the table never runs out of slots
+    ASSERT_EQ(full.insert(common::FirstSeenTable::hashOf(std::to_string(i)), i,
+                          [](uint32_t) { return false; }),
+              i);
 }
 
 } // namespace
