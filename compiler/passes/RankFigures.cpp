@@ -130,6 +130,8 @@ RankFigures otherRoutes(const PlanModel &model) {
   const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
   RankFigures f;
   for (const Param &p : model.params) {
+    if (p.route != Route::sharded && p.route != Route::replicated)
+      continue; // read the route alone: at 1M params each Param is a cache miss
     const int64_t along = alongDataSize(mesh, p);
     if (p.route == Route::sharded) {
       const int64_t shard = p.shardElements;
@@ -246,8 +248,13 @@ bool runRankFigures(PlanModel &model, Diagnostics &) {
   // unevenly, by owner slot: a rank of that slot owns one when its data
   // coordinates match on the dims the param is Replicate on (each coordinate
   // of a data-carrying dim that shards it owns its own slice).
+  // Both need a model-parallel mesh dim: on ownership dims alone no param
+  // is gathered or chunked, and the params are not walked.
   std::unordered_map<int64_t, std::vector<int>> commBySlot, unevenBySlot;
-  for (size_t i = 0; i < model.params.size(); ++i) {
+  bool modelParallel = false;
+  for (int d = 0; d < static_cast<int>(mesh.dims.size()); ++d)
+    modelParallel |= !mesh.isOwnershipDim(d);
+  for (size_t i = 0; modelParallel && i < model.params.size(); ++i) {
     const Param &p = model.params[i];
     if (p.role != Role::muon || p.unit < 0)
       continue;
