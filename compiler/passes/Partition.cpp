@@ -339,7 +339,8 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
     for (size_t k = 0; k < ownerParams.size(); ++k) {
       const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(ownerLayer[k])) << 32) |
                            static_cast<uint32_t>(ownerClass[k]);
-      ownerOpenId.push_back(openIds.try_emplace(key, static_cast<int>(openIds.size())).first->second);
+      const int id = openIds.try_emplace(key, static_cast<int>(openIds.size())).first->second;
+      ownerOpenId.push_back(id);
     }
     numOpenIds = openIds.size();
   }
