@@ -18,8 +18,9 @@ working set grows. A machine without hardware counters (a VM) has no other
 way to count them. It is about 50x slower; max RSS is then valgrind's.
 
 With --repeat N every input runs N times, in rounds over all the inputs of
-a sweep, and each pass keeps its fastest time. After each table, the growth of every pass from one row to the next
-and from the first row to the last, beside n log n's.
+a sweep, and each pass keeps its fastest time. After each table, the growth
+of every pass from one row to the next and from the first row to the last,
+beside n log n's.
 """
 import argparse
 import math
