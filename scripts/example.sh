@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+# Only what this job runs: the tools, the trainer and its plans (the tests,
+# benchmarks and the libtorch example are scripts/test.sh's).
+scripts/build.sh dmuonc dmuon-plan dmuon-trainer dmuon_tiny_plans
 model=${MODEL:-examples/models/llama-3.1-8b.toml}
 mesh=${MESH:-2x4}
 plan=build/$(basename "$model" .toml).plan

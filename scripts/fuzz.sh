@@ -1,34 +1,28 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of test/fuzz with clang-14 into
-# ${BUILD_DIR:-build-fuzz} (the whole build instrumented with ASan+UBSan) and
-# runs each for FUZZ_SECONDS (default 60) from its seed corpus
-# (test/fuzz/make-corpus.sh) and past findings (test/fuzz/regressions/).
+# Builds the libFuzzer targets of test/fuzz in the instrumented build that
+# scripts/sanitize.sh tests (clang-14, ASan+UBSan over the whole build;
+# ${BUILD_DIR:-build-asan}) and runs each for FUZZ_SECONDS (default 30) from
+# its seed corpus (test/fuzz/make-corpus.sh) and past findings
+# (test/fuzz/regressions/).
 # Exits non-zero on any crash, leak, sanitizer report, timeout (-timeout=10 s
 # per input) or out-of-memory (-rss_limit_mb=2048): the input that caused it is
-# saved as test/fuzz/regressions/<target>/<kind>-<sha1>, and from then on the
-# normal build's ctest fuzz_regress_<target> replays it.
+# saved as test/fuzz/regressions/<target>/<kind>-<sha1>, and from then on
+# every build's ctest fuzz_regress_<target> replays it.
 #
 # Environment: FUZZ_SECONDS, FUZZ_TARGETS (default: all five),
 # FUZZ_PARALLEL (targets run at once; default: the number of cores),
 # BUILD_DIR. Extra args go to every fuzzer (e.g. -seed=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
+source scripts/lib/instrumented-build.sh
 scripts/install-deps.sh
 
-build_dir=${BUILD_DIR:-build-fuzz}
-seconds=${FUZZ_SECONDS:-60}
+build_dir=${BUILD_DIR:-build-asan}
+seconds=${FUZZ_SECONDS:-30}
 read -r -a targets <<<"${FUZZ_TARGETS:-fuzz_plan fuzz_checkpoint fuzz_toml fuzz_onnx fuzz_mesh}"
 parallel=${FUZZ_PARALLEL:-$(nproc)}
 
-# CC/CXX matter only when the build directory is first configured.
-CC=clang-14 CXX=clang++-14 cmake -S . -B "$build_dir" -G Ninja \
-  -DDMUON_BUILD_FUZZERS=ON -DDMUON_ENABLE_CUDA=OFF -DDMUON_BUILD_BENCHMARKS=OFF \
-  -DDMUON_WERROR=OFF >/dev/null
-grep -q '^DMUON_FUZZING_ACTIVE:INTERNAL=ON' "$build_dir/CMakeCache.txt" || {
-  echo "fuzz.sh: $build_dir is not a clang fuzzing build; remove it and rerun" >&2
-  exit 1
-}
+configure_instrumented "$build_dir"
 cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}" dmuon_fuzz_corpus
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# Builds dmuon with AddressSanitizer + UndefinedBehaviorSanitizer
-# (-DDMUON_SANITIZE=address,undefined, RelWithDebInfo, the system compiler)
-# into ${BUILD_DIR:-build-asan} and runs the unit tests, the lit suite, the
-# fuzz regression replays and one MPI test under the sanitizers. Any report
-# (memory error, leak, undefined behaviour) fails its test.
+# Builds dmuon with AddressSanitizer + UndefinedBehaviorSanitizer (clang-14,
+# RelWithDebInfo; the build scripts/fuzz.sh fuzzes in, scripts/lib/
+# instrumented-build.sh) into ${BUILD_DIR:-build-asan} and runs the unit
+# tests, the lit suite, the fuzz regression replays and the runtime's MPI
+# tests of one HSDP mesh under the sanitizers. Any report (memory error,
+# leak, undefined behaviour) fails its test.
 #
 # Environment: BUILD_DIR. Extra args go to ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+source scripts/lib/ctest-tally.sh
+source scripts/lib/instrumented-build.sh
+trap tally_finish EXIT
 scripts/install-deps.sh
 
 build_dir=${BUILD_DIR:-build-asan}
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DDMUON_SANITIZE=address,undefined -DDMUON_ENABLE_CUDA=OFF \
-  -DDMUON_BUILD_BENCHMARKS=OFF >/dev/null
+configure_instrumented "$build_dir"
 cmake --build "$build_dir" -j "$(nproc)"
 
 # abort_on_error: a report kills the process with SIGABRT, so that lit's
@@ -32,11 +34,11 @@ ulimit -c 0
 # bench, the calibration tool; Open MPI leaks at exit), the install consumer
 # and the GPU tests.
 mpi='^(mpi_|train_loop_|qk_clip_|runtime_api_|trainer_|install_|nccl_|step_bench_|calibrate_|cuda\.)'
-ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" --no-tests=error -E "$mpi" "$@"
+tally_ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" --no-tests=error -E "$mpi" "$@"
 # The runtime's tests on one rank and the MPI tests on 4 ranks (HSDP 2x2) of
 # the hooks, the four AdamW routes, the training loop and QK-Clip. Open
 # MPI is built without frame pointers, so its leaks are only recognised (and
 # suppressed) with the slow, full unwinder on every allocation.
 LSAN_OPTIONS=$lsan:fast_unwind_on_malloc=0 \
-  ctest --test-dir "$build_dir" --output-on-failure --no-tests=error \
+  tally_ctest --test-dir "$build_dir" --output-on-failure --no-tests=error \
   -R '^(runtime_api_tests|runtime_exports|mpi_hsdp2x2|mpi_routes_mixed_2x2|train_loop_2x2|qk_clip_2x2)$' "$@"

@@ -197,7 +197,9 @@ NsFit measureNs(const Flags &f, MPI_Comm comm) {
   NsFit out;
   double flops = 0, seconds = 0;
   k::NsWorkspace ws;
-  for (auto [rows, cols] : f.shapes) {
+  for (const auto &shape : f.shapes) {
+    // Plain variables: clang 14 cannot capture structured bindings.
+    const int64_t rows = shape.first, cols = shape.second;
     std::vector<float> in(static_cast<size_t>(rows * cols)), res(in.size());
     for (size_t i = 0; i < in.size(); ++i)
       in[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
