@@ -9,7 +9,7 @@
 // then the time of parse, each pass and emit per model on a 16x256 mesh.
 //
 //   partition_quality [models-dir]     (default: examples/models)
-#include "Diagnostics.h"
+#include "support/Diagnostics.h"
 #include "Frontend.h"
 #include "Passes.h"
 #include "PlanWriter.h"

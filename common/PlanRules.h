@@ -1,5 +1,5 @@
 // Rules of the plan format that dmuonc enforces when it writes a plan and
-// that the verifier (runtime/plan) and the runtime check when they read one.
+// that the verifier (plan/verify) and the runtime check when they read one.
 //
 // common/ is the one place for definitions that the compiler (dmuonc), the
 // runtime (libdmuon) and the tools share. Its headers are header-only and

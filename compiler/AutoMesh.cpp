@@ -1,6 +1,6 @@
 #include "AutoMesh.h"
 
-#include "Diagnostics.h"
+#include "support/Diagnostics.h"
 #include "Mesh.h"
 
 #include <cctype>

@@ -1,6 +1,6 @@
 #include "DriverOptions.h"
 #include "AutoMesh.h"
-#include "ByteSize.h"
+#include "support/ByteSize.h"
 
 #include "common/HyperRanges.h"
 #include "common/PlanRules.h"

@@ -5,7 +5,7 @@
 #ifndef DMUON_COMPILER_DRIVEROPTIONS_H
 #define DMUON_COMPILER_DRIVEROPTIONS_H
 
-#include "Diagnostics.h"
+#include "support/Diagnostics.h"
 #include "Model.h"
 #include "Pipeline.h"
 

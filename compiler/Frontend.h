@@ -4,8 +4,9 @@
 #ifndef DMUON_COMPILER_FRONTEND_H
 #define DMUON_COMPILER_FRONTEND_H
 
-#include "Diagnostics.h"
 #include "Model.h"
+#include "support/Diagnostics.h"
+#include "support/InputFile.h"
 
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -31,16 +32,9 @@ bool loadOnnxModelFromBuffer(std::string_view bytes, const std::string &name,
 // The largest inputs dmuonc reads (docs/dmuonc.md, "Limits"). A manifest of
 // 10M params (the most a manifest may expand to) written out one table per
 // param stays below 1 GiB; protobuf parses at most 2 GiB, and an ONNX file's
-// external weight data is never read. A cost table has a line per shape.
+// external weight data is never read.
 inline constexpr uint64_t kMaxManifestBytes = uint64_t(1) << 30;
 inline constexpr uint64_t kMaxOnnxBytes = (uint64_t(1) << 31) - 1;
-inline constexpr uint64_t kMaxCostTableBytes = uint64_t(64) << 20;
-
-// Reads an input file whole, refusing one of more than `maxBytes` (`what`
-// names the kind of file for that message: "a TOML manifest"); on failure
-// reports "'path': <reason>" and returns null. Shared by the frontends.
-std::unique_ptr<llvm::MemoryBuffer> readInputFile(const std::string &path, Diagnostics &diags,
-                                                  uint64_t maxBytes, const char *what);
 
 // Picks the frontend from `format` or the file extension.
 bool loadModel(const std::string &path, InputFormat format, PlanModel &model,

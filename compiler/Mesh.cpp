@@ -1,6 +1,6 @@
 #include "Mesh.h"
 
-#include "Diagnostics.h"
+#include "support/Diagnostics.h"
 #include "common/MeshIndex.h"
 #include "common/PlanRules.h"
 

@@ -4,7 +4,7 @@
 #ifndef DMUON_COMPILER_PASSES_H
 #define DMUON_COMPILER_PASSES_H
 
-#include "Diagnostics.h"
+#include "support/Diagnostics.h"
 #include "Model.h"
 #include "common/ShardChunks.h"
 

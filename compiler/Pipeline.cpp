@@ -1,6 +1,6 @@
 #include "Pipeline.h"
 
-#include "CostTable.h"
+#include "support/CostTable.h"
 #include "Passes.h"
 #include "PlanWriter.h"
 

@@ -2,7 +2,7 @@
 #ifndef DMUON_COMPILER_PIPELINE_H
 #define DMUON_COMPILER_PIPELINE_H
 
-#include "Diagnostics.h"
+#include "support/Diagnostics.h"
 #include "Frontend.h"
 #include "Model.h"
 

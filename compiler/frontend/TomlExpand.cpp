@@ -5,7 +5,7 @@
 
 #include "common/ParamNames.h"
 #include "common/Routes.h"
-#include "TomlNodes.h"
+#include "support/TomlNodes.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLExtras.h"

@@ -10,7 +10,7 @@
 
 #include "common/ParamNames.h"
 #include "common/Routes.h"
-#include "TomlNodes.h"
+#include "support/TomlNodes.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLExtras.h"

@@ -1,7 +1,7 @@
 // partition (docs/partition.md): units -> global LPT over all G*R owner slots ->
 // owner slot per unit. Small params of one layer merge into one unit; units
 // of one layer prefer distinct slots; a bounded refinement follows LPT.
-#include "CostTable.h"
+#include "support/CostTable.h"
 #include "Passes.h"
 #include "passes/LowerBound.h"
 #include "passes/Partitioner.h"

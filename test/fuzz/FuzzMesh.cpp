@@ -1,7 +1,7 @@
 // fuzz_mesh: the --mesh parser on arbitrary text. Whatever it accepts must be
 // a consistent mesh: its world size fits, ranks and coordinates round-trip,
 // and its canonical string parses back to the same mesh.
-#include "Diagnostics.h"
+#include "support/Diagnostics.h"
 #include "Mesh.h"
 
 #include "llvm/Support/raw_ostream.h"

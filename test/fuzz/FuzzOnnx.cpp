@@ -1,7 +1,7 @@
 // fuzz_onnx: the ONNX frontend on arbitrary bytes (a serialized ModelProto),
 // with a fixed HSDP mesh. Errors are fine (diagnostics go to a null stream);
 // crashes, leaks, sanitizer reports and hangs are not.
-#include "Diagnostics.h"
+#include "support/Diagnostics.h"
 #include "Frontend.h"
 #include "Mesh.h"
 #include "Model.h"

@@ -6,7 +6,7 @@
 // first; so the input is also verified once more with its fingerprint
 // re-stamped, which lets mutations reach the semantic checks and printers.
 #include "plan/PlanFile.h"
-#include "plan-print/PlanPrinter.h"
+#include "plan/print/PlanPrinter.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -2,7 +2,7 @@
 // 3-D mesh (dp_replicate=2,dp_shard=2,tp=2) so that placements resolve.
 // Errors are fine (diagnostics go to a null stream); crashes, leaks,
 // sanitizer reports and hangs are not.
-#include "Diagnostics.h"
+#include "support/Diagnostics.h"
 #include "Frontend.h"
 #include "Mesh.h"
 #include "Model.h"

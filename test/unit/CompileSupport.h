@@ -3,7 +3,7 @@
 #ifndef DMUON_TEST_UNIT_COMPILESUPPORT_H
 #define DMUON_TEST_UNIT_COMPILESUPPORT_H
 
-#include "Diagnostics.h"
+#include "support/Diagnostics.h"
 #include "Frontend.h"
 #include "Passes.h"
 #include "PlanWriter.h"

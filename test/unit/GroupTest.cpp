@@ -1,6 +1,6 @@
 // The grouping rule (docs/dmuonc.md#grouping): every example of the
 // original specification's tables.
-#include "Diagnostics.h"
+#include "support/Diagnostics.h"
 #include "Passes.h"
 #include "common/ReplicateGroups.h"
 

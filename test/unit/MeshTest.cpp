@@ -1,5 +1,5 @@
 #include "AutoMesh.h"
-#include "Diagnostics.h"
+#include "support/Diagnostics.h"
 #include "Mesh.h"
 
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 #ifndef DMUON_TEST_UNIT_PLANTESTMODEL_H
 #define DMUON_TEST_UNIT_PLANTESTMODEL_H
 
-#include "Diagnostics.h"
+#include "support/Diagnostics.h"
 #include "Mesh.h"
 #include "Model.h"
 #include "PlanWriter.h"

@@ -3,7 +3,7 @@
 #include "PlanTestModel.h"
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
-#include "plan-print/PlanPrinter.h"
+#include "plan/print/PlanPrinter.h"
 #include "common/RankRows.h"
 #include "common/SlotLoads.h"
 

@@ -1,11 +1,11 @@
-// The step-time simulator (tools/simulate): the collective cost model, the
+// The step-time simulator (sim/): the collective cost model, the
 // cluster parser's refusals, the engine on hand-timed programs, and the
 // memory trace against the plan's own peak figure.
 #include "CompileSupport.h"
-#include "simulate/Cluster.h"
-#include "simulate/CostModel.h"
-#include "simulate/Engine.h"
-#include "simulate/Memory.h"
+#include "sim/Cluster.h"
+#include "sim/CostModel.h"
+#include "sim/Engine.h"
+#include "sim/Memory.h"
 
 #include <gtest/gtest.h>
 

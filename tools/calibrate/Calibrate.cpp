@@ -20,12 +20,12 @@
 //
 //   mpirun -n 2 dmuon-calibrate --plan gpt.plan -o cpu.toml --ns-table cpu-ns.csv
 #include "CalibrateFlags.h"
-#include "CostModel.h"
+#include "sim/CostModel.h"
 
 #include "dmuon/plan_generated.h"
 #include "kernels/NsForms.h"
 #include "kernels/cpu/MuonKernels.h"
-#include "plan/PlanVerifier.h"
+#include "plan/verify/PlanVerifier.h"
 #include "plan/ReadFile.h"
 
 #include <mpi.h>

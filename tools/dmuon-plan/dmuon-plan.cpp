@@ -5,8 +5,8 @@
 #include "common/Hex.h"
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
-#include "plan-print/PlanPrinter.h"
-#include "simulate/Simulate.h"
+#include "plan/print/PlanPrinter.h"
+#include "sim/Simulate.h"
 #include "ToolSupport.h"
 
 #include "llvm/Support/CommandLine.h"

@@ -4,17 +4,17 @@
 #include "DmuoncMain.h"
 
 #include "AutoSearch.h"
-#include "Diagnostics.h"
 #include "DriverOptions.h"
 #include "Pipeline.h"
 #include "PlanWriter.h"
 #include "ToolSupport.h"
+#include "support/Diagnostics.h"
 
 #include "dmuon/plan_version.h"
-#include "plan-print/PlanPrinter.h"
-#include "plan-print/PrintCommon.h"
-#include "simulate/Cluster.h"
-#include "simulate/Memory.h"
+#include "plan/print/PlanPrinter.h"
+#include "plan/print/PrintCommon.h"
+#include "sim/Cluster.h"
+#include "sim/Memory.h"
 
 #include "llvm/Support/BuryPointer.h"
 #include "llvm/Support/CommandLine.h"
@@ -245,7 +245,7 @@ bool checkMemory(const dmuon::DriverConfig &config, const dmuon::PlanBuffer &pla
   return true;
 }
 
-// Plans (with --mesh auto:N: chooses the plan, tools/dmuonc/AutoSearch.h),
+// Plans (with --mesh auto:N: chooses the plan, compiler/AutoSearch.h),
 // verifies what it wrote, and writes the chosen form.
 int run(dmuon::Diagnostics &diags) {
   dmuon::DriverConfig config;

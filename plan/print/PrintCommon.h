@@ -1,0 +1,171 @@
+// What the printers (PlanPrinter.h) share: number formatting, a read-only
+// view of a plan with bounds-checked lookups, and the facts every form needs.
+//
+// Output is a pure function of the buffer: numbers go through std::to_chars
+// (locale-free, shortest round trip), lists are printed in plan order, and
+// fields the plan's stage has not computed yet are left out. The printers
+// never index past a vector: a plan that was not verified prints '?' where an
+// index is out of range instead of crashing.
+#ifndef DMUON_PLAN_PRINT_PRINTCOMMON_H
+#define DMUON_PLAN_PRINT_PRINTCOMMON_H
+
+#include "common/Hex.h"
+#include "common/PlanAccess.h"
+#include "common/RankRows.h"
+#include "common/SlotLoads.h"
+#include "common/ReplicateGroups.h"
+#include "common/Routes.h"
+#include "dmuon/plan_generated.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dmuon::planfile::print {
+
+namespace fb = dmuon::plan;
+
+using common::hex64;
+using common::size;
+using common::str;
+
+// ---------------------------------------------------------------- numbers
+
+std::string num(int64_t v);
+// Shortest round-trip, fixed notation; "0" for zero (and negative zero).
+std::string num(double v);
+// Fixed notation with 4 decimals.
+std::string fixed4(double v);
+// "512 B", "1.50 KiB", ... up to the unit `largest` (0 = B, 1 = KiB, ...,
+// 6 = EiB), with 2 decimals past bytes.
+std::string humanBytes(double bytes, int largest);
+
+inline std::string orDash(const std::string &s) { return s.empty() ? "-" : s; }
+inline const char *boolName(bool b) { return b ? "true" : "false"; }
+
+// ---------------------------------------------------------------- plan facts
+
+inline bool reached(const fb::Plan &p, fb::Stage s) {
+  return static_cast<int>(p.stage()) >= static_cast<int>(s);
+}
+// The plan's stage by name, "?" for a value the schema does not know.
+std::string stageName(const fb::Plan &p);
+
+template <typename E, typename F> std::string enumName(E e, F nameFn) {
+  const char *n = nameFn(e);
+  return (n && *n) ? n : "?";
+}
+
+// The spelling users write: Shard(0), Replicate, ...
+std::string placementString(const fb::Placement &pl);
+
+inline bool recovered(const fb::Param &q) {
+  return q.name_origin() == fb::NameOrigin::recovered_from_node;
+}
+inline bool isMuon(const fb::Param &q) { return q.role() == fb::Role::muon; }
+// The route the plan means (1.2 plans: AdamW params replicated).
+inline fb::Route routeOf(const fb::Param &q) { return common::effectiveRoute(q); }
+// Owned by one slot: Muon params and owner-routed AdamW params.
+inline bool ownerRouted(const fb::Param &q) { return routeOf(q) == fb::Route::owner; }
+// --adamw-route's spelling of a policy.
+inline std::string routePolicyName(fb::RoutePolicy p) {
+  return p == fb::RoutePolicy::by_size ? "auto" : enumName(p, fb::EnumNameRoutePolicy);
+}
+// A comm param that gathers over a model-parallel mesh dim for NS.
+inline bool gathers(const fb::Param &q) {
+  return q.group() == fb::ShardingGroupKind::comm && q.gather_mesh_dim() >= 0;
+}
+// local_shape, when the plan has it and it differs from shape.
+bool localDiffers(const fb::Param &q);
+
+// The smallest slice a rank holds, per dim, where a model-parallel split is
+// uneven (common/ShardChunks.h; local_shape is the largest); empty when
+// every rank's slice is local_shape.
+std::vector<int64_t> smallestLocalShape(const fb::Param &q, const fb::Mesh *mesh);
+
+// The plan's mesh: dim sizes and names, ownership dims, G shards x R
+// replicas (at least 1 each, whatever an unverified plan says).
+struct MeshView {
+  explicit MeshView(const fb::Plan &p);
+
+  int64_t slots() const { return G * R; }
+  int64_t slotShard(int64_t slot) const { return slot < 0 ? -1 : slot % G; }
+  int64_t slotReplicate(int64_t slot) const { return slot < 0 ? -1 : slot / G; }
+  // Rank of owner slot (s, r) with every other mesh dim at 0 (row-major).
+  int64_t slotRank(int64_t s, int64_t r) const;
+  // Rank of owner (s, r, data index d): the data-carrying dims at d's
+  // coordinates (plan 1.4 on; D = 1 before).
+  int64_t ownerRank(int64_t s, int64_t r, int64_t d) const;
+  int64_t fineSlots() const { return G * R * D; }
+  // Data index d's coordinates on `onDims` as " data=(ep=1)" or
+  // " data=(ep=1,cp=0)"; empty without such dims.
+  std::string dataString(int64_t d, const flatbuffers::Vector<int32_t> *onDims) const;
+  // "dp_replicate=2,dp_shard=4"
+  std::string meshString() const;
+  // "(1,0,3)": the coordinate of a rank.
+  std::string coords(int64_t rank) const;
+  std::string dimName(int64_t i) const {
+    return i >= 0 && i < static_cast<int64_t>(dimNames.size()) ? dimNames[i] : "?";
+  }
+  std::string shardName() const { return shardDim >= 0 ? dimNames[shardDim] : "dp_shard"; }
+  std::string replicateName() const {
+    return replicateDim >= 0 ? dimNames[replicateDim] : "dp_replicate";
+  }
+
+  std::vector<int64_t> dims;
+  std::vector<std::string> dimNames;
+  std::vector<bool> carriesData;
+  int shardDim = -1, replicateDim = -1;
+  int64_t G = 1, R = 1;
+  int64_t D = 1; // data indices: the data-carrying dims' sizes multiplied (1.4 on)
+};
+
+// The most ranks (or lines) one listing of the text and JSON forms shows; a
+// longer one is cut there with a note, so that a plan for 2^24 ranks prints
+// in moments instead of gigabytes.
+constexpr int64_t kMaxListed = 4096;
+
+// A comm group's replicate groups as the text and JSON forms list them: as
+// stored (plans before 1.5), else derived from its replicate mesh dims;
+// whole groups while they fit in kMaxListed ranks, else cut there (`cut`).
+struct ListedReplicateGroups {
+  std::vector<std::vector<int64_t>> groups;
+  int64_t count = 0; // groups in all
+  int64_t size = 0;  // ranks per group
+  bool cut = false;
+};
+ListedReplicateGroups listReplicateGroups(const MeshView &m, const fb::CommGroup &g);
+
+// A plan with its mesh and bounds-checked lookups of params and hook groups.
+class View : public MeshView {
+public:
+  explicit View(const fb::Plan &p) : MeshView(p), p(p) {}
+
+  bool reached(fb::Stage s) const { return print::reached(p, s); }
+  std::string stageName() const { return print::stageName(p); }
+  std::string version() const {
+    return std::to_string(p.format_major()) + "." + std::to_string(p.format_minor());
+  }
+  const fb::Param *param(int64_t i) const {
+    if (i < 0 || i >= size(p.params()))
+      return nullptr;
+    return p.params()->Get(static_cast<uint32_t>(i));
+  }
+  std::string paramName(int64_t i) const {
+    const fb::Param *q = param(i);
+    return q ? str(q->name()) : "?";
+  }
+  std::string hookName(int64_t i) const {
+    if (i < 0 || i >= size(p.hook_groups()))
+      return "?";
+    return str(p.hook_groups()->Get(static_cast<uint32_t>(i))->name());
+  }
+  int64_t worldSize() const { return p.mesh() ? p.mesh()->world_size() : 0; }
+
+  const fb::Plan &p;
+};
+
+} // namespace dmuon::planfile::print
+
+#endif

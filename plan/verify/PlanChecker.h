@@ -1,0 +1,173 @@
+// The verifier's semantic checks (PlanVerifier.h), private to plan/verify:
+// one Checker per buffer that FlatBuffers' verifier has accepted. Its checks
+// live by subject in PlanVerifier.cpp (options, alignment, mesh),
+// CheckParams.cpp (params) and CheckGroups.cpp (units, comm and hook groups,
+// stats). Every check returns a message that names the field, param and
+// value at fault, or an empty string.
+#ifndef DMUON_PLAN_VERIFY_PLANCHECKER_H
+#define DMUON_PLAN_VERIFY_PLANCHECKER_H
+
+#include "common/MeshIndex.h"
+#include "common/PlanAccess.h"
+#include "dmuon/plan_generated.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dmuon::planfile::detail {
+
+namespace fb = dmuon::plan;
+
+using common::size;
+using common::str;
+
+template <typename E> bool enumOk(E e, E lo, E hi) { return !flatbuffers::IsOutRange(e, lo, hi); }
+
+// What a message is about ("param 'w'", "hook group 2 segment 5"), spelled
+// only when a check fails: the checks run for every param, unit and segment
+// (70k of each for Kimi K2), and building each name up front cost a third of
+// the verifier's time. Refers to a string or a callable that outlives it.
+class Who {
+public:
+  Who(const std::string &text) : obj_(&text), spell_(&spellString) {}
+  Who(const char *text) : obj_(text), spell_(&spellChars) {}
+  template <typename F, typename = decltype(std::string(std::declval<const F &>()()))>
+  Who(const F &f) : obj_(&f), spell_([](const void *o) { return (*static_cast<const F *>(o))(); }) {}
+  std::string operator()() const { return spell_(obj_); }
+  friend std::string operator+(const Who &w, const char *s) { return w() + s; }
+  friend std::string operator+(const Who &w, const std::string &s) { return w() + s; }
+
+private:
+  static std::string spellString(const void *o) { return *static_cast<const std::string *>(o); }
+  static std::string spellChars(const void *o) { return static_cast<const char *>(o); }
+  const void *obj_;
+  std::string (*spell_)(const void *);
+};
+
+// Semantic checks on a buffer the FlatBuffers verifier has accepted.
+class Checker {
+public:
+  Checker(const fb::Plan &p, const uint8_t *base) : p_(p), base_(base) {}
+  std::string run(bool requireComplete);
+
+private:
+  std::string checkAlignment();
+  std::string checkMesh();
+  std::string checkParams();
+  std::string checkModelParallel(const fb::Param &q, const Who &who);
+  std::string checkCompleteParam(const fb::Param &q, const Who &who);
+  std::string checkShardedParam(const fb::Param &q, int64_t local, const Who &who);
+  std::string checkSegmentParams(const fb::HookGroup &h, int64_t hi, const fb::Segment &s,
+                                 const Who &sw);
+  std::string checkUnits();
+  std::string checkGroups();
+  std::string checkHooks();
+  std::string checkRankRows();
+  std::string checkStats();
+  std::string checkQkClip(); // CheckQkClip.cpp
+
+  // The executor's own invariants, checked on complete plans only (a
+  // --stop-after plan is printed, never executed).
+  bool complete() const { return p_.stage() == fb::Stage::complete; }
+  std::string slotStr(int64_t slot) const {
+    return std::to_string(slot) + " (" + std::to_string(slot % G_) + "," +
+           std::to_string(slot / G_) + ")";
+  }
+  bool reached(fb::Stage s) const {
+    return static_cast<int>(p_.stage()) >= static_cast<int>(s);
+  }
+  // "'<what>' index <i> out of range (plan has <n> <things>)" or empty.
+  static std::string range(const std::string &what, int64_t i, int64_t n,
+                           const char *things, bool allowNone) {
+    if ((allowNone && i == -1) || (i >= 0 && i < n))
+      return {};
+    return what + " " + std::to_string(i) + " out of range (plan has " +
+           std::to_string(n) + " " + things + ")";
+  }
+  // The same for "<who><field>".
+  static std::string range(const Who &who, const char *field, int64_t i, int64_t n,
+                           const char *things, bool allowNone) {
+    if ((allowNone && i == -1) || (i >= 0 && i < n))
+      return {};
+    return range(who + field, i, n, things, allowNone);
+  }
+  std::string paramList(const Who &where,
+                        const flatbuffers::Vector<int32_t> *list) const {
+    if (!list)
+      return {};
+    for (int32_t i : *list)
+      if (std::string e = range(where, ": param index", i, numParams_, "params", false);
+          !e.empty())
+        return e;
+    return {};
+  }
+
+  const fb::Plan &p_;
+  const uint8_t *base_;
+  int64_t world_ = 1, G_ = 1, R_ = 1;
+  int64_t numParams_ = 0, numUnits_ = 0, numComm_ = 0, numHooks_ = 0;
+  std::vector<int64_t> dimSizes_;
+  std::vector<bool> dataDim_; // per mesh dim: carries data
+  int64_t D_ = 1; // data indices (1.4 on: the data-carrying dims' sizes multiplied)
+  // Complete plans: how many segments list each param.
+  std::vector<int> segmentsOf_;
+  int64_t adamwElements_ = 0;
+  int shardDim_ = -1, replicateDim_ = -1;
+
+  int64_t ownerRank(int64_t s, int64_t r, int64_t d) const {
+    return common::ownerRank(
+        dimSizes_, shardDim_, replicateDim_, [&](int i) { return dataDim_[i]; }, s, r, d);
+  }
+  std::string dataIndexInRange(const Who &who, int64_t d) const {
+    if (d < 0 || d >= D_)
+      return who + ": data index " + std::to_string(d) + " out of range (plan has " +
+             std::to_string(D_) + (D_ == 1 ? " data index)" : " data indices)");
+    return {};
+  }
+  // The owner fields of a param or segment: "<who>: owner_rank 9 out of
+  // range (world size 8)" and the like, or empty.
+  std::string ownerRankInRange(const Who &who, int64_t rank) const {
+    if (rank < 0 || rank >= world_)
+      return who + ": owner_rank " + std::to_string(rank) + " out of range (world size " +
+             std::to_string(world_) + ")";
+    return {};
+  }
+  std::string ownerSlotInRange(const Who &who, int64_t shard, int64_t replicate) const {
+    if (shard < 0 || shard >= G_)
+      return who + ": owner_shard " + std::to_string(shard) + " out of range (mesh has " +
+             std::to_string(G_) + " shards)";
+    if (replicate < 0 || replicate >= R_)
+      return who + ": owner_replicate " + std::to_string(replicate) +
+             " out of range (mesh has " + std::to_string(R_) + " replicas)";
+    return {};
+  }
+  // The owner rank is the rank of the owner (shard, replicate, data index).
+  std::string ownerRankMatchesSlot(const Who &who, int64_t rank, int64_t shard,
+                                   int64_t replicate, int64_t dataIndex) const {
+    const int64_t want = ownerRank(shard, replicate, dataIndex);
+    if (rank != want)
+      return who + ": owner_rank " + std::to_string(rank) + " is not the rank " +
+             std::to_string(want) + " of its owner slot (" + std::to_string(shard) + "," +
+             std::to_string(replicate) +
+             (D_ > 1 ? ", data index " + std::to_string(dataIndex) : std::string()) + ")";
+    return {};
+  }
+  // The data-carrying dims a param is Replicate on, ascending: what its
+  // data_dims must say (1.4 on).
+  std::vector<int> expectedDataDims(const fb::Param &q) const {
+    std::vector<int> dims;
+    const auto *pls = q.placements();
+    for (size_t d = 0; d < dataDim_.size(); ++d)
+      if (dataDim_[d] && pls && d < pls->size() &&
+          pls->Get(static_cast<uint32_t>(d))->kind() == fb::PlacementKind::replicate)
+        dims.push_back(static_cast<int>(d));
+    return dims;
+  }
+  std::string checkDataDims(const fb::Param &q, const Who &who) const;
+};
+
+} // namespace dmuon::planfile::detail
+
+#endif

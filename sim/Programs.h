@@ -1,0 +1,104 @@
+// Lowering a plan to the simulator's programs: dmuon's own (per rank, from
+// the plan's hook groups, segments, routes and per-rank figures) and the
+// three baselines priced on the same model, mesh and cluster.
+#ifndef DMUON_SIM_PROGRAMS_H
+#define DMUON_SIM_PROGRAMS_H
+
+#include "sim/Cluster.h"
+#include "sim/Program.h"
+
+#include "dmuon/plan_generated.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dmuon::sim {
+
+// The plan's mesh as the simulator needs it: dim sizes, which dims are
+// which, and where nodes begin (ranks are row-major, a node holds
+// devices_per_node consecutive ranks).
+struct MeshView {
+  std::vector<int64_t> sizes;
+  std::vector<bool> carriesData;
+  int shardDim = -1, replicateDim = -1;
+  int64_t world = 1, devicesPerNode = 1;
+
+  static MeshView of(const plan::Plan &p, int64_t devicesPerNode);
+  int64_t nodes() const { return (world + devicesPerNode - 1) / devicesPerNode; }
+  std::vector<int64_t> coord(int64_t rank) const;
+  // Ranks of the group of `rank` that varies `dims` (every other coordinate
+  // fixed), and whether it spans more than one node.
+  int64_t groupSize(const std::vector<int> &dims) const;
+  bool spansNodes(int64_t rank, const std::vector<int> &dims) const;
+  // dp_shard, dp_replicate and the data-carrying dims: the ranks whose
+  // gradients a data-parallel average meets.
+  std::vector<int> dataParallelDims() const;
+  std::vector<int> shardDims() const;
+  std::vector<int> replicateDims() const;
+};
+
+// The mesh dims a segment's phase-2 reduce and replicate broadcast span:
+// dp_replicate and the data-carrying dims its params are Replicate on
+// (plan 1.4: Param.data_dims; before 1.4, dp_replicate alone). The one place
+// to adapt when the plan records a segment's column otherwise.
+std::vector<int> segmentColumnDims(const plan::Plan &p, const plan::Segment &seg,
+                                   const MeshView &mesh);
+
+// Forward and backward seconds per hook group from the cluster's workload
+// (split by each group's share of this rank's param elements). A plan
+// without hook groups gets one pseudo-group holding the whole compute.
+struct ComputeSplit {
+  std::vector<std::string> names;
+  std::vector<double> forward, backward;
+  double flopsPerToken = 0; // what the flops model used (0: seconds given)
+};
+ComputeSplit splitCompute(const plan::Plan &p, const Cluster &c);
+
+// What every rank's program is built from, read once from the plan.
+// Bytes and collective count of one kind of traffic.
+struct Traffic {
+  double bytes = 0;
+  int64_t count = 0;
+  void add(double b) {
+    bytes += b;
+    ++count;
+  }
+};
+
+struct ColumnTraffic {
+  std::vector<int> dims;
+  Traffic reduce, replicate;
+};
+
+struct PlanDigest {
+  struct Group {
+    Traffic broadcast, reduce;                  // owner segments, over the shard group
+    Traffic allGather, reduceScatter, shardSum; // sharded route
+    double elements = 0, valueBytes = 0, muonElements = 0;
+  };
+  std::vector<Group> groups;
+  // [shard coordinate][group]: the owner segments whose column this shard's
+  // ranks are in.
+  std::vector<std::vector<std::vector<ColumnTraffic>>> columns;
+  double muonElements = 0, muonNsFlops = 0, elements = 0, valueBytes = 0;
+  double ungroupedElements = 0; // replicated-route params: all-reduced at the step
+  int64_t gatherSize = 1;       // comm params' gather group (model-parallel)
+};
+
+std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh);
+Program dmuonProgram(const plan::Plan &p, const PlanDigest &d, const MeshView &mesh,
+                     const Cluster &c, const ComputeSplit &split, int64_t rank);
+
+enum class Baseline {
+  AdamW,           // FSDP2-style: all-gather / reduce-scatter every group, AdamW on shards
+  NaiveAllReduce,  // DDP: all-reduce every gradient, NS on every matrix on every rank
+  NaiveAllGather,  // ZeRO-1: reduce-scatter, all-gather the Muon gradients, NS everywhere
+};
+const char *baselineName(Baseline b);
+Program baselineProgram(Baseline b, const plan::Plan &p, const PlanDigest &d,
+                        const MeshView &mesh, const Cluster &c, const ComputeSplit &split);
+
+} // namespace dmuon::sim
+
+#endif

@@ -1,0 +1,109 @@
+#include "sim/Simulate.h"
+#include "common/RankRows.h"
+
+#include <algorithm>
+#include <memory>
+
+namespace dmuon::sim {
+
+namespace {
+
+// The latest arrival per coupling collective over `ranks`.
+void maxInto(Arrivals &into, const Arrivals &a) {
+  auto merge = [](std::vector<std::vector<double>> &dst,
+                  const std::vector<std::vector<double>> &src) {
+    if (dst.size() < src.size())
+      dst.resize(src.size());
+    for (size_t s = 0; s < src.size(); ++s) {
+      if (dst[s].size() < src[s].size())
+        dst[s].resize(src[s].size(), 0);
+      for (size_t i = 0; i < src[s].size(); ++i)
+        dst[s][i] = std::max(dst[s][i], src[s][i]);
+    }
+  };
+  merge(into.global, a.global);
+  merge(into.replicate, a.replicate);
+}
+
+} // namespace
+
+bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &clusterPath,
+              Simulation &out, std::string &error) {
+  if (common::RankRows(p).empty()) {
+    error = "the plan has no per-rank figures (it stopped before the layout pass); simulate a "
+            "complete plan";
+    return false;
+  }
+  const MeshView mesh = MeshView::of(p, c0.devicesPerNode);
+  // Oversubscribed processors slow every rank's compute alike.
+  out.computeShare = computeShare(c0, mesh.world);
+  const Cluster c = withComputeShare(c0, out.computeShare);
+  if (mesh.nodes() > 1 && !c.inter.present) {
+    error = "the mesh's " + std::to_string(mesh.world) + " ranks span " +
+            std::to_string(mesh.nodes()) + " nodes of " + std::to_string(c.devicesPerNode) +
+            " devices, but the cluster describes no inter-node network ([network.inter])";
+    return false;
+  }
+  out.clusterName = c.name;
+  out.clusterPath = clusterPath;
+  out.world = mesh.world;
+  out.nodes = mesh.nodes();
+  out.devicesPerNode = c.devicesPerNode;
+  out.split = splitCompute(p, c);
+  out.tokensPerRank = c.workload.tokensPerRank;
+  out.mfu = c.workload.mfu;
+  const std::unique_ptr<PlanDigest> d = digestPlan(p, mesh);
+
+  std::vector<Program> programs;
+  programs.reserve(static_cast<size_t>(mesh.world));
+  out.collectiveWait = oversubscribedWait(c0, mesh.world);
+  for (int64_t r = 0; r < mesh.world; ++r) {
+    programs.push_back(dmuonProgram(p, *d, mesh, c, out.split, r));
+    programs.back().collectiveWait = out.collectiveWait;
+  }
+
+  // Pass 1: each rank alone. The replicate bound of a rank is what the
+  // ranks of its shard column reached (the owners among them send), the
+  // global bound what every rank reached.
+  const int64_t G = mesh.shardDim >= 0 ? mesh.sizes[static_cast<size_t>(mesh.shardDim)] : 1;
+  std::vector<Arrivals> byColumn(static_cast<size_t>(G));
+  Arrivals global;
+  auto shardOf = [&](int64_t r) {
+    return mesh.shardDim >= 0 ? mesh.coord(r)[static_cast<size_t>(mesh.shardDim)] : 0;
+  };
+  for (int64_t r = 0; r < mesh.world; ++r) {
+    RankRun run = runProgram(c, programs[static_cast<size_t>(r)], nullptr, false);
+    maxInto(byColumn[static_cast<size_t>(shardOf(r))], run.arrivals);
+    maxInto(global, run.arrivals);
+  }
+  // Pass 2, with the bounds; the busiest rank is the one with the longest
+  // step (the lowest such rank on ties).
+  double worst = -1;
+  for (int64_t r = 0; r < mesh.world; ++r) {
+    Bounds b;
+    b.replicate = byColumn[static_cast<size_t>(shardOf(r))].replicate;
+    b.global = global.global;
+    RankRun run = runProgram(c, programs[static_cast<size_t>(r)], &b, false);
+    if (run.times.total > worst) {
+      worst = run.times.total;
+      out.dmuon = {"dmuon", r, run.times};
+    }
+  }
+  {
+    Bounds b;
+    b.replicate = byColumn[static_cast<size_t>(shardOf(out.dmuon.rank))].replicate;
+    b.global = global.global;
+    out.timeline =
+        runProgram(c, programs[static_cast<size_t>(out.dmuon.rank)], &b, true).timeline;
+  }
+  for (Baseline base :
+       {Baseline::AdamW, Baseline::NaiveAllReduce, Baseline::NaiveAllGather}) {
+    Program prog = baselineProgram(base, p, *d, mesh, c, out.split);
+    prog.collectiveWait = out.collectiveWait;
+    out.baselines.push_back({baselineName(base), 0, runProgram(c, prog, nullptr, false).times});
+  }
+  out.memory = checkMemory(p, c.device.memoryBytes);
+  return true;
+}
+
+} // namespace dmuon::sim
