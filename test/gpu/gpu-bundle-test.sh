@@ -11,7 +11,8 @@
 #   3. scripts/gpu-bundle-run itself: its dry run, a run without a GPU (FAIL
 #      at once, every later step "not run", summary.json written), and a run
 #      on a stand-in machine (fake nvidia-smi, python3 and device libraries,
-#      binaries that print what passing ones print): every step PASS.
+#      binaries that print what passing ones print): every step PASS,
+#      the Llama step given the prediction recorded in bundle.env.
 #   gpu-bundle-test.sh <repo>
 set -uo pipefail
 repo=$1
@@ -30,7 +31,7 @@ expect_not_in() { ! grep -qF -- "$2" <<<"$1" || fail "$3: unexpected '$2' in:"$'
 share() {
   mkdir -p "$1/share/plans" "$1/share/reference"
   cp "$repo/scripts/gpu-verdicts.sh" "$1/share/"
-  printf 'BUNDLE_CUDA=13.0\nBUNDLE_COMMIT=test\nLOSS_STEP0_TOL=1e-4\nLOSS_TOL=2e-2\n' \
+  printf 'BUNDLE_CUDA=13.0\nBUNDLE_COMMIT=test\nLOSS_STEP0_TOL=1e-4\nLOSS_TOL=2e-2\nLLAMA_PREDICTED_MS=400.548\n' \
     >"$1/share/bundle.env"
 }
 
@@ -151,7 +152,7 @@ expect_in "$v" "PASS 3 steps" "nccl passes"
 run=$tmp/good/run
 out=$("$run" --dry-run 2>&1) || fail "run --dry-run failed:"$'\n'"$out"
 expect_in "$out" "total budget" "dry run"
-for step in gpu libs kernel-tests nccl-runtime trainer-cuda gpu-bench; do
+for step in gpu libs kernel-tests nccl-runtime trainer-cuda gpu-bench llama-step; do
   grep -qE "^  $step +[0-9]+s  " <<<"$out" || fail "dry run lists no budget for $step"
 done
 
@@ -166,7 +167,7 @@ rc=$?
 expect_in "$out" "gpu-bundle: gpu            FAIL" "run without a GPU"
 expect_in "$out" "not run: an earlier step failed" "run without a GPU"
 expect_in "$out" "gpu-bundle: FAIL" "run without a GPU"
-python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["status"] == "FAIL" and len(s["steps"]) == 6, s' \
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["status"] == "FAIL" and len(s["steps"]) == 7, s' \
   "$tmp/nogpu-out/summary.json" || fail "summary.json without a GPU is not the expected JSON"
 
 # A stand-in GPU machine: nvidia-smi of an H200 with driver 580, python3
@@ -210,19 +211,25 @@ echo "shape  NS ms"
 echo "4096x4096  1.0"
 echo "target: NS/GEMM at 4096x4096 = 0.85 (>= 0.60): PASS"
 EOF
+cat >"$sm/bin/dmuon-gpu-step" <<'EOF'
+#!/bin/sh
+case "$*" in *"--predicted-ms 400.548"*) ;; *) echo "no prediction passed: $*"; exit 1 ;; esac
+echo "optimizer step: median 512.000 ms over 3 steps"
+echo "target: optimizer step 512.000 ms, predicted 400.548 ms (ratio 1.28, within 0.5..2): PASS"
+EOF
 chmod +x "$tmp/sm-bin"/* "$sm/bin"/*
 touch "$sm/share/plans/tiny-1.plan"
 out=$(PATH="$tmp/sm-bin:$PATH" "$sm/run" "$tmp/sm-out" 2>&1)
 rc=$?
 [ "$rc" -eq 0 ] || fail "run on the stand-in machine exited $rc:"$'\n'"$out"
-for step in gpu libs kernel-tests nccl-runtime trainer-cuda gpu-bench; do
+for step in gpu libs kernel-tests nccl-runtime trainer-cuda gpu-bench llama-step; do
   grep -qE "^gpu-bundle: $step +PASS" <<<"$out" || fail "stand-in run: $step did not PASS:"$'\n'"$out"
 done
 expect_in "$out" "libcublas.so.13 in $tmp/site/nvidia/cublas/lib" "stand-in libraries"
 expect_in "$out" "gpu-bundle: PASS" "stand-in run"
-python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["status"] == "PASS" and [t["status"] for t in s["steps"]] == ["PASS"] * 6, s' \
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["status"] == "PASS" and [t["status"] for t in s["steps"]] == ["PASS"] * 7, s' \
   "$tmp/sm-out/summary.json" || fail "summary.json of the stand-in run is not all PASS"
-for step in gpu libs kernel-tests nccl-runtime trainer-cuda gpu-bench; do
+for step in gpu libs kernel-tests nccl-runtime trainer-cuda gpu-bench llama-step; do
   [ -s "$tmp/sm-out/$step.log" ] || fail "stand-in run wrote no $step.log"
 done
 [ -n "${SHOW:-}" ] && echo "$out"
