@@ -234,6 +234,16 @@ for step in gpu libs kernel-tests nccl-runtime trainer-cuda gpu-bench llama-step
 done
 [ -n "${SHOW:-}" ] && echo "$out"
 
+# The same machine without the driver's libcuda anywhere: the libs step
+# names it, and nothing after it runs.
+rm "$tmp/site/nvidia/cublas/lib/libcuda.so.1"
+if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+  out=$(PATH="$tmp/sm-bin:$PATH" "$sm/run" "$tmp/sm-nolib" 2>&1)
+  [ $? -eq 1 ] || fail "run without libcuda did not fail"
+  expect_in "$out" "gpu-bundle: libs           FAIL  not found: libcuda.so.1" "no libcuda"
+  expect_in "$out" "gpu-bundle: kernel-tests   FAIL  not run: an earlier step failed" "no libcuda"
+fi
+
 if [ "$failures" -eq 0 ]; then
   echo "gpu-bundle verdicts: all checks passed"
 else
