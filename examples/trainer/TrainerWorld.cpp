@@ -1,6 +1,5 @@
 #include "TrainerWorld.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>

@@ -17,7 +17,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
