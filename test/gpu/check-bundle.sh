@@ -16,7 +16,11 @@
 #     all that is called;
 #   * BUNDLE/run --dry-run exits 0 and lists steps whose budgets add up to at
 #     most 420 s;
-#   * no script in the bundle calls apt, pip install or mpirun.
+#   * no script in the bundle calls apt, pip install or mpirun;
+#   * where the bundle carries an OpenBLAS subset (lib/libopenblas.so.0) and
+#     gcc is here: a probe linked against it alone computes cblas_sgemm and
+#     cblas_ssyrk on 256x256 matrices on its threads, against a plain loop
+#     in double (the subset loads, initializes and picks its CPU kernels).
 # Prints what each ELF needs and the newest glibc/libstdc++ symbol versions
 # it requires (for the GPU machine's OS). Exit status 0 when every check
 # passed.
@@ -143,6 +147,54 @@ while IFS= read -r -d '' f; do
     fail "${f#"$bundle"/} calls what the GPU machine must not run (apt, pip install, mpirun):"$'\n'"$hits"
   fi
 done < <(find "$bundle" -type f -print0)
+
+# 5. The OpenBLAS subset computes (ldd -r shows it resolves; this shows it
+# runs: OpenBLAS picks its kernels for the CPU at load time).
+if [ -f "$bundle/lib/libopenblas.so.0" ] && command -v gcc >/dev/null 2>&1; then
+  probe=$(mktemp -d)
+  cat >"$probe/probe.c" <<'EOF'
+#include <math.h>
+#include <stdio.h>
+/* cblas.h's values: CblasRowMajor 101, CblasNoTrans 111, CblasTrans 112, CblasUpper 121. */
+void cblas_sgemm(int, int, int, int, int, int, float, const float *, int, const float *, int,
+                 float, float *, int);
+void cblas_ssyrk(int, int, int, int, int, float, const float *, int, float, float *, int);
+enum { N = 256 };
+static float a[N * N], b[N * N], c[N * N], d[N * N];
+int main(void) {
+  unsigned x = 1;
+  for (int i = 0; i < N * N; ++i) {
+    x = x * 1664525u + 1013904223u;
+    a[i] = (float)(x >> 8) / 16777216.0f - 0.5f;
+    x = x * 1664525u + 1013904223u;
+    b[i] = (float)(x >> 8) / 16777216.0f - 0.5f;
+  }
+  cblas_sgemm(101, 111, 111, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+  cblas_ssyrk(101, 121, 111, N, N, 1.0f, a, N, 0.0f, d, N);
+  double worst = 0;
+  for (int i = 0; i < N; ++i)
+    for (int j = i; j < N; ++j) {
+      double s = 0, t = 0;
+      for (int k = 0; k < N; ++k) {
+        s += (double)a[i * N + k] * b[k * N + j];
+        t += (double)a[i * N + k] * a[j * N + k];
+      }
+      worst = fmax(worst, fmax(fabs(s - c[i * N + j]), fabs(t - d[i * N + j])));
+    }
+  printf("sgemm and ssyrk 256x256: worst absolute error %.2e\n", worst);
+  return worst < 1e-3 ? 0 : 1;
+}
+EOF
+  if ! gcc -O1 -o "$probe/probe" "$probe/probe.c" "$bundle/lib/libopenblas.so.0" \
+    "-Wl,-rpath,$bundle/lib" -lm 2>"$probe/gcc.log"; then
+    fail "lib/libopenblas.so.0: a probe calling cblas_sgemm and cblas_ssyrk does not link:"$'\n'"$(head -n 5 "$probe/gcc.log")"
+  elif result=$(env -u LD_LIBRARY_PATH OPENBLAS_NUM_THREADS=2 "$probe/probe" 2>&1); then
+    echo "check-bundle: lib/libopenblas.so.0: $result"
+  else
+    fail "lib/libopenblas.so.0 does not compute: $result"
+  fi
+  rm -rf "$probe"
+fi
 
 if [ "$failures" -eq 0 ]; then
   echo "check-bundle: PASS ($bundle)"

@@ -4,7 +4,8 @@
 #   1. test/gpu/check-bundle.sh passes a small well-formed bundle (made here
 #      with gcc around the real run script) and fails, naming the culprit,
 #      an ELF that needs a library from outside the bundle, one whose run
-#      path does not reach the bundle's lib/, a script that installs or
+#      path does not reach the bundle's lib/, an unresolved symbol, an
+#      OpenBLAS subset without cblas_ssyrk, a script that installs or
 #      launches MPI, a bundle over 48 MiB and budgets over 420 s;
 #   2. the verdicts of scripts/gpu-verdicts.sh on made-up logs (loss lines
 #      against the reference, the trainer, the NCCL runtime test);
@@ -81,6 +82,18 @@ gcc -o "$tmp/nosym/bin/hello2" "$tmp/hello2.c" "$tmp/libok.so.1" '-Wl,-rpath,$OR
 out=$("$check" "$tmp/nosym" 2>&1) && fail "an ELF with an unresolved symbol passed"
 expect_in "$out" "bin/hello2 has unresolved symbols" "unresolved symbol"
 expect_in "$out" "undefined symbol: ok2" "unresolved symbol"
+
+# An OpenBLAS subset that lacks cblas_ssyrk (linked from cblas_sgemm alone
+# it would still load): the probe does not link.
+cp -r "$tmp/good" "$tmp/blas"
+echo 'void cblas_sgemm(void) {}' >"$tmp/sgemm.c"
+gcc -shared -fPIC -o "$tmp/blas/lib/libopenblas.so.0" -Wl,-soname,libopenblas.so.0 "$tmp/sgemm.c"
+out=$("$check" "$tmp/blas" 2>&1) && fail "an OpenBLAS subset without cblas_ssyrk passed"
+expect_in "$out" "lib/libopenblas.so.0: a probe calling cblas_sgemm and cblas_ssyrk does not link" "blas subset"
+echo 'void cblas_sgemm(void) {} void cblas_ssyrk(void) {}' >"$tmp/noop.c"
+gcc -shared -fPIC -o "$tmp/blas/lib/libopenblas.so.0" -Wl,-soname,libopenblas.so.0 "$tmp/noop.c"
+out=$("$check" "$tmp/blas" 2>&1) && fail "an OpenBLAS that computes nothing passed"
+expect_in "$out" "lib/libopenblas.so.0 does not compute: sgemm and ssyrk 256x256: worst absolute error" "blas no-op"
 
 # A script that installs, one that launches MPI.
 cp -r "$tmp/good" "$tmp/pip"
