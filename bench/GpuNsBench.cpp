@@ -13,13 +13,17 @@
 // the GEMM rate and understate NS/GEMM. Times are the median of --reps runs after --warmup runs,
 // measured with CUDA events on one stream.
 //
+// A shape BxRxC is a batch of B matrices of R x C (MoE experts): NS runs
+// them in one batched call, the GEMM baseline as strided-batched GEMMs, and
+// the flops are B times one matrix's.
+//
 // Where the long side is at least ns::kGramMinAspect times the short one
 // (the shapes NsForm::Auto runs in the Gram form), the Gram form is timed
 // too; its column counts the three-GEMM form's flops, so "Gram x" is its
 // speedup over today's form.
 //
 // Usage: dmuon-gpu-bench [--steps N] [--reps N] [--warmup N] [--polar]
-//                        [--shape RxC ...]
+//                        [--shape [B]xRxC ...]
 // Prints a table and a final "target:" line (NS/GEMM at 4096x4096 >= 0.60).
 // Exit status: 0 when it ran (target met or not), 1 on a CUDA error or when
 // no GPU is visible.
@@ -72,7 +76,7 @@ constexpr double kTargetRatio = 0.60;
   } while (0)
 
 struct Shape {
-  int64_t rows, cols;
+  int64_t batch, rows, cols;
 };
 
 struct Options {
@@ -102,15 +106,19 @@ uint16_t toBf16(float x) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-// NS's first bf16 iterate: v / ||v||_F, rounded to bf16.
-std::vector<uint16_t> normalizedBf16(const std::vector<float> &v) {
-  double sumSq = 0.0;
-  for (float f : v)
-    sumSq += static_cast<double>(f) * f;
-  const double inv = 1.0 / (std::sqrt(sumSq) + 1e-7);
+// NS's first bf16 iterate of each of the `batch` matrices in v:
+// m / ||m||_F, rounded to bf16.
+std::vector<uint16_t> normalizedBf16(const std::vector<float> &v, int64_t batch) {
+  const size_t per = v.size() / static_cast<size_t>(batch);
   std::vector<uint16_t> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i)
-    out[i] = toBf16(static_cast<float>(v[i] * inv));
+  for (size_t m = 0; m < static_cast<size_t>(batch); ++m) {
+    double sumSq = 0.0;
+    for (size_t i = m * per; i < (m + 1) * per; ++i)
+      sumSq += static_cast<double>(v[i]) * v[i];
+    const double inv = 1.0 / (std::sqrt(sumSq) + 1e-7);
+    for (size_t i = m * per; i < (m + 1) * per; ++i)
+      out[i] = toBf16(static_cast<float>(v[i] * inv));
+  }
   return out;
 }
 
@@ -145,11 +153,21 @@ template <typename T> T *deviceAlloc(size_t n) {
   return static_cast<T *>(p);
 }
 
+// "RxC" or "BxRxC".
 bool parseShape(const char *s, Shape &out) {
-  long long r = 0, c = 0;
-  if (std::sscanf(s, "%lldx%lld", &r, &c) != 2 || r <= 0 || c <= 0)
+  long long v[3] = {0, 0, 0};
+  int used = 0;
+  const bool batched = std::sscanf(s, "%lldx%lldx%lld%n", &v[0], &v[1], &v[2], &used) == 3 &&
+                       s[used] == '\0';
+  if (!batched) {
+    v[0] = 1;
+    used = 0;
+    if (std::sscanf(s, "%lldx%lld%n", &v[1], &v[2], &used) != 2 || s[used] != '\0')
+      return false;
+  }
+  if (v[0] <= 0 || v[1] <= 0 || v[2] <= 0)
     return false;
-  out = {r, c};
+  out = {v[0], v[1], v[2]};
   return true;
 }
 
@@ -176,20 +194,21 @@ Options parse(int argc, char **argv) {
       Shape s{};
       const char *v = next();
       if (!parseShape(v, s)) {
-        std::fprintf(stderr, "dmuon-gpu-bench: bad shape '%s' (want RxC)\n", v);
+        std::fprintf(stderr, "dmuon-gpu-bench: bad shape '%s' (want RxC or BxRxC)\n", v);
         std::exit(2);
       }
       o.shapes.push_back(s);
     } else {
       std::fprintf(stderr,
                    "usage: dmuon-gpu-bench [--steps N] [--reps N] [--warmup N] [--polar] "
-                   "[--shape RxC ...]\n");
+                   "[--shape [B]xRxC ...]\n");
       std::exit(a == "--help" || a == "-h" ? 0 : 2);
     }
   }
   if (o.shapes.empty())
-    o.shapes = {{1024, 1024}, {2048, 2048}, {4096, 4096}, {8192, 8192},
-                {4096, 16384}, {8192, 2048}, {1024, 4096}, {2048, 7168}};
+    o.shapes = {{1, 1024, 1024},  {1, 2048, 2048}, {1, 4096, 4096}, {1, 8192, 8192},
+                {1, 4096, 16384}, {1, 8192, 2048}, {1, 1024, 4096}, {1, 2048, 7168},
+                {64, 768, 2048}};
   return o;
 }
 
@@ -228,29 +247,30 @@ int main(int argc, char **argv) {
   double targetRatio = -1.0;
   for (const Shape &sh : opt.shapes) {
     const int64_t s = std::min(sh.rows, sh.cols), l = std::max(sh.rows, sh.cols);
-    const size_t n = static_cast<size_t>(sh.rows * sh.cols);
-    const double flopsPerIter = 4.0 * static_cast<double>(s) * static_cast<double>(s) *
+    const size_t n = static_cast<size_t>(sh.batch * sh.rows * sh.cols);
+    const double flopsPerIter = static_cast<double>(sh.batch) * 4.0 * static_cast<double>(s) * static_cast<double>(s) *
                                     static_cast<double>(l) +
-                                2.0 * static_cast<double>(s) * static_cast<double>(s) *
-                                    static_cast<double>(s);
+                                static_cast<double>(sh.batch) * 2.0 * static_cast<double>(s) *
+                                    static_cast<double>(s) * static_cast<double>(s);
 
     // NS through the library, fp32 in and out.
     float *in = deviceAlloc<float>(n);
     float *out = deviceAlloc<float>(n);
-    const std::vector<float> host = randomFill(n, static_cast<uint64_t>(sh.rows * 31 + sh.cols));
+    const std::vector<float> host =
+        randomFill(n, static_cast<uint64_t>(sh.batch * 977 + sh.rows * 31 + sh.cols));
     CHECK_CUDA(cudaMemcpy(in, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaDeviceSynchronize()); // a pageable copy may return before its DMA lands
-    CHECK_CU(cu::reserveWorkspace(ctx, 1, sh.rows, sh.cols));
+    CHECK_CU(cu::reserveWorkspace(ctx, sh.batch, sh.rows, sh.cols));
     const cu::NsCoefficients set = opt.polar ? cu::NsCoefficients::PolarExpress
                                            : cu::NsCoefficients::Original;
     const double nsMs = timeMs(stream, opt.warmup, opt.reps, [&] {
-      CHECK_CU(cu::newtonSchulz(ctx, in, out, 1, sh.rows, sh.cols, opt.steps, set,
+      CHECK_CU(cu::newtonSchulz(ctx, in, out, sh.batch, sh.rows, sh.cols, opt.steps, set,
                                 cu::NsForm::ThreeGemm));
     });
     double gramMs = -1.0;
     if (static_cast<double>(l) >= dmuon::kernels::ns::kGramMinAspect * static_cast<double>(s)) {
       gramMs = timeMs(stream, opt.warmup, opt.reps, [&] {
-        CHECK_CU(cu::newtonSchulz(ctx, in, out, 1, sh.rows, sh.cols, opt.steps, set,
+        CHECK_CU(cu::newtonSchulz(ctx, in, out, sh.batch, sh.rows, sh.cols, opt.steps, set,
                                   cu::NsForm::Gram));
       });
     }
@@ -261,28 +281,47 @@ int main(int argc, char **argv) {
     // The three GEMMs of one iteration, bare (wide layout: X^T is l x s);
     // bf16 buffers held as uint16_t. X is NS's own normalized input in bf16;
     // every call computes A from X and B from A before reading them, so all
-    // three GEMMs multiply NS-like values, never zeros.
-    uint16_t *x = deviceAlloc<uint16_t>(static_cast<size_t>(s * l));
-    uint16_t *y = deviceAlloc<uint16_t>(static_cast<size_t>(s * l));
-    uint16_t *a = deviceAlloc<uint16_t>(static_cast<size_t>(s * s));
-    uint16_t *b = deviceAlloc<uint16_t>(static_cast<size_t>(s * s));
+    // three GEMMs multiply NS-like values, never zeros. A batch runs the
+    // same calls strided-batched, as NS's batched path does.
+    const int64_t nb = sh.batch;
+    uint16_t *x = deviceAlloc<uint16_t>(static_cast<size_t>(nb * s * l));
+    uint16_t *y = deviceAlloc<uint16_t>(static_cast<size_t>(nb * s * l));
+    uint16_t *a = deviceAlloc<uint16_t>(static_cast<size_t>(nb * s * s));
+    uint16_t *b = deviceAlloc<uint16_t>(static_cast<size_t>(nb * s * s));
     {
-      const std::vector<uint16_t> xs = normalizedBf16(host);
+      const std::vector<uint16_t> xs = normalizedBf16(host, nb);
       CHECK_CUDA(cudaMemcpy(x, xs.data(), xs.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
       CHECK_CUDA(cudaDeviceSynchronize());
     }
     const int S = static_cast<int>(s), L = static_cast<int>(l);
     const float one = 1.0f, zero = 0.0f;
+    const long long sl = s * l, ss = s * s;
+    const int B = static_cast<int>(nb);
     const double gemmMs = timeMs(stream, opt.warmup, opt.reps, [&] {
-      CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, S, S, L, &one, x, CUDA_R_16BF, L, x,
-                              CUDA_R_16BF, L, &zero, a, CUDA_R_16BF, S, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT));
-      CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, S, S, S, &one, a, CUDA_R_16BF, S, a,
-                              CUDA_R_16BF, S, &zero, b, CUDA_R_16BF, S, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT));
-      CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, L, S, S, &one, x, CUDA_R_16BF, L, b,
-                              CUDA_R_16BF, S, &zero, y, CUDA_R_16BF, L, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT));
+      if (nb == 1) {
+        CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, S, S, L, &one, x, CUDA_R_16BF, L,
+                                x, CUDA_R_16BF, L, &zero, a, CUDA_R_16BF, S, CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT));
+        CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, S, S, S, &one, a, CUDA_R_16BF, S,
+                                a, CUDA_R_16BF, S, &zero, b, CUDA_R_16BF, S, CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT));
+        CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, L, S, S, &one, x, CUDA_R_16BF, L,
+                                b, CUDA_R_16BF, S, &zero, y, CUDA_R_16BF, L, CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT));
+        return;
+      }
+      CHECK_BLAS(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, S, S, L, &one, x,
+                                            CUDA_R_16BF, L, sl, x, CUDA_R_16BF, L, sl, &zero, a,
+                                            CUDA_R_16BF, S, ss, B, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT));
+      CHECK_BLAS(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, S, S, S, &one, a,
+                                            CUDA_R_16BF, S, ss, a, CUDA_R_16BF, S, ss, &zero, b,
+                                            CUDA_R_16BF, S, ss, B, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT));
+      CHECK_BLAS(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, L, S, S, &one, x,
+                                            CUDA_R_16BF, L, sl, b, CUDA_R_16BF, S, ss, &zero, y,
+                                            CUDA_R_16BF, L, sl, B, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT));
     });
     CHECK_CUDA(cudaFree(x));
     CHECK_CUDA(cudaFree(y));
@@ -292,7 +331,8 @@ int main(int argc, char **argv) {
     const double nsTflops = opt.steps * flopsPerIter / (nsMs * 1e-3) / 1e12;
     const double gemmTflops = flopsPerIter / (gemmMs * 1e-3) / 1e12;
     const double ratio = nsTflops / gemmTflops;
-    const std::string name = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
+    const std::string name = (nb > 1 ? std::to_string(nb) + "x" : std::string()) +
+                             std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
     std::printf("%-14s %10.3f %12.1f %12.3f %14.1f %9.2f", name.c_str(), nsMs, nsTflops, gemmMs,
                 gemmTflops, ratio);
     if (gramMs > 0.0)
@@ -300,7 +340,7 @@ int main(int argc, char **argv) {
     else
       std::printf(" %10s %8s\n", "-", "-");
     std::fflush(stdout);
-    if (sh.rows == 4096 && sh.cols == 4096)
+    if (nb == 1 && sh.rows == 4096 && sh.cols == 4096)
       targetRatio = ratio;
   }
 

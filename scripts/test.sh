@@ -6,7 +6,8 @@
 #   scripts/test.sh          the normal build and its tests
 #   scripts/test.sh --all    then also what CI runs (docs/testing.md): the
 #                            runtime-only build's configure guard and C ABI
-#                            tests (scripts/runtime-only.sh), the sanitizer
+#                            tests (scripts/runtime-only.sh), the GPU bundle
+#                            and its check (scripts/gpu-bundle), the sanitizer
 #                            build's tests (scripts/sanitize.sh) and each
 #                            fuzzer for FUZZ_SECONDS (default 30;
 #                            scripts/fuzz.sh) in that same build
@@ -34,6 +35,10 @@ tally_ctest --test-dir build --output-on-failure -j "$(nproc)"
 if [[ $all -eq 1 ]]; then
   stage "runtime-only build"
   scripts/runtime-only.sh
+  stage "GPU bundle"
+  # Built and checked here (size, what each ELF resolves to, the run's
+  # steps and budgets); run only on a GPU machine (docs/gpu.md).
+  scripts/gpu-bundle build-bundle
   stage "sanitizer build"
   scripts/sanitize.sh
   stage "fuzzers"

@@ -1,7 +1,5 @@
 #include "TrainerCommon.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
@@ -9,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <stdexcept>
 #include <vector>
 
 namespace tiny {
@@ -226,32 +226,32 @@ std::string human(double bytes) {
 } // namespace
 
 int trainerMain(int argc, char **argv, const TrainerInfo &info, TrainerRun run) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::unique_ptr<World> world;
+  try {
+    world = openWorld(/*alwaysMpi=*/!info.cuda, &argc, &argv);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "%s: error: %s\n", info.program, e.what());
+    return 1;
+  }
 
   TrainerFlags flags;
   std::string err;
   if (!parseFlags(argc, argv, info, flags, err)) {
-    if (rank == 0) {
+    if (world->rank() == 0) {
       std::fprintf(stderr, "%s: error: %s\n", info.program, err.c_str());
       usage(stderr, info);
     }
-    MPI_Finalize();
     return 2;
   }
 
-  int rc = 0;
+  int rc = 1;
   try {
-    rc = run(flags, rank, world);
+    rc = run(flags, *world);
   } catch (const std::exception &e) {
-    // A failure on one rank would leave the others waiting in a collective.
-    std::fprintf(stderr, "%s: rank %d: error: %s\n", info.program, rank, e.what());
+    std::fprintf(stderr, "%s: rank %d: error: %s\n", info.program, world->rank(), e.what());
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    world->abort(1);
   }
-  MPI_Finalize();
   return rc;
 }
 
@@ -276,12 +276,12 @@ dmuon_runtime_options_t runtimeOptions(const TrainerFlags &flags) {
 }
 
 void printRunHeader(const TrainerInfo &info, const TrainerFlags &flags, const dmuon::Plan &plan,
-                    const Config &cfg, int rank, int world, int64_t localBatch,
+                    const Config &cfg, const World &world, int64_t localBatch,
                     const std::string &extra) {
-  if (rank == 0)
+  if (world.rank() == 0)
     std::printf("%s: %s, %d ranks, %d params (%d hook groups), global batch %" PRId64
                 " (%" PRId64 " per rank), %d steps%s\n",
-                info.program, flags.plan.c_str(), world, plan.numParams(), plan.numHookGroups(),
+                info.program, flags.plan.c_str(), world.size(), plan.numParams(), plan.numHookGroups(),
                 cfg.globalBatch, localBatch, flags.steps, extra.c_str());
 }
 
@@ -296,7 +296,7 @@ double lrFactor(const TrainerFlags &flags, int step) {
 }
 
 double stepAndReport(dmuon::Runtime &rt, const TrainerFlags &flags,
-                     const dmuon_hyper_params_t &base, int step, float mine, int rank, int world) {
+                     const dmuon_hyper_params_t &base, int step, float mine, World &world) {
   if (flags.warmup > 0 || flags.cosine) {
     dmuon_hyper_params_t h;
     dmuon_hyper_params_init(&h);
@@ -307,10 +307,10 @@ double stepAndReport(dmuon::Runtime &rt, const TrainerFlags &flags,
   const bool applied = rt.step();
   const dmuon_grad_norm_t norm = rt.gradNorm();
   // Slices are equal, so the mean of the ranks' means is the global mean.
-  double sum = 0, value = mine;
-  MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  const double loss = sum / world;
-  if (rank == 0) {
+  double sum = mine;
+  world.sum(&sum, 1);
+  const double loss = sum / world.size();
+  if (world.rank() == 0) {
     std::printf("step %4d  loss %.6f  grad-norm %.4f", step, loss, norm.total);
     if (!applied)
       std::printf("  skipped (non-finite gradient)");
@@ -322,8 +322,9 @@ double stepAndReport(dmuon::Runtime &rt, const TrainerFlags &flags,
   return loss;
 }
 
-int finishRun(const TrainerInfo &info, const TrainerFlags &flags, dmuon::Runtime &rt, int rank,
-              int world, double first, double last) {
+int finishRun(const TrainerInfo &info, const TrainerFlags &flags, dmuon::Runtime &rt,
+              World &world, double first, double last) {
+  const int rank = world.rank();
   // Per-rank figures, printed by rank 0 in rank order.
   dmuon_comm_counters_t c = rt.commCounters();
   std::vector<double> mineFig;
@@ -333,8 +334,8 @@ int finishRun(const TrainerInfo &info, const TrainerFlags &flags, dmuon::Runtime
   for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k)
     mineFig.push_back(static_cast<double>(c.kinds[k].received));
   const int n = static_cast<int>(mineFig.size());
-  std::vector<double> all(rank == 0 ? static_cast<size_t>(n * world) : 0);
-  MPI_Gather(mineFig.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::vector<double> all(rank == 0 ? static_cast<size_t>(n * world.size()) : 0);
+  world.gather(mineFig.data(), n, all.data());
   if (rank == 0) {
     std::printf("loss: %.6f -> %.6f (%.1fx lower) over %d steps\n", first, last,
                 last > 0 ? first / last : INFINITY, flags.steps);
@@ -344,7 +345,7 @@ int finishRun(const TrainerInfo &info, const TrainerFlags &flags, dmuon::Runtime
     for (const char *name : kCollectiveNames)
       std::printf(" %23s", name);
     std::printf(" %23s\n", "total");
-    for (int r = 0; r < world; ++r) {
+    for (int r = 0; r < world.size(); ++r) {
       const double *f = &all[static_cast<size_t>(r * n)];
       std::printf("%-5d %12.4g", r, f[0]);
       double sent = 0, recv = 0;

@@ -1,5 +1,6 @@
 // What dmuon-trainer (CPU, MPI backend) and dmuon-trainer-cuda (GPU, NCCL
-// backend) share: the command line, MPI start-up and error handling, the
+// backend) share: the command line, the world's start-up (TrainerWorld.h)
+// and error handling, the
 // runtime options taken from the flags, the per-step loss line and the
 // end-of-run table. Both trainers print the same lines, so their runs can be
 // compared line by line.
@@ -7,6 +8,7 @@
 #define DMUON_EXAMPLES_TRAINERCOMMON_H
 
 #include "TinyModel.h"
+#include "TrainerWorld.h"
 
 #include "dmuon/dmuon.hpp"
 
@@ -45,10 +47,12 @@ struct TrainerInfo {
 };
 
 // One rank's training run; returns the process exit status.
-using TrainerRun = int (*)(const TrainerFlags &flags, int rank, int world);
+using TrainerRun = int (*)(const TrainerFlags &flags, World &world);
 
-// MPI_Init, flag parsing (usage and exit status 2 on a bad command line),
-// run(), and MPI_Abort when run() throws on any rank; returns the exit status.
+// The world (openWorld: always MPI for the CPU trainer; for the CUDA trainer
+// MPI only under an MPI launcher), flag parsing (usage and exit status 2 on a
+// bad command line), run(), and World::abort when run() throws on any rank;
+// returns the exit status.
 int trainerMain(int argc, char **argv, const TrainerInfo &info, TrainerRun run);
 
 // Runtime options from the flags (mode, replicate, learning rates); the
@@ -61,7 +65,7 @@ int64_t localBatch(const Config &cfg, int world);
 // Rank 0 prints the run's first line: plan, ranks, params, batch, steps, then
 // `extra` (e.g. ", GPU 0 (NVIDIA H200)").
 void printRunHeader(const TrainerInfo &info, const TrainerFlags &flags, const dmuon::Plan &plan,
-                    const Config &cfg, int rank, int world, int64_t localBatch,
+                    const Config &cfg, const World &world, int64_t localBatch,
                     const std::string &extra = "");
 
 // The schedule's factor on the learning rates at `step` (--warmup, --cosine).
@@ -70,17 +74,17 @@ double lrFactor(const TrainerFlags &flags, int step);
 // One optimizer step after the step's micro-batches: sets the schedule's
 // learning rates (from `base`, the runtime's at the start), steps, and
 // returns the global mean loss from each rank's mean over its equal slice (a
-// collective over MPI_COMM_WORLD); rank 0 prints the step's loss line with
+// collective over the world); rank 0 prints the step's loss line with
 // the gradient norm, and whether it clipped or skipped.
 double stepAndReport(dmuon::Runtime &rt, const TrainerFlags &flags,
-                     const dmuon_hyper_params_t &base, int step, float mine, int rank, int world);
+                     const dmuon_hyper_params_t &base, int step, float mine, World &world);
 
 // After rt.synchronize(): rank 0 prints the loss summary and the per-rank
-// table (NS flops, bytes per collective; a collective over MPI_COMM_WORLD),
+// table (NS flops, bytes per collective; a collective over the world),
 // then --min-loss-drop is checked. Returns 0, or 1 when the loss fell too
 // little.
-int finishRun(const TrainerInfo &info, const TrainerFlags &flags, dmuon::Runtime &rt, int rank,
-              int world, double firstLoss, double lastLoss);
+int finishRun(const TrainerInfo &info, const TrainerFlags &flags, dmuon::Runtime &rt,
+              World &world, double firstLoss, double lastLoss);
 
 } // namespace tiny
 

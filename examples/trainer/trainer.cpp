@@ -30,11 +30,12 @@ const tiny::TrainerInfo kInfo = {"dmuon-trainer",
                                  "Trains a tiny residual MLP with libdmuon over MPI_COMM_WORLD.",
                                  /*cuda=*/false};
 
-int run(const tiny::TrainerFlags &flags, int rank, int world) {
+int run(const tiny::TrainerFlags &flags, tiny::World &world) {
+  const int rank = world.rank();
   dmuon::Plan plan(flags.plan);
   tiny::Config cfg;
   tiny::PlanBinding binding(plan, cfg);
-  const int64_t local = tiny::localBatch(cfg, world);
+  const int64_t local = tiny::localBatch(cfg, world.size());
   if (local % flags.microBatches != 0)
     throw std::runtime_error("each rank's batch of " + std::to_string(local) +
                              " rows does not split into " +
@@ -48,7 +49,7 @@ int run(const tiny::TrainerFlags &flags, int rank, int world) {
   dmuon::Runtime rt(plan, opt);
   tiny::bindInitialParams(rt, cfg, flags.seed);
 
-  tiny::printRunHeader(kInfo, flags, plan, cfg, rank, world, local);
+  tiny::printRunHeader(kInfo, flags, plan, cfg, world, local);
 
   tiny::Data data(cfg, flags.seed);
   tiny::Model model(cfg, micro);
@@ -67,13 +68,13 @@ int run(const tiny::TrainerFlags &flags, int rank, int world) {
       mine += model.forwardBackward(access, x.data(), t.data(), flags.microBatches) /
               static_cast<float>(flags.microBatches);
     }
-    const double loss = tiny::stepAndReport(rt, flags, base, step, mine, rank, world);
+    const double loss = tiny::stepAndReport(rt, flags, base, step, mine, world);
     if (step == 0)
       first = loss;
     last = loss;
   }
   rt.synchronize();
-  return tiny::finishRun(kInfo, flags, rt, rank, world, first, last);
+  return tiny::finishRun(kInfo, flags, rt, world, first, last);
 }
 
 } // namespace

@@ -4,11 +4,14 @@
 // line, loss lines and end-of-run table as the CPU trainer, plus --device and
 // --check-against-cpu.
 //
-//   mpirun -n 1 build/bin/dmuon-trainer-cuda --plan build/hosts/tiny/tiny-1.plan --steps 20
+//   build/bin/dmuon-trainer-cuda --plan build/hosts/tiny/tiny-1.plan --steps 20
+//   mpirun -n 4 build/bin/dmuon-trainer-cuda --plan build/hosts/tiny/tiny-4.plan
 //
-// MPI only bootstraps NCCL (rank 0's ncclGetUniqueId, MPI_Bcast,
-// ncclCommInitRank over MPI_COMM_WORLD's ranks) and reduces the printed loss;
-// every collective of the optimizer runs on NCCL. Each rank uses CUDA device
+// Started by an MPI launcher it runs on MPI_COMM_WORLD, and otherwise as one
+// process without MPI (TrainerWorld.h). MPI only bootstraps NCCL (rank 0's
+// ncclGetUniqueId, broadcast, ncclCommInitRank over the world's ranks) and
+// reduces the printed loss; every collective of the optimizer runs on NCCL.
+// Each rank uses CUDA device
 // (local rank % visible devices) unless --device says otherwise, one compute
 // stream that is also the runtime's compute stream, and reads params from and
 // accumulates gradients into the runtime's device views (tiny::RuntimeAccess,
@@ -21,7 +24,6 @@
 #include "dmuon/dmuon.hpp"
 
 #include <cuda_runtime.h>
-#include <mpi.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -71,12 +73,12 @@ struct Stream {
 
 struct NcclComm {
   ncclComm_t c = nullptr;
-  NcclComm(int rank, int world) {
+  explicit NcclComm(tiny::World &world) {
     ncclUniqueId id;
-    if (rank == 0)
+    if (world.rank() == 0)
       checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD);
-    checkNccl(ncclCommInitRank(&c, world, id, rank), "ncclCommInitRank");
+    world.broadcast(&id, static_cast<int>(sizeof id), 0);
+    checkNccl(ncclCommInitRank(&c, world.size(), id, world.rank()), "ncclCommInitRank");
   }
   ~NcclComm() { ncclCommDestroy(c); }
   NcclComm(const NcclComm &) = delete;
@@ -90,15 +92,6 @@ struct DeviceFloats {
   DeviceFloats(const DeviceFloats &) = delete;
   DeviceFloats &operator=(const DeviceFloats &) = delete;
 };
-
-int localRank() {
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int r = 0;
-  MPI_Comm_rank(node, &r);
-  MPI_Comm_free(&node);
-  return r;
-}
 
 // RuntimeAccess that also copies every gradient to the host at the last
 // moment it is valid: a layer's before its post_backward (which reduces it
@@ -138,7 +131,7 @@ private:
 // worst figures over all ranks, and returns whether every rank agreed.
 bool checkAgainstCpu(const tiny::TrainerFlags &flags, const tiny::Config &cfg, int64_t local,
                      const std::vector<float> &x, const std::vector<float> &t, float gpuLoss,
-                     const RecordingAccess &gpu, int rank) {
+                     const RecordingAccess &gpu, tiny::World &world) {
   tiny::ParamStore store(cfg, flags.seed);
   tiny::Model cpu(cfg, local);
   const float cpuLoss = cpu.forwardBackward(store, x.data(), t.data());
@@ -163,10 +156,10 @@ bool checkAgainstCpu(const tiny::TrainerFlags &flags, const tiny::Config &cfg, i
   }
   if (std::isnan(lossErr))
     lossErr = INFINITY;
-  double mine[2] = {lossErr, gradErr}, all[2] = {0, 0};
-  MPI_Allreduce(mine, all, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  double all[2] = {lossErr, gradErr};
+  world.max(all, 2);
   const bool ok = all[0] <= kLossTolerance && all[1] <= kGradTolerance;
-  if (rank == 0) {
+  if (world.rank() == 0) {
     std::printf("check-against-cpu: step 0, rank 0: loss gpu %.6f cpu %.6f; worst over ranks: "
                 "loss rel diff %.2e (tolerance %.0e), gradient rel error %.2e (tolerance "
                 "%.0e; rank 0's worst: %s): %s\n",
@@ -177,23 +170,22 @@ bool checkAgainstCpu(const tiny::TrainerFlags &flags, const tiny::Config &cfg, i
   return ok;
 }
 
-int run(const tiny::TrainerFlags &flags, int rank, int world) {
+int run(const tiny::TrainerFlags &flags, tiny::World &world) {
+  const int rank = world.rank();
   // Without a GPU on some rank every rank says so and exits kSkipped (ctest
   // reports the run as skipped, as CI has no GPU), rather than failing.
   int devices = 0;
   const cudaError_t e = cudaGetDeviceCount(&devices);
   if (e != cudaSuccess)
     devices = 0;
-  int fewest = 0;
-  MPI_Allreduce(&devices, &fewest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (fewest == 0) {
+  if (world.min(devices) == 0) {
     if (devices == 0)
       std::fprintf(stderr,
                    "%s: rank %d: skipped: no CUDA device visible (cudaGetDeviceCount: %s)\n",
                    kInfo.program, rank, e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
     return kSkipped;
   }
-  const int device = flags.device >= 0 ? flags.device : localRank() % devices;
+  const int device = flags.device >= 0 ? flags.device : world.localRank() % devices;
   if (device >= devices)
     throw std::runtime_error("--device " + std::to_string(device) + ", but only " +
                              std::to_string(devices) + " CUDA devices are visible");
@@ -204,10 +196,10 @@ int run(const tiny::TrainerFlags &flags, int rank, int world) {
   dmuon::Plan plan(flags.plan);
   tiny::Config cfg;
   tiny::PlanBinding binding(plan, cfg);
-  const int64_t local = tiny::localBatch(cfg, world);
+  const int64_t local = tiny::localBatch(cfg, world.size());
 
   Stream stream;
-  NcclComm comm(rank, world);
+  NcclComm comm(world);
   DeviceFloats xDev(static_cast<size_t>(local * cfg.inDim));
   DeviceFloats tDev(static_cast<size_t>(local * cfg.outDim));
   tiny::CudaModel model(cfg, local, stream.s);
@@ -220,7 +212,7 @@ int run(const tiny::TrainerFlags &flags, int rank, int world) {
   dmuon::Runtime rt(plan, opt);
   tiny::bindInitialParams(rt, cfg, flags.seed);
 
-  tiny::printRunHeader(kInfo, flags, plan, cfg, rank, world, local,
+  tiny::printRunHeader(kInfo, flags, plan, cfg, world, local,
                        ", GPU " + std::to_string(device) + " of rank 0 (" + prop.name + ")");
 
   tiny::Data data(cfg, flags.seed);
@@ -243,18 +235,18 @@ int run(const tiny::TrainerFlags &flags, int rank, int world) {
       RecordingAccess recording(rt, binding, stream.s);
       float mine = model.forwardBackward(recording, xDev.p, tDev.p);
       recording.copyRemaining(); // adamw gradients stay local until step()
-      checked = checkAgainstCpu(flags, cfg, local, x, t, mine, recording, rank);
-      first = last = tiny::stepAndReport(rt, flags, base, step, mine, rank, world);
+      checked = checkAgainstCpu(flags, cfg, local, x, t, mine, recording, world);
+      first = last = tiny::stepAndReport(rt, flags, base, step, mine, world);
       continue;
     }
     float mine = model.forwardBackward(access, xDev.p, tDev.p);
-    const double loss = tiny::stepAndReport(rt, flags, base, step, mine, rank, world);
+    const double loss = tiny::stepAndReport(rt, flags, base, step, mine, world);
     if (step == 0)
       first = loss;
     last = loss;
   }
   rt.synchronize();
-  int rc = tiny::finishRun(kInfo, flags, rt, rank, world, first, last);
+  int rc = tiny::finishRun(kInfo, flags, rt, world, first, last);
   if (!checked) {
     if (rank == 0)
       std::fprintf(stderr,

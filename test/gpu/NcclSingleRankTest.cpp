@@ -1,16 +1,22 @@
 // A single-rank NCCL runtime (world size 1) through full training steps of
-// the example model, against the same steps on the CPU kernels. Needs a GPU;
-// skips itself without one. Run by scripts/gpu-check.
+// the example model, against the same steps on the CPU kernels, with the
+// invariants I1, I2 and I4 and the plan's byte counts checked after every
+// step. One process, no MPI: the communicator comes from a local
+// ncclGetUniqueId. Needs a GPU; skips itself without one. Run by
+// scripts/gpu-check and the GPU bundle (scripts/gpu-bundle), which points
+// DMUON_TINY_PLAN_DIR at its own plans.
 #include "TinyModel.h"
 #include "TinyRuntime.h"
 #include "dmuon/dmuon.hpp"
 #include "kernels/cpu/MuonKernels.h"
+#include "plan/Fingerprint.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -65,6 +71,40 @@ private:
   std::map<std::string, std::vector<float>> host_, grads_;
 };
 
+// The tiny plans: DMUON_TINY_PLAN_DIR in the environment (a bundle's own),
+// else the build's.
+std::string planDir() {
+  const char *dir = std::getenv("DMUON_TINY_PLAN_DIR");
+  return dir && *dir ? dir : DMUON_TINY_PLAN_DIR;
+}
+
+// After a synchronized step at world size 1, the one rank is every Muon
+// matrix's owner (I1), holds its master (I2) and momentum, and the master's
+// checksum is that of the values it serves (I4: one rank, so no column to
+// agree with); every collective moved the bytes the plan says.
+void expectInvariants(dmuon::Runtime &rt, const dmuon::Plan &plan,
+                      const std::vector<tiny::ParamSpec> &specs, int step) {
+  for (const tiny::ParamSpec &s : specs) {
+    if (plan.param(plan.findParam(s.name)).role != DMUON_ROLE_MUON)
+      continue;
+    const dmuon_param_state_t st = rt.paramState(s.name);
+    EXPECT_EQ(st.is_owner, 1) << "I1: " << s.name << ", step " << step;
+    EXPECT_EQ(st.has_owned_data, 1) << "I2: " << s.name << ", step " << step;
+    EXPECT_EQ(st.has_momentum, 1) << s.name << ", step " << step;
+    std::vector<float> values(static_cast<size_t>(s.numel));
+    rt.gatherParam(s.name, values.data(), s.numel);
+    const uint64_t sum = dmuon::planfile::fnv1a64(reinterpret_cast<const uint8_t *>(values.data()),
+                                                  values.size() * sizeof(float));
+    EXPECT_EQ(st.owned_checksum, sum) << "I4: " << s.name << ", step " << step;
+  }
+  const dmuon_comm_counters_t got = rt.commCounters(), want = rt.plannedCounters();
+  for (int k = 0; k < DMUON_COLLECTIVE_COUNT; ++k) {
+    EXPECT_EQ(got.kinds[k].sent, want.kinds[k].sent) << "collective " << k << ", step " << step;
+    EXPECT_EQ(got.kinds[k].received, want.kinds[k].received)
+        << "collective " << k << ", step " << step;
+  }
+}
+
 int deviceCount() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
@@ -84,7 +124,7 @@ TEST(NcclRuntime, SingleRankStepsMatchTheCpuKernels) {
   ASSERT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
 
   tiny::Config cfg;
-  dmuon::Plan plan(std::string(DMUON_TINY_PLAN_DIR) + "/tiny-1.plan");
+  dmuon::Plan plan(planDir() + "/tiny-1.plan");
   tiny::PlanBinding binding(plan, cfg);
   dmuon_runtime_options_t o;
   dmuon_runtime_options_init(&o);
@@ -114,9 +154,12 @@ TEST(NcclRuntime, SingleRankStepsMatchTheCpuKernels) {
     std::vector<float> x(cfg.globalBatch * cfg.inDim), t(cfg.globalBatch * cfg.outDim);
     for (int step = 0; step < kSteps; ++step) {
       data.batch(step, 0, cfg.globalBatch, x.data(), t.data());
+      rt.resetCommCounters(); // this step's bytes against the plan's per-step figures
       float loss = model.forwardBackward(access, x.data(), t.data());
       access.uploadRemaining();
       rt.step();
+      rt.synchronize();
+      expectInvariants(rt, plan, binding.specs(), step);
       ref.zeroGrads();
       float refLoss = refModel.forwardBackward(ref, x.data(), t.data());
       EXPECT_NEAR(loss, refLoss, 2e-3 * std::fabs(refLoss) + 1e-5) << "step " << step;

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Checks a GPU bundle (scripts/gpu-bundle) on the CPU machine, before it
+# travels to a GPU machine that has only a driver, python3 with the pip
+# nvidia-* libraries, and the C/C++ runtime:
+#   * the bundle is at most 48 MiB;
+#   * every ELF in it needs (readelf -d NEEDED) only
+#     (a) libraries that resolve to files in the bundle (ldd, without
+#         LD_LIBRARY_PATH: through the ELF's own run path),
+#     (b) the C/C++ runtime (libc, libm, libstdc++, libgcc_s, ld-linux,
+#         libpthread, libdl, librt), or
+#     (c) the device libraries the GPU machine provides (libcuda, libcublas*,
+#         libnccl, libcusolver*, libnvJitLink);
+#     anything else is a FAIL naming the ELF and the library;
+#   * every symbol of every ELF resolves (ldd -r), the device libraries taken
+#     from /usr/local/cuda/lib64, so that the bundle's OpenBLAS subset has
+#     all that is called;
+#   * BUNDLE/run --dry-run exits 0 and lists steps whose budgets add up to at
+#     most 420 s;
+#   * no script in the bundle calls apt, pip install or mpirun;
+#   * where the bundle carries an OpenBLAS subset (lib/libopenblas.so.0) and
+#     gcc is here: a probe linked against it alone computes cblas_sgemm and
+#     cblas_ssyrk on 256x256 matrices on its threads, against a plain loop
+#     in double (the subset loads, initializes and picks its CPU kernels).
+# Prints what each ELF needs and the newest glibc/libstdc++ symbol versions
+# it requires (for the GPU machine's OS). Exit status 0 when every check
+# passed.
+#
+#   test/gpu/check-bundle.sh BUNDLE
+set -euo pipefail
+
+readonly MAX_BUNDLE_BYTES=$((48 * 1024 * 1024))
+readonly RUN_LIMIT_S=420
+readonly RUNTIME_LIBS='^(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so\.[0-9]+$|^ld-linux(-x86-64|-aarch64)?\.so\.[0-9]+$'
+readonly DEVICE_LIBS='^(libcuda|libcublas|libcublasLt|libnccl|libcusolver|libcusolverMg|libnvJitLink)\.so(\.[0-9]+)*$'
+# Commands a bundle script must not run: package installs and MPI launchers.
+readonly FORBIDDEN='(^|[^[:alnum:]_./-])(apt|apt-get|aptitude|mpirun|mpiexec)([^[:alnum:]_-]|$)|pip3?[[:space:]]+install|-m[[:space:]]+pip[[:space:]]'
+
+[ $# -eq 1 ] || { echo "usage: $0 BUNDLE" >&2; exit 2; }
+[ -d "$1" ] || { echo "check-bundle: $1 is not a folder" >&2; exit 2; }
+bundle=$(cd "$1" && pwd -P)
+failures=0
+fail() {
+  echo "check-bundle: FAIL: $*"
+  failures=$((failures + 1))
+}
+
+is_elf() { [ "$(head -c 4 "$1" 2>/dev/null | od -An -c | tr -d ' ')" = '177ELF' ]; }
+
+# needed_class NAME: runtime, device or other.
+needed_class() {
+  if [[ $1 =~ $RUNTIME_LIBS ]]; then echo runtime
+  elif [[ $1 =~ $DEVICE_LIBS ]]; then echo device
+  else echo other; fi
+}
+
+# The newest GLIBC_ and GLIBCXX_ versions an ELF's symbols require.
+newest_versions() {
+  objdump -T "$1" 2>/dev/null | grep -oE '\((GLIBC|GLIBCXX)_[0-9.]+\)' | tr -d '()' |
+    sort -t_ -k1,1 -k2,2V | awk -F_ '{ v[$1] = $2 } END { for (k in v) printf "%s_%s ", k, v[k] }'
+}
+
+# 1. Size.
+bytes=$(du -sb "$bundle" | cut -f1)
+if ((bytes > MAX_BUNDLE_BYTES)); then
+  fail "$bundle is $bytes bytes, over the 48 MiB ($MAX_BUNDLE_BYTES) limit"
+else
+  echo "check-bundle: size $((bytes / 1024)) KiB (limit $((MAX_BUNDLE_BYTES / 1024)) KiB)"
+fi
+
+# 2. Shared libraries and symbols of every ELF.
+elves=()
+while IFS= read -r -d '' f; do
+  is_elf "$f" && elves+=("$f")
+done < <(find "$bundle" -type f -print0 | sort -z)
+[ ${#elves[@]} -gt 0 ] || fail "no ELF in $bundle"
+device_path=
+[ -d /usr/local/cuda/lib64 ] && device_path=/usr/local/cuda/lib64
+for elf in "${elves[@]}"; do
+  rel=${elf#"$bundle"/}
+  mapfile -t needed < <(readelf -d "$elf" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+  resolved=$(env -u LD_LIBRARY_PATH ldd "$elf" 2>&1 || true)
+  summary=()
+  for lib in "${needed[@]}"; do
+    class=$(needed_class "$lib")
+    if [ "$class" = other ]; then
+      path=$(awk -v l="$lib" '$1 == l && $2 == "=>" { print $3; exit }' <<<"$resolved")
+      if [ -z "$path" ] || [ "$path" = not ]; then
+        fail "$rel needs $lib, which is not found through its run path (not in the bundle, not the C/C++ runtime, not a device library)"
+        class=MISSING
+      else
+        real=$(readlink -f "$path")
+        if [[ $real == "$bundle"/* ]]; then
+          class=bundle
+        else
+          fail "$rel needs $lib, which resolves to $real: not in the bundle, not the C/C++ runtime, not a device library"
+          class=OUTSIDE
+        fi
+      fi
+    fi
+    summary+=("$lib($class)")
+  done
+  # Unresolved symbols, with the device libraries where CUDA puts them here.
+  undefined=$(LD_LIBRARY_PATH=$device_path ldd -r "$elf" 2>&1 | grep -E '^undefined symbol' |
+    grep -vE '\((/usr/local/cuda|.*libcuda)' || true)
+  if [ -n "$undefined" ]; then
+    fail "$rel has unresolved symbols:"$'\n'"$(head -n 5 <<<"$undefined")"
+  fi
+  printf 'check-bundle: %-40s %8s KiB  needs %s\n' "$rel" "$(($(stat -c %s "$elf") / 1024))" \
+    "${summary[*]:-nothing}"
+  printf 'check-bundle: %-40s requires %s\n' "" "$(newest_versions "$elf")"
+done
+
+# 3. The run script's dry run.
+if [ ! -x "$bundle/run" ]; then
+  fail "$bundle/run is missing or not executable"
+else
+  set +e
+  dry=$("$bundle/run" --dry-run 2>&1)
+  rc=$?
+  set -e
+  if [ "$rc" -ne 0 ]; then
+    fail "run --dry-run exited $rc:"$'\n'"$dry"
+  else
+    steps=0 sum=0
+    while read -r budget; do
+      steps=$((steps + 1))
+      sum=$((sum + budget))
+    done < <(sed -n 's/^  [a-z][a-z0-9-]*  *\([0-9][0-9]*\)s  .*/\1/p' <<<"$dry")
+    total=$(sed -n 's/^total budget \([0-9]*\)s.*/\1/p' <<<"$dry")
+    if [ "$steps" -eq 0 ]; then
+      fail "run --dry-run lists no steps with budgets:"$'\n'"$dry"
+    elif [ "$sum" != "$total" ]; then
+      fail "run --dry-run: the step budgets add up to ${sum}s, its total line says ${total:-nothing}"
+    elif ((sum > RUN_LIMIT_S)); then
+      fail "run --dry-run: the step budgets add up to ${sum}s, over ${RUN_LIMIT_S}s"
+    else
+      echo "check-bundle: run --dry-run: $steps steps, ${sum}s of budget (limit ${RUN_LIMIT_S}s)"
+    fi
+  fi
+fi
+
+# 4. No installs, no MPI launcher, in any script (every file that is not an
+# ELF).
+while IFS= read -r -d '' f; do
+  is_elf "$f" && continue
+  if hits=$(grep -nIE "$FORBIDDEN" "$f"); then
+    fail "${f#"$bundle"/} calls what the GPU machine must not run (apt, pip install, mpirun):"$'\n'"$hits"
+  fi
+done < <(find "$bundle" -type f -print0)
+
+# 5. The OpenBLAS subset computes (ldd -r shows it resolves; this shows it
+# runs: OpenBLAS picks its kernels for the CPU at load time).
+if [ -f "$bundle/lib/libopenblas.so.0" ] && command -v gcc >/dev/null 2>&1; then
+  probe=$(mktemp -d)
+  cat >"$probe/probe.c" <<'EOF'
+#include <math.h>
+#include <stdio.h>
+/* cblas.h's values: CblasRowMajor 101, CblasNoTrans 111, CblasTrans 112, CblasUpper 121. */
+void cblas_sgemm(int, int, int, int, int, int, float, const float *, int, const float *, int,
+                 float, float *, int);
+void cblas_ssyrk(int, int, int, int, int, float, const float *, int, float, float *, int);
+enum { N = 256 };
+static float a[N * N], b[N * N], c[N * N], d[N * N];
+int main(void) {
+  unsigned x = 1;
+  for (int i = 0; i < N * N; ++i) {
+    x = x * 1664525u + 1013904223u;
+    a[i] = (float)(x >> 8) / 16777216.0f - 0.5f;
+    x = x * 1664525u + 1013904223u;
+    b[i] = (float)(x >> 8) / 16777216.0f - 0.5f;
+  }
+  cblas_sgemm(101, 111, 111, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+  cblas_ssyrk(101, 121, 111, N, N, 1.0f, a, N, 0.0f, d, N);
+  double worst = 0;
+  for (int i = 0; i < N; ++i)
+    for (int j = i; j < N; ++j) {
+      double s = 0, t = 0;
+      for (int k = 0; k < N; ++k) {
+        s += (double)a[i * N + k] * b[k * N + j];
+        t += (double)a[i * N + k] * a[j * N + k];
+      }
+      worst = fmax(worst, fmax(fabs(s - c[i * N + j]), fabs(t - d[i * N + j])));
+    }
+  printf("sgemm and ssyrk 256x256: worst absolute error %.2e\n", worst);
+  return worst < 1e-3 ? 0 : 1;
+}
+EOF
+  if ! gcc -O1 -o "$probe/probe" "$probe/probe.c" "$bundle/lib/libopenblas.so.0" \
+    "-Wl,-rpath,$bundle/lib" -lm 2>"$probe/gcc.log"; then
+    fail "lib/libopenblas.so.0: a probe calling cblas_sgemm and cblas_ssyrk does not link:"$'\n'"$(head -n 5 "$probe/gcc.log")"
+  elif result=$(env -u LD_LIBRARY_PATH OPENBLAS_NUM_THREADS=2 "$probe/probe" 2>&1); then
+    echo "check-bundle: lib/libopenblas.so.0: $result"
+  else
+    fail "lib/libopenblas.so.0 does not compute: $result"
+  fi
+  rm -rf "$probe"
+fi
+
+if [ "$failures" -eq 0 ]; then
+  echo "check-bundle: PASS ($bundle)"
+else
+  echo "check-bundle: FAIL ($failures problems in $bundle)"
+  exit 1
+fi
