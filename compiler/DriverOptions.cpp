@@ -31,7 +31,7 @@ bool checkPipelineFlags(const DriverFlags &f, Diagnostics &diags, PipelineOption
                   "' for --stop-after (expected frontend, select, validate, group, "
                   "partition, hooks or layout)");
       ok = false;
-    } else if (f.emit == EmitForm::bin) {
+    } else if (f.emit == PlanForm::Binary) {
       diags.error("--stop-after=" + f.stopAfter +
                   " captures a partial plan; print it with --emit=text, --emit=json or "
                   "--emit=html");

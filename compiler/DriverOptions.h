@@ -5,9 +5,10 @@
 #ifndef DMUON_COMPILER_DRIVEROPTIONS_H
 #define DMUON_COMPILER_DRIVEROPTIONS_H
 
-#include "support/Diagnostics.h"
 #include "Model.h"
 #include "Pipeline.h"
+#include "plan/print/PlanPrinter.h"
+#include "support/Diagnostics.h"
 
 #include <cstdint>
 #include <optional>
@@ -15,15 +16,12 @@
 
 namespace dmuon {
 
-// What dmuonc writes: the binary plan, or one of its printed forms.
-enum class EmitForm { bin, text, json, html };
-
 struct DriverFlags {
   std::string input;
   InputFormat format = InputFormat::Auto;
   std::string mesh;
   std::string output = "-";
-  EmitForm emit = EmitForm::bin;
+  PlanForm emit = PlanForm::Binary;
   std::string stopAfter; // empty: run every pass
   std::optional<std::string> dataCarryingDims;
   bool timePasses = false;
@@ -63,7 +61,7 @@ struct DriverFlags {
 struct DriverConfig {
   PipelineOptions pipeline;
   Options options;
-  EmitForm emit = EmitForm::bin;
+  PlanForm emit = PlanForm::Binary;
   std::string output = "-";
   std::optional<double> deviceMemory; // bytes, from --device-memory
   std::string cluster;                // --cluster: its [device] memory

@@ -5,7 +5,6 @@
 
 namespace dmuon::planfile {
 
-namespace fb = dmuon::plan;
 
 namespace {
 
@@ -29,7 +28,7 @@ bool computeFingerprint(const uint8_t *data, size_t size, uint64_t &out) {
   // SetField on an absent field "succeeds" when the value is the default, so
   // presence is checked on the table itself.
   const auto *table = flatbuffers::GetRoot<flatbuffers::Table>(data);
-  const flatbuffers::voffset_t field = table->GetOptionalFieldOffset(fb::Plan::VT_FINGERPRINT);
+  const flatbuffers::voffset_t field = table->GetOptionalFieldOffset(plan::Plan::VT_FINGERPRINT);
   if (!field)
     return false;
   // The hash of the buffer with the field's 8 bytes at zero, streamed around
@@ -48,7 +47,7 @@ bool stampFingerprint(uint8_t *data, size_t size) {
   uint64_t fp;
   if (!computeFingerprint(data, size, fp))
     return false;
-  return fb::GetMutablePlan(data)->mutate_fingerprint(fp);
+  return plan::GetMutablePlan(data)->mutate_fingerprint(fp);
 }
 
 } // namespace dmuon::planfile

@@ -25,7 +25,6 @@
 
 namespace dmuon {
 
-namespace fb = dmuon::plan;
 
 namespace {
 
@@ -82,7 +81,7 @@ private:
     static_assert(std::is_same_v<int, int32_t>, "model indices are written as int32");
     return b_.CreateVector(v);
   }
-  Offset<flatbuffers::Vector<Offset<fb::Placement>>>
+  Offset<flatbuffers::Vector<Offset<plan::Placement>>>
   sharedPlacements(const std::vector<Placement> &pls);
   bool reached(Stage s) const { return m_.stage >= s; }
   int64_t numShards() const { return m_.mesh.numShards(); }
@@ -99,13 +98,13 @@ private:
     rank = static_cast<int32_t>(m_.mesh.ownerRank(shard, replicate, dataIndex));
   }
 
-  Offset<fb::Mesh> writeMesh();
-  Offset<fb::Options> writeOptions();
-  Offset<fb::Param> writeParam(const Param &p);
-  Offset<fb::Unit> writeUnit(const Unit &u);
-  Offset<fb::CommGroup> writeCommGroup(const CommGroup &g);
-  Offset<fb::HookGroup> writeHookGroup(const HookGroup &h);
-  Offset<fb::Stats> writeStats();
+  Offset<plan::Mesh> writeMesh();
+  Offset<plan::Options> writeOptions();
+  Offset<plan::Param> writeParam(const Param &p);
+  Offset<plan::Unit> writeUnit(const Unit &u);
+  Offset<plan::CommGroup> writeCommGroup(const CommGroup &g);
+  Offset<plan::HookGroup> writeHookGroup(const HookGroup &h);
+  Offset<plan::Stats> writeStats();
 
   const PlanModel &m_;
   FlatBufferBuilder b_;
@@ -113,14 +112,14 @@ private:
   LongsPool shapes_, localShapes_;
   std::vector<Offset<String>> paramNames_, paramLayers_; // by param index
   const std::vector<Placement> *prevPlacements_ = nullptr;
-  Offset<flatbuffers::Vector<Offset<fb::Placement>>> prevPlacementsOffset_;
+  Offset<flatbuffers::Vector<Offset<plan::Placement>>> prevPlacementsOffset_;
   const std::string *prevLayer_ = nullptr;
   Offset<String> prevLayerOffset_;
-  std::unordered_map<std::string, Offset<flatbuffers::Vector<Offset<fb::Placement>>>>
+  std::unordered_map<std::string, Offset<flatbuffers::Vector<Offset<plan::Placement>>>>
       placementLists_;
 };
 
-Offset<flatbuffers::Vector<Offset<fb::Placement>>>
+Offset<flatbuffers::Vector<Offset<plan::Placement>>>
 Writer::sharedPlacements(const std::vector<Placement> &pls) {
   std::string key;
   for (const Placement &pl : pls) {
@@ -132,12 +131,12 @@ Writer::sharedPlacements(const std::vector<Placement> &pls) {
   auto [it, inserted] = placementLists_.try_emplace(std::move(key));
   if (!inserted)
     return it->second;
-  std::vector<Offset<fb::Placement>> offsets;
+  std::vector<Offset<plan::Placement>> offsets;
   for (const Placement &pl : pls) {
     Offset<String> op;
     if (pl.kind == PlacementKind::partial)
       op = sharedString(pl.reduceOp);
-    offsets.push_back(fb::CreatePlacement(
+    offsets.push_back(plan::CreatePlacement(
         b_, pl.kind, pl.isShard() ? pl.dim : 0,
         pl.kind == PlacementKind::strided_shard ? pl.splitFactor : 0, op));
   }
@@ -145,13 +144,13 @@ Writer::sharedPlacements(const std::vector<Placement> &pls) {
   return it->second;
 }
 
-Offset<fb::Mesh> Writer::writeMesh() {
-  std::vector<Offset<fb::MeshDim>> dims;
+Offset<plan::Mesh> Writer::writeMesh() {
+  std::vector<Offset<plan::MeshDim>> dims;
   for (const MeshDim &d : m_.mesh.dims)
-    dims.push_back(fb::CreateMeshDim(b_, b_.CreateString(d.name),
+    dims.push_back(plan::CreateMeshDim(b_, b_.CreateString(d.name),
                                      static_cast<int32_t>(d.size), d.carriesData));
   auto dimsVec = b_.CreateVector(dims);
-  fb::MeshBuilder mb(b_);
+  plan::MeshBuilder mb(b_);
   mb.add_dims(dimsVec);
   mb.add_world_size(static_cast<int32_t>(m_.mesh.worldSize()));
   mb.add_shard_dim(m_.mesh.shardDim);
@@ -162,24 +161,24 @@ Offset<fb::Mesh> Writer::writeMesh() {
   return mb.Finish();
 }
 
-Offset<fb::Options> Writer::writeOptions() {
+Offset<plan::Options> Writer::writeOptions() {
   const Options &o = m_.options;
   const OptimizerDefaults &od = o.optimizer;
-  auto opt = fb::CreateOptimizerDefaults(
+  auto opt = plan::CreateOptimizerDefaults(
       b_, od.lr, od.momentum, od.nesterov, od.weightDecay, od.nsSteps,
-      od.polarExpress ? fb::NsCoefficients::polar_express : fb::NsCoefficients::original,
-      od.matchRmsAdamW ? fb::LrScale::match_rms_adamw : fb::LrScale::original, od.adamwLr,
+      od.polarExpress ? plan::NsCoefficients::polar_express : plan::NsCoefficients::original,
+      od.matchRmsAdamW ? plan::LrScale::match_rms_adamw : plan::LrScale::original, od.adamwLr,
       od.adamwBeta1, od.adamwBeta2, od.adamwEps, od.adamwWeightDecay);
   auto hook = optString(o.hookBoundary);
   auto inc = optString(o.muonInclude);
   auto exc = optString(o.muonExclude);
   auto table = optString(o.costTablePath);
-  return fb::CreateOptions(b_, o.mode, o.replicateAsync, o.smallParamThreshold, hook, inc, exc,
+  return plan::CreateOptions(b_, o.mode, o.replicateAsync, o.smallParamThreshold, hook, inc, exc,
                            o.alignment, opt, o.costModel, table, o.qkClipTau,
                            o.routePolicy, o.shardedThreshold);
 }
 
-Offset<fb::Param> Writer::writeParam(const Param &p) {
+Offset<plan::Param> Writer::writeParam(const Param &p) {
   auto name = b_.CreateString(p.name);
   paramNames_.push_back(name);
   const bool recovered = p.recovered != nullptr;
@@ -213,11 +212,11 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
                       ? intVector(p.dataDims)
                       : Offset<flatbuffers::Vector<int32_t>>();
 
-  fb::ParamBuilder pb(b_);
+  plan::ParamBuilder pb(b_);
   pb.add_name(name);
   pb.add_source_name(sourceName);
-  pb.add_name_origin(recovered ? fb::NameOrigin::recovered_from_node
-                               : fb::NameOrigin::as_declared);
+  pb.add_name_origin(recovered ? plan::NameOrigin::recovered_from_node
+                               : plan::NameOrigin::as_declared);
   pb.add_name_note(nameNote);
   pb.add_source_loc(sourceLoc);
   pb.add_shape(shape);
@@ -270,7 +269,7 @@ Offset<fb::Param> Writer::writeParam(const Param &p) {
   return pb.Finish();
 }
 
-Offset<fb::Unit> Writer::writeUnit(const Unit &u) {
+Offset<plan::Unit> Writer::writeUnit(const Unit &u) {
   // A unit of one param is usually named after it, and in its layer.
   const int first = u.params.empty() ? -1 : u.params.front();
   const bool own = first >= 0 && first < static_cast<int>(paramNames_.size());
@@ -281,24 +280,24 @@ Offset<fb::Unit> Writer::writeUnit(const Unit &u) {
                    ? paramLayers_[first]
                    : b_.CreateString(u.layer);
   auto params = intVector(u.params);
-  return fb::CreateUnit(b_, name, layer, params, u.cost, u.slot,
+  return plan::CreateUnit(b_, name, layer, params, u.cost, u.slot,
                        static_cast<int32_t>(u.dataIndex));
 }
 
-Offset<fb::CommGroup> Writer::writeCommGroup(const CommGroup &g) {
+Offset<plan::CommGroup> Writer::writeCommGroup(const CommGroup &g) {
   auto key = b_.CreateString(g.key);
   auto params = intVector(g.params);
   auto shardDims = intVector(g.shardDims);
   auto repDims = intVector(g.replicateMeshDims);
   // No replicate_groups (1.5): a reader derives them from repDims and the
   // mesh; listing them cost O(world size) per group in the plan.
-  return fb::CreateCommGroup(b_, key, params, shardDims, repDims);
+  return plan::CreateCommGroup(b_, key, params, shardDims, repDims);
 }
 
-Offset<fb::HookGroup> Writer::writeHookGroup(const HookGroup &h) {
+Offset<plan::HookGroup> Writer::writeHookGroup(const HookGroup &h) {
   auto name = b_.CreateString(h.name);
   auto params = intVector(h.params);
-  std::vector<Offset<fb::Segment>> segs;
+  std::vector<Offset<plan::Segment>> segs;
   if (reached(Stage::layout)) {
     for (const Segment &s : h.segments) {
       int32_t shard, replicate, rank;
@@ -306,18 +305,18 @@ Offset<fb::HookGroup> Writer::writeHookGroup(const HookGroup &h) {
       if (s.ownerRank >= 0)
         rank = static_cast<int32_t>(s.ownerRank);
       auto segParams = intVector(s.params);
-      segs.push_back(fb::CreateSegment(b_, rank, shard, replicate, s.offset, s.bytes,
+      segs.push_back(plan::CreateSegment(b_, rank, shard, replicate, s.offset, s.bytes,
                                        s.reduceOffset, s.reduceBytes, segParams,
                                        static_cast<int32_t>(s.dataIndex)));
     }
   }
   auto segVec = b_.CreateVector(segs);
   bool laidOut = reached(Stage::layout);
-  return fb::CreateHookGroup(b_, name, params, segVec, laidOut ? h.bufferBytes : 0,
+  return plan::CreateHookGroup(b_, name, params, segVec, laidOut ? h.bufferBytes : 0,
                              laidOut ? h.reduceBufferBytes : 0);
 }
 
-Offset<fb::Stats> Writer::writeStats() {
+Offset<plan::Stats> Writer::writeStats() {
   const Stats &s = m_.stats;
   int32_t muon = 0, adamw = 0;
   int64_t muonElems = 0, adamwElems = 0;
@@ -348,13 +347,13 @@ Offset<fb::Stats> Writer::writeStats() {
   auto runLengthsVec = b_.CreateVector(runLengths);
   auto runValuesVec = b_.CreateVector(runValues);
   // Format 1.6: rank_runs, maximal runs of equal figures.
-  std::vector<Offset<fb::RankFigures>> ranks;
+  std::vector<Offset<plan::RankFigures>> ranks;
   if (reached(Stage::complete)) {
     for (size_t i = 0; i < s.ranks.size(); ++i) {
       const RankFigures &r = s.ranks[i];
       if (i > 0 && sameFigures(s.ranks[i - 1], r))
         continue;
-      ranks.push_back(fb::CreateRankFigures(
+      ranks.push_back(plan::CreateRankFigures(
           b_, static_cast<int32_t>(r.rank), r.ownedParams, r.ownedElements, r.masterBytes,
           r.momentumBytes, r.peakBufferBytes, r.nsFlops, r.broadcastSend, r.broadcastRecv,
           r.reduceSend, r.reduceRecv, r.replicateSend, r.replicateRecv, r.allreduceBytes,
@@ -365,7 +364,7 @@ Offset<fb::Stats> Writer::writeStats() {
   }
   auto ranksVec = b_.CreateVector(ranks);
   auto lbKind = partitioned ? optString(s.lowerBoundKind) : Offset<String>();
-  fb::StatsBuilder sb(b_);
+  plan::StatsBuilder sb(b_);
   sb.add_slots(static_cast<int32_t>(m_.mesh.numFineSlots()));
   sb.add_slot_load_run_lengths(runLengthsVec);
   sb.add_slot_load_run_values(runValuesVec);
@@ -399,19 +398,19 @@ PlanBuffer Writer::run() {
   auto mesh = writeMesh();
   auto options = writeOptions();
 
-  std::vector<Offset<fb::Param>> params;
+  std::vector<Offset<plan::Param>> params;
   params.reserve(m_.params.size());
   for (const Param &p : m_.params)
     params.push_back(writeParam(p));
   auto paramsVec = b_.CreateVector(params);
 
-  std::vector<Offset<fb::Unit>> units;
+  std::vector<Offset<plan::Unit>> units;
   if (reached(Stage::partition))
     for (const Unit &u : m_.units)
       units.push_back(writeUnit(u));
   auto unitsVec = b_.CreateVector(units);
 
-  std::vector<Offset<fb::CommGroup>> commGroups;
+  std::vector<Offset<plan::CommGroup>> commGroups;
   std::vector<int32_t> noComm;
   if (reached(Stage::group)) {
     noComm.assign(m_.noComm.begin(), m_.noComm.end());
@@ -421,17 +420,17 @@ PlanBuffer Writer::run() {
   auto noCommVec = b_.CreateVector(noComm);
   auto commVec = b_.CreateVector(commGroups);
 
-  std::vector<Offset<fb::HookGroup>> hooks;
+  std::vector<Offset<plan::HookGroup>> hooks;
   if (reached(Stage::hooks))
     for (const HookGroup &h : m_.hookGroups)
       hooks.push_back(writeHookGroup(h));
   auto hooksVec = b_.CreateVector(hooks);
 
   auto stats = writeStats();
-  std::vector<Offset<fb::QkClipPair>> qkClipPairs;
+  std::vector<Offset<plan::QkClipPair>> qkClipPairs;
   if (reached(Stage::validate)) // where the keys are resolved
     for (const QkClipPair &q : m_.qkClip)
-      qkClipPairs.push_back(fb::CreateQkClipPair(
+      qkClipPairs.push_back(plan::CreateQkClipPair(
           b_, q.query, q.key, static_cast<int32_t>(q.heads), static_cast<int32_t>(q.keyHeads),
           static_cast<int32_t>(q.headDim)));
   auto qkClip = b_.CreateVector(qkClipPairs);
@@ -439,7 +438,7 @@ PlanBuffer Writer::run() {
   // The fingerprint must be physically present (stamped after Finish), so the
   // root table is written with every scalar, defaults included.
   b_.ForceDefaults(true);
-  fb::PlanBuilder pb(b_);
+  plan::PlanBuilder pb(b_);
   pb.add_format_major(DMUON_PLAN_FORMAT_MAJOR);
   pb.add_format_minor(DMUON_PLAN_FORMAT_MINOR);
   pb.add_producer(producer);
@@ -458,7 +457,7 @@ PlanBuffer Writer::run() {
   pb.add_qk_clip(qkClip);
   auto root = pb.Finish();
   b_.ForceDefaults(false);
-  fb::FinishPlanBuffer(b_, root);
+  plan::FinishPlanBuffer(b_, root);
 
   PlanBuffer out(b_.Release());
   planfile::stampFingerprint(out.data(), out.size());

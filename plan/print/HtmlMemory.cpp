@@ -5,17 +5,16 @@
 
 namespace dmuon::planfile::print {
 
-namespace fb = dmuon::plan;
 
 // Model state first (masters, momentum, values, moments), then what a step
 // holds for a while (gradients, buffers).
 const MemoryCategory kMemoryCategories[kNumMemoryCategories] = {
-    {"masters", "#3b528b", [](const fb::RankFigures &r) { return r.master_bytes(); }},
-    {"momentum", "#21918c", [](const fb::RankFigures &r) { return r.momentum_bytes(); }},
-    {"values", "#5ec962", [](const fb::RankFigures &r) { return r.value_bytes(); }},
-    {"adam moments", "#addc30", [](const fb::RankFigures &r) { return r.adam_moment_bytes(); }},
-    {"grads", "#fde725", [](const fb::RankFigures &r) { return r.grad_bytes(); }},
-    {"buffers (peak)", "#b5b5b5", [](const fb::RankFigures &r) { return r.peak_buffer_bytes(); }},
+    {"masters", "#3b528b", [](const plan::RankFigures &r) { return r.master_bytes(); }},
+    {"momentum", "#21918c", [](const plan::RankFigures &r) { return r.momentum_bytes(); }},
+    {"values", "#5ec962", [](const plan::RankFigures &r) { return r.value_bytes(); }},
+    {"adam moments", "#addc30", [](const plan::RankFigures &r) { return r.adam_moment_bytes(); }},
+    {"grads", "#fde725", [](const plan::RankFigures &r) { return r.grad_bytes(); }},
+    {"buffers (peak)", "#b5b5b5", [](const plan::RankFigures &r) { return r.peak_buffer_bytes(); }},
 };
 
 std::string htmlMemoryChart(const std::vector<common::RankRows::Listed> &listed,
@@ -41,7 +40,7 @@ std::string htmlMemoryChart(const std::vector<common::RankRows::Listed> &listed,
   }
   double y = kLegend;
   for (uint32_t i : rows) {
-    const fb::RankFigures &r = *listed[i].row;
+    const plan::RankFigures &r = *listed[i].row;
     const std::string label = listed[i].label();
     o += "<text x=\"0\" y=\"" + px(y + 11) + "\" font-size=\"11\">" + esc(label) + "</text>\n";
     x = kLabel;

@@ -14,6 +14,15 @@
 
 #include <string>
 
+namespace dmuon {
+
+// The forms of a plan the tools write (their --emit): dmuonc writes Binary
+// (its default), Text, Json or Html; dmuon-plan prints Text (its default),
+// Json, Summary or Html.
+enum class PlanForm { Binary, Text, Json, Summary, Html };
+
+} // namespace dmuon
+
 namespace dmuon::planfile {
 
 std::string printText(const dmuon::plan::Plan &plan);

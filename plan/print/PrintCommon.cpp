@@ -4,6 +4,7 @@
 #include "common/MeshIndex.h"
 #include "common/PlanRules.h"
 #include "common/ShardChunks.h"
+#include "plan/Features.h"
 
 #include <charconv>
 #include <cmath>
@@ -46,27 +47,27 @@ std::string humanBytes(double bytes, int largest) {
   return buf;
 }
 
-std::string stageName(const fb::Plan &p) {
-  const char *n = fb::EnumNameStage(p.stage());
+std::string stageName(const plan::Plan &p) {
+  const char *n = plan::EnumNameStage(p.stage());
   return n && *n ? n : "?";
 }
 
-std::string placementString(const fb::Placement &pl) {
+std::string placementString(const plan::Placement &pl) {
   switch (pl.kind()) {
-  case fb::PlacementKind::replicate:
+  case plan::PlacementKind::replicate:
     return "Replicate";
-  case fb::PlacementKind::shard:
+  case plan::PlacementKind::shard:
     return "Shard(" + num(int64_t(pl.dim())) + ")";
-  case fb::PlacementKind::strided_shard:
+  case plan::PlacementKind::strided_shard:
     return "StridedShard(" + num(int64_t(pl.dim())) + ", " +
            num(int64_t(pl.split_factor())) + ")";
-  case fb::PlacementKind::partial:
+  case plan::PlacementKind::partial:
     return "Partial(" + (pl.reduce_op() ? pl.reduce_op()->str() : std::string("sum")) + ")";
   }
   return "?";
 }
 
-bool localDiffers(const fb::Param &q) {
+bool localDiffers(const plan::Param &q) {
   if (!q.local_shape())
     return false;
   if (size(q.local_shape()) != size(q.shape()))
@@ -77,7 +78,7 @@ bool localDiffers(const fb::Param &q) {
   return false;
 }
 
-std::vector<int64_t> smallestLocalShape(const fb::Param &q, const fb::Mesh *mesh) {
+std::vector<int64_t> smallestLocalShape(const plan::Param &q, const plan::Mesh *mesh) {
   if (!mesh || !q.local_shape() || !q.shape())
     return {};
   const common::ShardLayout layout = common::shardLayoutOf(q, *mesh);
@@ -92,8 +93,8 @@ std::vector<int64_t> smallestLocalShape(const fb::Param &q, const fb::Mesh *mesh
   return uneven ? smallest : std::vector<int64_t>{};
 }
 
-MeshView::MeshView(const fb::Plan &p) {
-  if (const fb::Mesh *m = p.mesh()) {
+MeshView::MeshView(const plan::Plan &p) {
+  if (const plan::Mesh *m = p.mesh()) {
     for (uint32_t i = 0; i < size(m->dims()); ++i) {
       dims.push_back(m->dims()->Get(i)->size());
       dimNames.push_back(str(m->dims()->Get(i)->name()));
@@ -103,14 +104,14 @@ MeshView::MeshView(const fb::Plan &p) {
     replicateDim = m->replicate_dim();
     G = m->num_shards() > 0 ? m->num_shards() : 1;
     R = m->num_replicas() > 0 ? m->num_replicas() : 1;
-    if (p.format_minor() >= 4)
+    if (planHas(p, PlanFeature::DataCarryingDims))
       for (size_t i = 0; i < dims.size(); ++i)
         if (carriesData[i] && dims[i] > 0)
           D *= dims[i];
   }
 }
 
-ListedReplicateGroups listReplicateGroups(const MeshView &m, const fb::CommGroup &g) {
+ListedReplicateGroups listReplicateGroups(const MeshView &m, const plan::CommGroup &g) {
   ListedReplicateGroups out;
   int64_t budget = kMaxListed;
   auto take = [&](const std::vector<int64_t> &ranks, int64_t whole) {

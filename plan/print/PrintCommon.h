@@ -24,7 +24,6 @@
 
 namespace dmuon::planfile::print {
 
-namespace fb = dmuon::plan;
 
 using common::hex64;
 using common::size;
@@ -46,11 +45,11 @@ inline const char *boolName(bool b) { return b ? "true" : "false"; }
 
 // ---------------------------------------------------------------- plan facts
 
-inline bool reached(const fb::Plan &p, fb::Stage s) {
+inline bool reached(const plan::Plan &p, plan::Stage s) {
   return static_cast<int>(p.stage()) >= static_cast<int>(s);
 }
 // The plan's stage by name, "?" for a value the schema does not know.
-std::string stageName(const fb::Plan &p);
+std::string stageName(const plan::Plan &p);
 
 template <typename E, typename F> std::string enumName(E e, F nameFn) {
   const char *n = nameFn(e);
@@ -58,36 +57,36 @@ template <typename E, typename F> std::string enumName(E e, F nameFn) {
 }
 
 // The spelling users write: Shard(0), Replicate, ...
-std::string placementString(const fb::Placement &pl);
+std::string placementString(const plan::Placement &pl);
 
-inline bool recovered(const fb::Param &q) {
-  return q.name_origin() == fb::NameOrigin::recovered_from_node;
+inline bool recovered(const plan::Param &q) {
+  return q.name_origin() == plan::NameOrigin::recovered_from_node;
 }
-inline bool isMuon(const fb::Param &q) { return q.role() == fb::Role::muon; }
+inline bool isMuon(const plan::Param &q) { return q.role() == plan::Role::muon; }
 // The route the plan means (1.2 plans: AdamW params replicated).
-inline fb::Route routeOf(const fb::Param &q) { return common::effectiveRoute(q); }
+inline plan::Route routeOf(const plan::Param &q) { return common::effectiveRoute(q); }
 // Owned by one slot: Muon params and owner-routed AdamW params.
-inline bool ownerRouted(const fb::Param &q) { return routeOf(q) == fb::Route::owner; }
+inline bool ownerRouted(const plan::Param &q) { return routeOf(q) == plan::Route::owner; }
 // --adamw-route's spelling of a policy.
-inline std::string routePolicyName(fb::RoutePolicy p) {
-  return p == fb::RoutePolicy::by_size ? "auto" : enumName(p, fb::EnumNameRoutePolicy);
+inline std::string routePolicyName(plan::RoutePolicy p) {
+  return p == plan::RoutePolicy::by_size ? "auto" : enumName(p, plan::EnumNameRoutePolicy);
 }
 // A comm param that gathers over a model-parallel mesh dim for NS.
-inline bool gathers(const fb::Param &q) {
-  return q.group() == fb::ShardingGroupKind::comm && q.gather_mesh_dim() >= 0;
+inline bool gathers(const plan::Param &q) {
+  return q.group() == plan::ShardingGroupKind::comm && q.gather_mesh_dim() >= 0;
 }
 // local_shape, when the plan has it and it differs from shape.
-bool localDiffers(const fb::Param &q);
+bool localDiffers(const plan::Param &q);
 
 // The smallest slice a rank holds, per dim, where a model-parallel split is
 // uneven (common/ShardChunks.h; local_shape is the largest); empty when
 // every rank's slice is local_shape.
-std::vector<int64_t> smallestLocalShape(const fb::Param &q, const fb::Mesh *mesh);
+std::vector<int64_t> smallestLocalShape(const plan::Param &q, const plan::Mesh *mesh);
 
 // The plan's mesh: dim sizes and names, ownership dims, G shards x R
 // replicas (at least 1 each, whatever an unverified plan says).
 struct MeshView {
-  explicit MeshView(const fb::Plan &p);
+  explicit MeshView(const plan::Plan &p);
 
   int64_t slots() const { return G * R; }
   int64_t slotShard(int64_t slot) const { return slot < 0 ? -1 : slot % G; }
@@ -135,25 +134,25 @@ struct ListedReplicateGroups {
   int64_t size = 0;  // ranks per group
   bool cut = false;
 };
-ListedReplicateGroups listReplicateGroups(const MeshView &m, const fb::CommGroup &g);
+ListedReplicateGroups listReplicateGroups(const MeshView &m, const plan::CommGroup &g);
 
 // A plan with its mesh and bounds-checked lookups of params and hook groups.
 class View : public MeshView {
 public:
-  explicit View(const fb::Plan &p) : MeshView(p), p(p) {}
+  explicit View(const plan::Plan &p) : MeshView(p), p(p) {}
 
-  bool reached(fb::Stage s) const { return print::reached(p, s); }
+  bool reached(plan::Stage s) const { return print::reached(p, s); }
   std::string stageName() const { return print::stageName(p); }
   std::string version() const {
     return std::to_string(p.format_major()) + "." + std::to_string(p.format_minor());
   }
-  const fb::Param *param(int64_t i) const {
+  const plan::Param *param(int64_t i) const {
     if (i < 0 || i >= size(p.params()))
       return nullptr;
     return p.params()->Get(static_cast<uint32_t>(i));
   }
   std::string paramName(int64_t i) const {
-    const fb::Param *q = param(i);
+    const plan::Param *q = param(i);
     return q ? str(q->name()) : "?";
   }
   std::string hookName(int64_t i) const {
@@ -163,7 +162,7 @@ public:
   }
   int64_t worldSize() const { return p.mesh() ? p.mesh()->world_size() : 0; }
 
-  const fb::Plan &p;
+  const plan::Plan &p;
 };
 
 } // namespace dmuon::planfile::print

@@ -38,13 +38,13 @@ constexpr double kWidth = 1240;            // drawing width of the SVGs
 
 class Report {
 public:
-  explicit Report(const fb::Plan &p) : p_(p), mesh_(p) {
-    if (const fb::Options *op = p.options())
-      unit_.seconds = op->cost_model() == fb::CostModel::table;
+  explicit Report(const plan::Plan &p) : p_(p), mesh_(p) {
+    if (const plan::Options *op = p.options())
+      unit_.seconds = op->cost_model() == plan::CostModel::table;
   }
 
   std::string run() {
-    const fb::Stats *s = reached(p_, fb::Stage::partition) ? p_.stats() : nullptr;
+    const plan::Stats *s = reached(p_, plan::Stage::partition) ? p_.stats() : nullptr;
     std::string model = str(p_.model_name());
     if (model.empty())
       model = str(p_.source());
@@ -86,7 +86,7 @@ private:
     o_ += "><div class=\"k\">" + esc(k) + "</div><div class=\"v\">" + esc(v) + "</div></div>\n";
   }
 
-  void header(const fb::Stats *s) {
+  void header(const plan::Stats *s) {
     std::string model = str(p_.model_name());
     o_ += "<header id=\"summary\">\n<h1>" + esc(model.empty() ? "(unnamed model)" : model);
     if (s) {
@@ -103,9 +103,9 @@ private:
           " shards \xC3\x97 " + i64(mesh_.R) + " replicas = " + i64(mesh_.G * mesh_.R) +
           " owner slots \xC2\xB7 source <code>" + esc(str(p_.source())) +
           "</code> \xC2\xB7 stage " + esc(stageName(p_));
-    if (const fb::Options *op = p_.options()) {
+    if (const plan::Options *op = p_.options()) {
       o_ += " \xC2\xB7 cost model <b>" +
-            std::string(op->cost_model() == fb::CostModel::table ? "table" : "flops") + "</b>";
+            std::string(op->cost_model() == plan::CostModel::table ? "table" : "flops") + "</b>";
       if (op->cost_table() && op->cost_table()->size())
         o_ += " (<code>" + esc(str(op->cost_table())) + "</code>)";
     }
@@ -124,20 +124,20 @@ private:
       card("total " + std::string(unit_.seconds ? "time" : "NS flops"), unit_(s->total_cost()));
       card("muon / adamw params", i64(s->muon_params()) + " / " + i64(s->adamw_params()));
       card("units", i64(size(p_.units())));
-      if (reached(p_, fb::Stage::layout))
+      if (reached(p_, plan::Stage::layout))
         card("max owners / hook group", i64(s->max_owners_per_hook_group()));
       card("layer-rule violations", i64(s->layer_rule_violations()));
     } else {
       card("params", i64(size(p_.params())));
     }
-    if (reached(p_, fb::Stage::hooks))
+    if (reached(p_, plan::Stage::hooks))
       card("hook groups", i64(size(p_.hook_groups())));
     o_ += "</div>\n</header>\n";
   }
 
   // Mesh grid: one cell per owner slot, rows = replicate index, columns =
   // shard index, colour = NS load on [0, max].
-  void grid(const fb::Stats &s) {
+  void grid(const plan::Stats &s) {
     const int64_t G = mesh_.G, R = mesh_.R;
     section("mesh", "Mesh: owner slots coloured by NS load");
     o_ += "<p class=\"note\">" + i64(R) + " " + esc(mesh_.replicateName()) + " row" +
@@ -271,7 +271,7 @@ private:
   }
 
   // Bar chart of slot loads, with the lower bound as a line.
-  void chart(const fb::Stats &s) {
+  void chart(const plan::Stats &s) {
     section("loads", "Slot loads against the lower bound");
     // Walked by runs of equal loads (plan 1.6): the chart's cost follows the
     // partition, not the number of slots.
@@ -377,9 +377,9 @@ private:
   }
 
   void hooks() {
-    if (!reached(p_, fb::Stage::hooks))
+    if (!reached(p_, plan::Stage::hooks))
       return;
-    const bool laidOut = reached(p_, fb::Stage::layout);
+    const bool laidOut = reached(p_, plan::Stage::layout);
     const uint32_t n = size(p_.hook_groups());
     section("hook-groups", "Hook groups and their owners");
     o_ += "<p class=\"note\">" + i64(n) +
@@ -392,7 +392,7 @@ private:
     o_ += "</tr>\n";
     const uint32_t shown = std::min(n, kMaxHookRows);
     for (uint32_t i = 0; i < shown; ++i) {
-      const fb::HookGroup *h = p_.hook_groups()->Get(i);
+      const plan::HookGroup *h = p_.hook_groups()->Get(i);
       o_ += "<tr><td>" + i64(i) + "</td><td class=\"l\"><code>" + esc(str(h->name())) +
             "</code></td><td>" + i64(size(h->params())) + "</td>";
       if (laidOut) {
@@ -403,7 +403,7 @@ private:
               bytes(double(h->reduce_buffer_bytes())) + "</td><td>" + i64(ns) +
               "</td><td class=\"segs\">";
         for (uint32_t k = 0; k < ns && k < kMaxSegmentsShown; ++k) {
-          const fb::Segment *sg = h->segments()->Get(k);
+          const plan::Segment *sg = h->segments()->Get(k);
           std::string names;
           for (uint32_t q = 0; q < size(sg->params()) && q < 8; ++q) {
             int32_t pi = sg->params()->Get(q);
@@ -430,8 +430,8 @@ private:
     o_ += "</section>\n";
   }
 
-  void ranks(const fb::Stats *s) {
-    if (!s || !reached(p_, fb::Stage::layout))
+  void ranks(const plan::Stats *s) {
+    if (!s || !reached(p_, plan::Stage::layout))
       return;
     // One entry per rank up to common::kRankListLimit ranks, else per run
     // of ranks with equal figures.
@@ -451,7 +451,7 @@ private:
     // Which rows: all ranks if few; else the first kMaxRankRows and the
     // extremes (busiest NS load, most master bytes, most bytes moved).
     auto entry = [&](uint32_t i) { return listed[i].row; };
-    auto moved = [](const fb::RankFigures *r) {
+    auto moved = [](const plan::RankFigures *r) {
       return double(r->broadcast_send_bytes()) + double(r->broadcast_recv_bytes()) +
              double(r->reduce_send_bytes()) + double(r->reduce_recv_bytes()) +
              double(r->replicate_send_bytes()) + double(r->replicate_recv_bytes()) +
@@ -462,14 +462,14 @@ private:
     // The model-parallel gather/scatter columns only when some rank has any.
     bool mp = false;
     for (uint32_t i = 0; i < n && !mp; ++i) {
-      const fb::RankFigures *r = entry(i);
+      const plan::RankFigures *r = entry(i);
       mp = r->gather_send_bytes() || r->gather_recv_bytes() || r->scatter_send_bytes() ||
            r->scatter_recv_bytes();
     }
     const std::string span = mp ? "20" : "16";
     uint32_t busiest = 0, heaviest = 0, chattiest = 0;
     for (uint32_t i = 1; i < n; ++i) {
-      const fb::RankFigures *r = entry(i);
+      const plan::RankFigures *r = entry(i);
       if (r->ns_flops() > entry(busiest)->ns_flops())
         busiest = i;
       if (r->master_bytes() > entry(heaviest)->master_bytes())
@@ -506,7 +506,7 @@ private:
       return "<td title=\"" + grouped(b) + " bytes\">" + bytes(double(b)) + "</td>";
     };
     auto row = [&](const common::RankRows::Listed &e, const char *cls) {
-      const fb::RankFigures *r = e.row;
+      const plan::RankFigures *r = e.row;
       o_ += std::string("<tr") + (cls ? std::string(" class=\"") + cls + "\"" : "") + "><td>" +
             (e.end - e.first == 1 ? i64(e.first) : i64(e.first) + "\xE2\x80\x93" + i64(e.end - 1)) +
             "</td><td class=\"l\">" + mesh_.coords(e.first) + "</td><td>" +
@@ -547,7 +547,7 @@ private:
             v = isMax ? std::max(v, get(entry(i))) : std::min(v, get(entry(i)));
           return v;
         };
-#define DM_PICK(field) pick([](const fb::RankFigures *r) { return double(r->field()); })
+#define DM_PICK(field) pick([](const plan::RankFigures *r) { return double(r->field()); })
         // In int64 itself: near 2^63 a double rounds past the int64 range.
         auto pickElements = [&](bool most) {
           int64_t v = entry(0)->owned_elements();
@@ -600,7 +600,7 @@ private:
     o_ += htmlMemoryChart(listed, rows);
   }
 
-  const fb::Plan &p_;
+  const plan::Plan &p_;
   MeshView mesh_;
   CostUnit unit_;
   std::string o_;
@@ -608,6 +608,6 @@ private:
 
 } // namespace
 
-std::string printHtml(const fb::Plan &plan) { return Report(plan).run(); }
+std::string printHtml(const plan::Plan &plan) { return Report(plan).run(); }
 
 } // namespace dmuon::planfile

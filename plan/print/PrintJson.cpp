@@ -44,7 +44,7 @@ void jsonOptString(Json &j, const char *k, const flatbuffers::String *s) {
     j.value(s);
 }
 
-void jsonParam(Json &j, const View &v, const fb::Param &q) {
+void jsonParam(Json &j, const View &v, const plan::Param &q) {
   j.beginObject();
   j.field("name", q.name());
   if (recovered(q)) {
@@ -54,7 +54,7 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
   if (q.source_loc() && q.source_loc()->size())
     j.field("source_loc", q.source_loc());
   jsonInlineList(j, "shape", q.shape());
-  j.field("dtype", enumName(q.dtype(), fb::EnumNameDType));
+  j.field("dtype", enumName(q.dtype(), plan::EnumNameDType));
   if (q.conv())
     j.field("conv", true);
   j.key("placements");
@@ -62,7 +62,7 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
   for (uint32_t i = 0; i < size(q.placements()); ++i)
     j.value(placementString(*q.placements()->Get(i)));
   j.endArray();
-  if (v.reached(fb::Stage::validate) && q.local_shape()) {
+  if (v.reached(plan::Stage::validate) && q.local_shape()) {
     jsonInlineList(j, "local_shape", q.local_shape());
     const std::vector<int64_t> smallest = smallestLocalShape(q, v.p.mesh());
     if (!smallest.empty()) {
@@ -73,14 +73,14 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
       j.endArray();
     }
   }
-  if (v.reached(fb::Stage::select)) {
+  if (v.reached(plan::Stage::select)) {
     bool muon = isMuon(q);
     const bool owned = ownerRouted(q);
-    const bool sharded = routeOf(q) == fb::Route::sharded;
-    j.field("role", enumName(q.role(), fb::EnumNameRole));
-    j.field("role_reason", enumName(q.role_reason(), fb::EnumNameRoleReason));
-    j.field("route", enumName(routeOf(q), fb::EnumNameRoute)); // 1.3
-    j.field("route_reason", enumName(q.route_reason(), fb::EnumNameRouteReason));
+    const bool sharded = routeOf(q) == plan::Route::sharded;
+    j.field("role", enumName(q.role(), plan::EnumNameRole));
+    j.field("role_reason", enumName(q.role_reason(), plan::EnumNameRoleReason));
+    j.field("route", enumName(routeOf(q), plan::EnumNameRoute)); // 1.3
+    j.field("route_reason", enumName(q.route_reason(), plan::EnumNameRouteReason));
     if (muon) {
       j.key("matrix");
       j.beginObject(true);
@@ -89,23 +89,23 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
       j.field("cols", q.cols());
       j.endObject();
     }
-    if (v.reached(fb::Stage::group) && size(q.data_dims()))
+    if (v.reached(plan::Stage::group) && size(q.data_dims()))
       jsonInlineList(j, "data_dims", q.data_dims()); // 1.4
-    if (muon && v.reached(fb::Stage::group)) {
-      j.field("group", enumName(q.group(), fb::EnumNameShardingGroupKind));
-      if (q.group() == fb::ShardingGroupKind::comm)
+    if (muon && v.reached(plan::Stage::group)) {
+      j.field("group", enumName(q.group(), plan::EnumNameShardingGroupKind));
+      if (q.group() == plan::ShardingGroupKind::comm)
         j.field("comm_group", q.comm_group());
       if (gathers(q)) {
         j.key("gather");
         j.beginObject(true);
         j.field("mesh_dim", q.gather_mesh_dim());
         j.field("tensor_dim", q.gather_tensor_dim());
-        if (v.reached(fb::Stage::layout))
+        if (v.reached(plan::Stage::layout))
           j.field("compute_index", q.compute_index());
         j.endObject();
       }
     }
-    if (owned && v.reached(fb::Stage::partition) && (muon || q.unit() >= 0)) {
+    if (owned && v.reached(plan::Stage::partition) && (muon || q.unit() >= 0)) {
       j.field("layer", q.layer());
       j.field("unit", q.unit());
       j.field("owner_rank", q.owner_rank());
@@ -115,16 +115,16 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
         j.field("owner_data_index", q.owner_data_index()); // 1.4
       j.field("cost", q.cost());
       if (muon)
-        j.field("ns_form", enumName(q.ns_form(), fb::EnumNameNsForm)); // 1.3
+        j.field("ns_form", enumName(q.ns_form(), plan::EnumNameNsForm)); // 1.3
     }
-    if (v.reached(fb::Stage::hooks) && (owned || sharded || q.hook_group() >= 0)) {
+    if (v.reached(plan::Stage::hooks) && (owned || sharded || q.hook_group() >= 0)) {
       j.key("hook");
       if (q.hook_group() >= 0)
         j.value(v.hookName(q.hook_group()));
       else
         j.null();
     }
-    if (v.reached(fb::Stage::layout)) {
+    if (v.reached(plan::Stage::layout)) {
       if (owned || sharded)
         j.field("offset", q.offset());
       j.field("bytes", q.bytes());
@@ -143,7 +143,7 @@ void jsonParam(Json &j, const View &v, const fb::Param &q) {
 
 } // namespace
 
-std::string printJson(const fb::Plan &plan) {
+std::string printJson(const plan::Plan &plan) {
   View v(plan);
   Json j;
   j.beginObject();
@@ -158,7 +158,7 @@ std::string printJson(const fb::Plan &plan) {
   j.beginObject();
   j.key("dims");
   j.beginArray();
-  if (const fb::Mesh *m = plan.mesh())
+  if (const plan::Mesh *m = plan.mesh())
     for (uint32_t i = 0; i < size(m->dims()); ++i) {
       j.beginObject(true);
       j.field("name", m->dims()->Get(i)->name());
@@ -174,21 +174,21 @@ std::string printJson(const fb::Plan &plan) {
   j.field("shards", v.G);
   j.field("replicas", v.R);
   j.field("slots", v.slots());
-  if (const fb::Mesh *m = plan.mesh(); m && m->data_parallel_size())
+  if (const plan::Mesh *m = plan.mesh(); m && m->data_parallel_size())
     j.field("data_parallel_size", m->data_parallel_size());
   j.endObject();
 
-  if (const fb::Options *op = plan.options()) {
+  if (const plan::Options *op = plan.options()) {
     j.key("options");
     j.beginObject();
-    j.field("mode", enumName(op->mode(), fb::EnumNameMode));
+    j.field("mode", enumName(op->mode(), plan::EnumNameMode));
     j.field("replicate_async", op->replicate_async());
     j.field("small_param_threshold", op->small_param_threshold());
     jsonOptString(j, "hook_boundary", op->hook_boundary());
     jsonOptString(j, "muon_include", op->muon_include());
     jsonOptString(j, "muon_exclude", op->muon_exclude());
     j.field("alignment", op->alignment());
-    if (const fb::OptimizerDefaults *od = op->optimizer()) {
+    if (const plan::OptimizerDefaults *od = op->optimizer()) {
       j.key("optimizer");
       j.beginObject();
       j.field("lr", od->lr());
@@ -196,8 +196,8 @@ std::string printJson(const fb::Plan &plan) {
       j.field("nesterov", od->nesterov());
       j.field("weight_decay", od->weight_decay());
       j.field("ns_steps", od->ns_steps());
-      j.field("ns_coefficients", enumName(od->ns_coefficients(), fb::EnumNameNsCoefficients));
-      j.field("lr_scale", enumName(od->lr_scale(), fb::EnumNameLrScale));
+      j.field("ns_coefficients", enumName(od->ns_coefficients(), plan::EnumNameNsCoefficients));
+      j.field("lr_scale", enumName(od->lr_scale(), plan::EnumNameLrScale));
       j.field("adamw_lr", od->adamw_lr());
       j.key("adamw_betas");
       j.beginArray(true);
@@ -208,7 +208,7 @@ std::string printJson(const fb::Plan &plan) {
       j.field("adamw_weight_decay", od->adamw_weight_decay());
       j.endObject();
     }
-    j.field("cost_model", enumName(op->cost_model(), fb::EnumNameCostModel)); // 1.1
+    j.field("cost_model", enumName(op->cost_model(), plan::EnumNameCostModel)); // 1.1
     jsonOptString(j, "cost_table", op->cost_table());
     j.field("qk_clip_tau", op->qk_clip_tau()); // 1.2
     j.field("adamw_route", routePolicyName(op->route_policy())); // 1.3
@@ -223,11 +223,11 @@ std::string printJson(const fb::Plan &plan) {
   j.endArray();
   jsonQkClip(j, v);
 
-  if (v.reached(fb::Stage::partition)) {
+  if (v.reached(plan::Stage::partition)) {
     j.key("units");
     j.beginArray();
     for (uint32_t i = 0; i < size(plan.units()); ++i) {
-      const fb::Unit *u = plan.units()->Get(i);
+      const plan::Unit *u = plan.units()->Get(i);
       j.beginObject();
       j.field("name", u->name());
       j.field("layer", u->layer());
@@ -245,14 +245,14 @@ std::string printJson(const fb::Plan &plan) {
     j.endArray();
   }
 
-  if (v.reached(fb::Stage::group)) {
+  if (v.reached(plan::Stage::group)) {
     j.key("sharding_groups");
     j.beginObject();
     jsonNames(j, v, "no_comm", plan.no_comm());
     j.key("comm");
     j.beginArray();
     for (uint32_t i = 0; i < size(plan.comm_groups()); ++i) {
-      const fb::CommGroup *g = plan.comm_groups()->Get(i);
+      const plan::CommGroup *g = plan.comm_groups()->Get(i);
       j.beginObject();
       j.field("key", g->key());
       jsonNames(j, v, "params", g->params());
@@ -280,12 +280,12 @@ std::string printJson(const fb::Plan &plan) {
     j.endObject();
   }
 
-  if (v.reached(fb::Stage::hooks)) {
-    bool laidOut = v.reached(fb::Stage::layout);
+  if (v.reached(plan::Stage::hooks)) {
+    bool laidOut = v.reached(plan::Stage::layout);
     j.key("hook_groups");
     j.beginArray();
     for (uint32_t i = 0; i < size(plan.hook_groups()); ++i) {
-      const fb::HookGroup *h = plan.hook_groups()->Get(i);
+      const plan::HookGroup *h = plan.hook_groups()->Get(i);
       j.beginObject();
       j.field("name", h->name());
       jsonNames(j, v, "params", h->params());
@@ -295,7 +295,7 @@ std::string printJson(const fb::Plan &plan) {
         j.key("segments");
         j.beginArray();
         for (uint32_t k = 0; k < size(h->segments()); ++k) {
-          const fb::Segment *s = h->segments()->Get(k);
+          const plan::Segment *s = h->segments()->Get(k);
           j.beginObject();
           j.field("owner_rank", s->owner_rank());
           j.key("owner_slot");
@@ -316,8 +316,8 @@ std::string printJson(const fb::Plan &plan) {
     j.endArray();
   }
 
-  if (v.reached(fb::Stage::partition) && plan.stats()) {
-    const fb::Stats *s = plan.stats();
+  if (v.reached(plan::Stage::partition) && plan.stats()) {
+    const plan::Stats *s = plan.stats();
     j.key("stats");
     j.beginObject();
     j.field("slots", s->slots());
@@ -360,15 +360,15 @@ std::string printJson(const fb::Plan &plan) {
       j.field("small_unit_cap", s->small_unit_cap());
       j.field("optimal", s->optimal());
     }
-    if (s->lower_bound_kind() && v.reached(fb::Stage::layout))
+    if (s->lower_bound_kind() && v.reached(plan::Stage::layout))
       j.field("max_owners_per_hook_group", s->max_owners_per_hook_group());
-    if (v.reached(fb::Stage::layout)) {
+    if (v.reached(plan::Stage::layout)) {
       j.key("ranks");
       j.beginArray();
       // One object per rank up to common::kRankListLimit ranks, then one
       // per run of equal figures, its ranks from "rank" to "last_rank".
       common::RankRows(v.p).forEachListed(
-          [&](int64_t first, int64_t end, const fb::RankFigures *r) {
+          [&](int64_t first, int64_t end, const plan::RankFigures *r) {
         j.beginObject();
         j.field("rank", first);
         if (end - first > 1)

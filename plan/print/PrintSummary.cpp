@@ -22,7 +22,7 @@ std::string percent(double x) {
 
 } // namespace
 
-std::string printSummary(const fb::Plan &plan) {
+std::string printSummary(const plan::Plan &plan) {
   View v(plan);
   std::string o;
   o += "model: " + orDash(str(plan.model_name())) + " (" + str(plan.source()) + ")\n";
@@ -33,12 +33,12 @@ std::string printSummary(const fb::Plan &plan) {
        (v.D > 1 ? " x " + num(v.D) + " data indices = " + num(v.fineSlots()) + " owners"
                 : std::string()) +
        ")\n";
-  const fb::Stats *s = plan.stats();
-  if (v.reached(fb::Stage::select)) {
+  const plan::Stats *s = plan.stats();
+  if (v.reached(plan::Stage::select)) {
     // Unsigned sums: a plan that was not verified may hold any values.
     uint64_t muon = 0, adamw = 0, muonElems = 0, adamwElems = 0;
     for (uint32_t i = 0; i < size(plan.params()); ++i) {
-      const fb::Param *q = plan.params()->Get(i);
+      const plan::Param *q = plan.params()->Get(i);
       uint64_t n = 1;
       for (uint32_t k = 0; k < size(q->shape()); ++k)
         n *= static_cast<uint64_t>(q->shape()->Get(k));
@@ -51,21 +51,21 @@ std::string printSummary(const fb::Plan &plan) {
   } else {
     o += "params: " + num(int64_t(size(plan.params()))) + "\n";
   }
-  if (v.reached(fb::Stage::select)) {
+  if (v.reached(plan::Stage::select)) {
     int64_t routes[4] = {0, 0, 0, 0};
     for (uint32_t i = 0; i < size(plan.params()); ++i) {
       const auto r = static_cast<size_t>(routeOf(*plan.params()->Get(i)));
       if (r < 4)
         ++routes[r];
     }
-    o += "routes: owner=" + num(routes[size_t(fb::Route::owner)]) +
-         " sharded=" + num(routes[size_t(fb::Route::sharded)]) +
-         " replicated=" + num(routes[size_t(fb::Route::replicated)]) +
-         " host=" + num(routes[size_t(fb::Route::host)]) + "\n";
+    o += "routes: owner=" + num(routes[size_t(plan::Route::owner)]) +
+         " sharded=" + num(routes[size_t(plan::Route::sharded)]) +
+         " replicated=" + num(routes[size_t(plan::Route::replicated)]) +
+         " host=" + num(routes[size_t(plan::Route::host)]) + "\n";
   }
-  if (v.reached(fb::Stage::hooks))
+  if (v.reached(plan::Stage::hooks))
     o += "hook groups: " + num(int64_t(size(plan.hook_groups()))) + "\n";
-  if (v.reached(fb::Stage::partition) && s) {
+  if (v.reached(plan::Stage::partition) && s) {
     o += "units: " + num(int64_t(size(plan.units()))) + " over " + num(int64_t(s->slots())) +
          " slots\n";
     o += "partition: lower_bound=" + num(s->lower_bound()) +
@@ -77,16 +77,16 @@ std::string printSummary(const fb::Plan &plan) {
     o += "\n";
   }
   const common::RankRows rows(v.p);
-  if (v.reached(fb::Stage::layout) && s && !rows.empty()) {
+  if (v.reached(plan::Stage::layout) && s && !rows.empty()) {
     double total = 0, minNs = 0, maxNs = 0;
     int64_t maxMaster = -1, maxMasterRank = 0, maxMoved = -1, maxMovedRank = 0;
     int64_t sentAt = 0, recvAt = 0;
-    const fb::RankFigures *most = nullptr, *least = nullptr;
+    const plan::RankFigures *most = nullptr, *least = nullptr;
     int64_t mostRank = 0, leastRank = 0;
     // Per row (a rank, or a run of ranks with equal figures): the first
     // rank of a run is the lowest rank with its figures.
     for (uint32_t i = 0; i < rows.size(); ++i) {
-      const fb::RankFigures *r = rows.row(i);
+      const plan::RankFigures *r = rows.row(i);
       const int64_t rank = rows.first(i);
       total += r->ns_flops() * static_cast<double>(rows.count(i));
       if (i == 0 || r->ns_flops() < minNs)
@@ -131,7 +131,7 @@ std::string printSummary(const fb::Plan &plan) {
            " max=" + percent(maxNs / total) + "\n";
     o += "largest master bytes: " + num(maxMaster) + " (" + human(double(maxMaster)) +
          ") on rank " + num(maxMasterRank) + "\n";
-    for (const fb::RankFigures *r : {most, least}) {
+    for (const plan::RankFigures *r : {most, least}) {
       if (!r || (r == least && least->memory_bytes() == most->memory_bytes()))
         continue;
       o += std::string(r == most ? "memory, largest" : "memory, smallest") + " (rank " +

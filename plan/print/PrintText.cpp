@@ -23,25 +23,25 @@ std::string nameList(const View &v, const flatbuffers::Vector<int32_t> *list) {
 // The data dims of a unit's or segment's params (they share them).
 const flatbuffers::Vector<int32_t> *firstParamDataDims(const View &v,
                                                        const flatbuffers::Vector<int32_t> *list) {
-  const fb::Param *q = size(list) ? v.param(list->Get(0)) : nullptr;
+  const plan::Param *q = size(list) ? v.param(list->Get(0)) : nullptr;
   return q ? q->data_dims() : nullptr;
 }
 
-void textParam(const View &v, const fb::Param &q, std::string &o) {
+void textParam(const View &v, const plan::Param &q, std::string &o) {
   o += "param " + str(q.name()) + " shape=[";
   for (uint32_t i = 0; i < size(q.shape()); ++i) {
     if (i)
       o += ',';
     o += num(q.shape()->Get(i));
   }
-  o += "] dtype=" + enumName(q.dtype(), fb::EnumNameDType) + " placements=[";
+  o += "] dtype=" + enumName(q.dtype(), plan::EnumNameDType) + " placements=[";
   for (uint32_t i = 0; i < size(q.placements()); ++i) {
     if (i)
       o += ',';
     o += placementString(*q.placements()->Get(i));
   }
   o += ']';
-  if (v.reached(fb::Stage::validate) && localDiffers(q)) {
+  if (v.reached(plan::Stage::validate) && localDiffers(q)) {
     o += " local=[";
     for (uint32_t i = 0; i < size(q.local_shape()); ++i) {
       if (i)
@@ -58,37 +58,37 @@ void textParam(const View &v, const fb::Param &q, std::string &o) {
     o += " conv";
   if (recovered(q))
     o += " source=" + str(q.source_name()) + " note=\"" + str(q.name_note()) + "\"";
-  if (!v.reached(fb::Stage::select))
+  if (!v.reached(plan::Stage::select))
     return;
   bool muon = isMuon(q);
   const bool owned = ownerRouted(q);
-  const bool sharded = routeOf(q) == fb::Route::sharded;
-  o += " role=" + enumName(q.role(), fb::EnumNameRole) +
-       " reason=" + enumName(q.role_reason(), fb::EnumNameRoleReason);
+  const bool sharded = routeOf(q) == plan::Route::sharded;
+  o += " role=" + enumName(q.role(), plan::EnumNameRole) +
+       " reason=" + enumName(q.role_reason(), plan::EnumNameRoleReason);
   if (!muon)
-    o += " route=" + enumName(routeOf(q), fb::EnumNameRoute) +
-         " route_reason=" + enumName(q.route_reason(), fb::EnumNameRouteReason);
+    o += " route=" + enumName(routeOf(q), plan::EnumNameRoute) +
+         " route_reason=" + enumName(q.route_reason(), plan::EnumNameRouteReason);
   if (muon)
     o += " matrix=" + num(q.batch()) + "x" + num(q.rows()) + "x" + num(q.cols());
-  if (muon && v.reached(fb::Stage::group)) {
-    o += " group=" + enumName(q.group(), fb::EnumNameShardingGroupKind);
+  if (muon && v.reached(plan::Stage::group)) {
+    o += " group=" + enumName(q.group(), plan::EnumNameShardingGroupKind);
     if (gathers(q)) {
       o += " gather=" + v.dimName(q.gather_mesh_dim()) + ":" +
            num(int64_t(q.gather_tensor_dim()));
-      if (v.reached(fb::Stage::layout))
+      if (v.reached(plan::Stage::layout))
         o += " compute=" + num(int64_t(q.compute_index()));
     }
   }
-  if (owned && v.reached(fb::Stage::partition) && (muon || q.unit() >= 0))
+  if (owned && v.reached(plan::Stage::partition) && (muon || q.unit() >= 0))
     o += " layer=" + orDash(str(q.layer())) + " unit=" + num(int64_t(q.unit())) +
          " owner=" + num(int64_t(q.owner_rank())) + " slot=(" +
          num(int64_t(q.owner_shard())) + "," + num(int64_t(q.owner_replicate())) + ")" +
          v.dataString(q.owner_data_index(), q.data_dims()) +
          " cost=" + num(q.cost()) +
-         (muon ? " form=" + enumName(q.ns_form(), fb::EnumNameNsForm) : std::string());
-  if (v.reached(fb::Stage::hooks) && (owned || sharded || q.hook_group() >= 0))
+         (muon ? " form=" + enumName(q.ns_form(), plan::EnumNameNsForm) : std::string());
+  if (v.reached(plan::Stage::hooks) && (owned || sharded || q.hook_group() >= 0))
     o += " hook=" + (q.hook_group() >= 0 ? v.hookName(q.hook_group()) : std::string("none"));
-  if (v.reached(fb::Stage::layout)) {
+  if (v.reached(plan::Stage::layout)) {
     if (owned || sharded)
       o += " offset=" + num(q.offset()) + " bytes=" + num(q.bytes()) +
            " reduce_offset=" + num(q.reduce_offset()) +
@@ -111,7 +111,7 @@ std::string quotedOr(const flatbuffers::String *s, const char *none) {
 
 } // namespace
 
-std::string printText(const fb::Plan &plan) {
+std::string printText(const plan::Plan &plan) {
   View v(plan);
   std::string o;
   o += "; dmuon plan " + v.version() + " stage=" + v.stageName() +
@@ -121,7 +121,7 @@ std::string printText(const fb::Plan &plan) {
   o += "model: " + str(plan.model_name()) + "\n";
   o += "mesh: " + v.meshString() + " world_size=" + num(v.worldSize()) +
        " shards=" + num(v.G) + " replicas=" + num(v.R) + " slots=" + num(v.slots());
-  if (const fb::Mesh *m = plan.mesh()) {
+  if (const plan::Mesh *m = plan.mesh()) {
     std::string carrying;
     for (uint32_t i = 0; i < size(m->dims()); ++i)
       if (m->dims()->Get(i)->carries_data())
@@ -130,27 +130,27 @@ std::string printText(const fb::Plan &plan) {
       o += " data_carrying=" + carrying + " data_parallel_size=" + num(m->data_parallel_size());
   }
   o += "\n";
-  if (const fb::Options *op = plan.options()) {
-    o += "options: mode=" + enumName(op->mode(), fb::EnumNameMode) +
+  if (const plan::Options *op = plan.options()) {
+    o += "options: mode=" + enumName(op->mode(), plan::EnumNameMode) +
          " replicate_async=" + boolName(op->replicate_async()) +
          " small_param_threshold=" + num(op->small_param_threshold()) +
          " hook_boundary=" + quotedOr(op->hook_boundary(), "default") +
          " muon_include=" + quotedOr(op->muon_include(), "none") +
          " muon_exclude=" + quotedOr(op->muon_exclude(), "none") +
          " alignment=" + num(int64_t(op->alignment())) +
-         " cost_model=" + enumName(op->cost_model(), fb::EnumNameCostModel);
+         " cost_model=" + enumName(op->cost_model(), plan::EnumNameCostModel);
     if (op->cost_table() && op->cost_table()->size())
       o += " cost_table=" + quotedOr(op->cost_table(), "none");
     o += " qk_clip_tau=" + num(op->qk_clip_tau()) +
          " adamw_route=" + routePolicyName(op->route_policy()) +
          " sharded_threshold=" + num(op->sharded_threshold()) + "\n";
-    if (const fb::OptimizerDefaults *od = op->optimizer())
+    if (const plan::OptimizerDefaults *od = op->optimizer())
       o += "optimizer: lr=" + num(od->lr()) + " momentum=" + num(od->momentum()) +
            " nesterov=" + boolName(od->nesterov()) +
            " weight_decay=" + num(od->weight_decay()) +
            " ns_steps=" + num(int64_t(od->ns_steps())) +
-           " ns_coefficients=" + enumName(od->ns_coefficients(), fb::EnumNameNsCoefficients) +
-           " lr_scale=" + enumName(od->lr_scale(), fb::EnumNameLrScale) +
+           " ns_coefficients=" + enumName(od->ns_coefficients(), plan::EnumNameNsCoefficients) +
+           " lr_scale=" + enumName(od->lr_scale(), plan::EnumNameLrScale) +
            " adamw_lr=" + num(od->adamw_lr()) + " adamw_betas=" + num(od->adamw_beta1()) +
            "," + num(od->adamw_beta2()) + " adamw_eps=" + num(od->adamw_eps()) +
            " adamw_weight_decay=" + num(od->adamw_weight_decay()) + "\n";
@@ -163,10 +163,10 @@ std::string printText(const fb::Plan &plan) {
   }
   textQkClip(v, o);
 
-  if (v.reached(fb::Stage::partition)) {
+  if (v.reached(plan::Stage::partition)) {
     o += "units:\n";
     for (uint32_t i = 0; i < size(plan.units()); ++i) {
-      const fb::Unit *u = plan.units()->Get(i);
+      const plan::Unit *u = plan.units()->Get(i);
       o += "unit " + num(int64_t(i)) + " " + str(u->name()) +
            " layer=" + orDash(str(u->layer())) + " cost=" + num(u->cost()) +
            " slot=" + num(int64_t(u->slot())) +
@@ -175,13 +175,13 @@ std::string printText(const fb::Plan &plan) {
     }
   }
 
-  if (v.reached(fb::Stage::group)) {
+  if (v.reached(plan::Stage::group)) {
     o += "sharding_groups:\n";
     o += "no_comm: " + num(int64_t(size(plan.no_comm()))) + " params\n";
     for (uint32_t i = 0; i < size(plan.no_comm()); ++i)
       o += "  no_comm " + v.paramName(plan.no_comm()->Get(i)) + "\n";
     for (uint32_t i = 0; i < size(plan.comm_groups()); ++i) {
-      const fb::CommGroup *g = plan.comm_groups()->Get(i);
+      const plan::CommGroup *g = plan.comm_groups()->Get(i);
       o += "comm " + str(g->key()) + " params=" + nameList(v, g->params()) +
            " replicate_groups=[";
       const ListedReplicateGroups l = listReplicateGroups(v, *g);
@@ -198,11 +198,11 @@ std::string printText(const fb::Plan &plan) {
     }
   }
 
-  if (v.reached(fb::Stage::hooks)) {
-    bool laidOut = v.reached(fb::Stage::layout);
+  if (v.reached(plan::Stage::hooks)) {
+    bool laidOut = v.reached(plan::Stage::layout);
     o += "hook_groups:\n";
     for (uint32_t i = 0; i < size(plan.hook_groups()); ++i) {
-      const fb::HookGroup *h = plan.hook_groups()->Get(i);
+      const plan::HookGroup *h = plan.hook_groups()->Get(i);
       o += "hook " + str(h->name()) + " params=" + num(int64_t(size(h->params())));
       if (laidOut)
         o += " buffer_bytes=" + num(h->buffer_bytes()) +
@@ -211,7 +211,7 @@ std::string printText(const fb::Plan &plan) {
       if (!laidOut)
         continue;
       for (uint32_t j = 0; j < size(h->segments()); ++j) {
-        const fb::Segment *s = h->segments()->Get(j);
+        const plan::Segment *s = h->segments()->Get(j);
         o += "  segment owner=" + num(int64_t(s->owner_rank())) + " slot=(" +
              num(int64_t(s->owner_shard())) + "," + num(int64_t(s->owner_replicate())) + ")" +
              v.dataString(s->owner_data_index(), firstParamDataDims(v, s->params())) +
@@ -223,8 +223,8 @@ std::string printText(const fb::Plan &plan) {
     }
   }
 
-  if (v.reached(fb::Stage::partition) && plan.stats()) {
-    const fb::Stats *s = plan.stats();
+  if (v.reached(plan::Stage::partition) && plan.stats()) {
+    const plan::Stats *s = plan.stats();
     o += "stats:\n";
     o += "slots=" + num(int64_t(s->slots())) + " total_cost=" + num(s->total_cost()) +
          " lower_bound=" + num(s->lower_bound()) + " max_load=" + num(s->max_load()) +
@@ -235,7 +235,7 @@ std::string printText(const fb::Plan &plan) {
       o += " lower_bound_kind=" + str(s->lower_bound_kind()) +
            " simple_lower_bound=" + num(s->simple_lower_bound()) +
            " small_unit_cap=" + num(s->small_unit_cap());
-      if (v.reached(fb::Stage::layout))
+      if (v.reached(plan::Stage::layout))
         o += " max_owners_per_hook_group=" + num(int64_t(s->max_owners_per_hook_group()));
       if (s->optimal())
         o += " optimal";
@@ -269,7 +269,7 @@ std::string printText(const fb::Plan &plan) {
     // One line per rank up to common::kRankListLimit ranks, then per run
     // of equal figures ("ranks A-B").
     common::RankRows(v.p).forEachListed(
-        [&](int64_t first, int64_t end, const fb::RankFigures *r) {
+        [&](int64_t first, int64_t end, const plan::RankFigures *r) {
         o += (end - first == 1 ? "rank " + num(first)
                                : "ranks " + num(first) + "-" + num(end - 1)) +
              " owned_params=" + num(int64_t(r->owned_params())) +

@@ -5,6 +5,7 @@
 #include "common/PlanRules.h"
 #include "common/RankRows.h"
 #include "common/Routes.h"
+#include "plan/Features.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,7 +18,7 @@ std::string Checker::checkUnits() {
     return {};
   int64_t slots = G_ * R_;
   for (uint32_t i = 0; i < p_.units()->size(); ++i) {
-    const fb::Unit *u = p_.units()->Get(i);
+    const plan::Unit *u = p_.units()->Get(i);
     auto unitName = [&] { return "unit " + std::to_string(i) + " '" + str(u->name()) + "'"; };
     const Who who(unitName);
     if (auto e = paramList(who, u->params()); !e.empty())
@@ -36,7 +37,7 @@ std::string Checker::checkGroups() {
   if (!p_.comm_groups())
     return {};
   for (uint32_t i = 0; i < p_.comm_groups()->size(); ++i) {
-    const fb::CommGroup *g = p_.comm_groups()->Get(i);
+    const plan::CommGroup *g = p_.comm_groups()->Get(i);
     std::string who = "comm group " + std::to_string(i) + " '" + str(g->key()) + "'";
     if (auto e = paramList(who, g->params()); !e.empty())
       return e;
@@ -47,7 +48,7 @@ std::string Checker::checkGroups() {
             !e.empty())
           return e;
     if (g->replicate_groups())
-      for (const fb::RankList *rl : *g->replicate_groups()) {
+      for (const plan::RankList *rl : *g->replicate_groups()) {
         if (!rl->ranks())
           continue;
         for (int32_t r : *rl->ranks())
@@ -63,7 +64,7 @@ std::string Checker::checkHooks() {
   if (complete())
     segmentsOf_.assign(static_cast<size_t>(numParams_), 0);
   for (uint32_t i = 0; i < size(p_.hook_groups()); ++i) {
-    const fb::HookGroup *h = p_.hook_groups()->Get(i);
+    const plan::HookGroup *h = p_.hook_groups()->Get(i);
     // Spelled only for a message: a plan of 1M params has as many groups.
     auto groupName = [&] {
       return "hook group " + std::to_string(i) + " '" + str(h->name()) + "'";
@@ -90,7 +91,7 @@ std::string Checker::checkHooks() {
     if (!h->segments())
       continue;
     for (uint32_t j = 0; j < h->segments()->size(); ++j) {
-      const fb::Segment *s = h->segments()->Get(j);
+      const plan::Segment *s = h->segments()->Get(j);
       auto segmentName = [&] { return who + " segment " + std::to_string(j); };
       const Who sw(segmentName);
       if (auto e = paramList(sw, s->params()); !e.empty())
@@ -123,10 +124,10 @@ std::string Checker::checkHooks() {
   // Every owner-routed param is moved by exactly one segment (of its own
   // hook group).
   for (int64_t i = 0; i < numParams_; ++i) {
-    const fb::Param *q = p_.params()->Get(static_cast<uint32_t>(i));
-    if (common::effectiveRoute(*q) == fb::Route::owner &&
+    const plan::Param *q = p_.params()->Get(static_cast<uint32_t>(i));
+    if (common::effectiveRoute(*q) == plan::Route::owner &&
         segmentsOf_[static_cast<size_t>(i)] == 0) {
-      const fb::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q->hook_group()));
+      const plan::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q->hook_group()));
       return "param '" + str(q->name()) + "' is in no segment of its hook group " +
              std::to_string(q->hook_group()) + " '" + str(h->name()) + "'";
     }
@@ -136,7 +137,7 @@ std::string Checker::checkHooks() {
 
 // A complete plan's segment: the owner-routed params of its hook group that
 // its owner slot owns, each inside the segment's bytes.
-std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, const fb::Segment &s,
+std::string Checker::checkSegmentParams(const plan::HookGroup &h, int64_t hi, const plan::Segment &s,
                                         const Who &sw) {
   if (!s.params())
     return sw + " has no params vector";
@@ -149,14 +150,14 @@ std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, cons
   const flatbuffers::Vector<int32_t> *segDataDims = nullptr;
   bool first = true;
   for (int32_t pi : *s.params()) {
-    const fb::Param *q = p_.params()->Get(static_cast<uint32_t>(pi));
+    const plan::Param *q = p_.params()->Get(static_cast<uint32_t>(pi));
     auto paramName = [&] { return sw + ": param '" + str(q->name()) + "'"; };
     const Who pw(paramName);
-    if (common::effectiveRoute(*q) != fb::Route::owner)
+    if (common::effectiveRoute(*q) != plan::Route::owner)
       return pw + " does not travel the owner route";
     if (q->hook_group() != hi)
       return pw + " belongs to hook group " + std::to_string(q->hook_group());
-    const fb::Unit *u = p_.units()->Get(static_cast<uint32_t>(q->unit()));
+    const plan::Unit *u = p_.units()->Get(static_cast<uint32_t>(q->unit()));
     const int64_t pslot = u->slot();
     if (pslot != slot)
       return pw + " is owned by slot " + slotStr(pslot) + ", not the segment's slot " +
@@ -190,22 +191,22 @@ std::string Checker::checkSegmentParams(const fb::HookGroup &h, int64_t hi, cons
 }
 
 std::string Checker::checkStats() {
-  const fb::Stats *s = p_.stats();
+  const plan::Stats *s = p_.stats();
   const int64_t slots = G_ * R_ * D_;
   const std::string slotsWhy =
       D_ > 1 ? " (num_shards*num_replicas*" + std::to_string(D_) + " data indices)"
              : " (num_shards*num_replicas)";
   if (!s) {
-    if (reached(fb::Stage::partition))
+    if (reached(plan::Stage::partition))
       return "plan has no stats";
     return {};
   }
-  if (!reached(fb::Stage::partition))
+  if (!reached(plan::Stage::partition))
     return {};
   if (s->slots() != slots)
     return "stats.slots is " + std::to_string(s->slots()) + ", expected " +
            std::to_string(slots) + slotsWhy;
-  if (p_.format_minor() >= 6) {
+  if (planHas(p_, PlanFeature::LoadRuns)) {
     // 1.6: runs of equal loads (common/SlotLoads.h).
     if (s->slot_load() && s->slot_load()->size() != 0)
       return "stats.slot_load is set in a plan of format 1.6 or later, which stores the slot "
@@ -243,8 +244,8 @@ std::string Checker::checkStats() {
 // Format 1.6 stores runs of equal figures (stats.rank_runs), older plans one
 // row per rank (stats.ranks); common/RankRows.h reads either.
 std::string Checker::checkRankRows() {
-  const fb::Stats *s = p_.stats();
-  const bool runs = p_.format_minor() >= 6;
+  const plan::Stats *s = p_.stats();
+  const bool runs = planHas(p_, PlanFeature::LoadRuns);
   const auto *rows = runs ? s->rank_runs() : s->ranks();
   const auto *other = runs ? s->ranks() : s->rank_runs();
   const char *field = runs ? "stats.rank_runs" : "stats.ranks";
@@ -267,7 +268,7 @@ std::string Checker::checkRankRows() {
       return "stats.ranks has " + std::to_string(rows->size()) +
              " entries, expected " + std::to_string(world_) + " (world size)";
     for (uint32_t i = 0; i < rows->size(); ++i) {
-      const fb::RankFigures *r = rows->Get(i);
+      const plan::RankFigures *r = rows->Get(i);
       auto rowName = [&] { return std::string(field) + "[" + std::to_string(i) + "]"; };
       const Who who(rowName);
       if (!runs && r->rank() != static_cast<int32_t>(i))

@@ -8,6 +8,7 @@
 #include "common/PlanRules.h"
 #include "common/Routes.h"
 #include "common/ShardChunks.h"
+#include "plan/Features.h"
 
 #include <algorithm>
 #include <functional>
@@ -50,14 +51,14 @@ bool boundedProduct(int64_t a, int64_t b, int64_t c, int64_t &out) {
 // Whether a Shard or StridedShard on a model-parallel (non-ownership) mesh
 // dim chunks the param's local shard: common::shardLayoutOf's rule, without
 // building the layout.
-bool shardedByModelParallelDim(const fb::Param &q, const fb::Mesh &mesh) {
+bool shardedByModelParallelDim(const plan::Param &q, const plan::Mesh &mesh) {
   const auto *dims = mesh.dims();
   const auto *pls = q.placements();
   for (flatbuffers::uoffset_t d = 0; dims && pls && d < dims->size() && d < pls->size(); ++d) {
     if (static_cast<int>(d) == mesh.shard_dim() || static_cast<int>(d) == mesh.replicate_dim())
       continue;
-    const fb::PlacementKind kind = pls->Get(d)->kind();
-    if (kind == fb::PlacementKind::shard || kind == fb::PlacementKind::strided_shard)
+    const plan::PlacementKind kind = pls->Get(d)->kind();
+    if (kind == plan::PlacementKind::shard || kind == plan::PlacementKind::strided_shard)
       return true;
   }
   return false;
@@ -65,7 +66,7 @@ bool shardedByModelParallelDim(const fb::Param &q, const fb::Mesh &mesh) {
 
 // A local shape chunked by model-parallel mesh dims: the largest slice of
 // DTensor's chunking (common/ShardChunks.h), with no rank left empty.
-std::string checkChunkedLocalShape(const fb::Param &q, const fb::Mesh &mesh, const Who &who,
+std::string checkChunkedLocalShape(const plan::Param &q, const plan::Mesh &mesh, const Who &who,
                                    bool bounded) {
   const common::ShardLayout layout = common::shardLayoutOf(q, mesh);
   const std::vector<int64_t> full(q.shape()->begin(), q.shape()->end());
@@ -104,7 +105,7 @@ std::string Checker::checkParams() {
     byName.emplace(p_.params()->size());
   constexpr uint32_t kPrefetchAhead = 16;
   for (uint32_t i = 0; i < p_.params()->size(); ++i) {
-    const fb::Param *q = p_.params()->Get(i);
+    const plan::Param *q = p_.params()->Get(i);
     if (byName && i + kPrefetchAhead < p_.params()->size())
       if (const flatbuffers::String *ahead = p_.params()->Get(i + kPrefetchAhead)->name())
         byName->prefetch(common::FirstSeenTable::hashOf(ahead->string_view()));
@@ -131,37 +132,37 @@ std::string Checker::checkParams() {
     for (int64_t d : *q->shape())
       if (d < 0)
         return who + " has a negative dim " + std::to_string(d) + " in its shape";
-    if (!enumOk(q->dtype(), fb::DType::MIN, fb::DType::MAX))
+    if (!enumOk(q->dtype(), plan::DType::MIN, plan::DType::MAX))
       return who + ": unknown dtype " + std::to_string(static_cast<int>(q->dtype()));
-    if (!enumOk(q->role(), fb::Role::MIN, fb::Role::MAX))
+    if (!enumOk(q->role(), plan::Role::MIN, plan::Role::MAX))
       return who + ": unknown role " + std::to_string(static_cast<int>(q->role()));
-    if (!enumOk(q->role_reason(), fb::RoleReason::MIN, fb::RoleReason::MAX))
+    if (!enumOk(q->role_reason(), plan::RoleReason::MIN, plan::RoleReason::MAX))
       return who + ": unknown role_reason " +
              std::to_string(static_cast<int>(q->role_reason()));
-    if (!enumOk(q->route(), fb::Route::MIN, fb::Route::MAX))
+    if (!enumOk(q->route(), plan::Route::MIN, plan::Route::MAX))
       return who + ": unknown route " + std::to_string(static_cast<int>(q->route()));
-    if (!enumOk(q->ns_form(), fb::NsForm::MIN, fb::NsForm::MAX))
+    if (!enumOk(q->ns_form(), plan::NsForm::MIN, plan::NsForm::MAX))
       return who + ": unknown ns_form " + std::to_string(static_cast<int>(q->ns_form()));
-    if (!enumOk(q->route_reason(), fb::RouteReason::MIN, fb::RouteReason::MAX))
+    if (!enumOk(q->route_reason(), plan::RouteReason::MIN, plan::RouteReason::MAX))
       return who + ": unknown route_reason " +
              std::to_string(static_cast<int>(q->route_reason()));
     // 1.3 plans route every Muon param through its owner (older ones carry
     // no routes).
-    if (p_.format_minor() >= 3 && q->role() == fb::Role::muon && q->route() != fb::Route::owner)
-      return who + " is a Muon param with route " + fb::EnumNameRoute(q->route()) +
+    if (planHas(p_, PlanFeature::Routes) && q->role() == plan::Role::muon && q->route() != plan::Route::owner)
+      return who + " is a Muon param with route " + plan::EnumNameRoute(q->route()) +
              "; Muon params travel the owner route";
-    if (!enumOk(q->group(), fb::ShardingGroupKind::MIN, fb::ShardingGroupKind::MAX))
+    if (!enumOk(q->group(), plan::ShardingGroupKind::MIN, plan::ShardingGroupKind::MAX))
       return who + ": unknown sharding group kind " +
              std::to_string(static_cast<int>(q->group()));
-    if (!enumOk(q->name_origin(), fb::NameOrigin::MIN, fb::NameOrigin::MAX))
+    if (!enumOk(q->name_origin(), plan::NameOrigin::MIN, plan::NameOrigin::MAX))
       return who + ": unknown name_origin " +
              std::to_string(static_cast<int>(q->name_origin()));
     if (q->placements()) {
       if (q->placements()->size() != 0 && q->placements()->size() != ndims)
         return who + " has " + std::to_string(q->placements()->size()) +
                " placements but the mesh has " + std::to_string(ndims) + " dims";
-      for (const fb::Placement *pl : *q->placements())
-        if (!enumOk(pl->kind(), fb::PlacementKind::MIN, fb::PlacementKind::MAX))
+      for (const plan::Placement *pl : *q->placements())
+        if (!enumOk(pl->kind(), plan::PlacementKind::MIN, plan::PlacementKind::MAX))
           return who + ": unknown placement kind " +
                  std::to_string(static_cast<int>(pl->kind()));
     }
@@ -175,10 +176,10 @@ std::string Checker::checkParams() {
     if (auto e = range(who, ": hook_group", q->hook_group(), numHooks_, "hook groups", true);
         !e.empty())
       return e;
-    const bool owned = common::effectiveRoute(*q) == fb::Route::owner;
+    const bool owned = common::effectiveRoute(*q) == plan::Route::owner;
     bool hasOwner =
         q->owner_shard() != -1 || q->owner_replicate() != -1 || q->owner_rank() != -1;
-    if (owned && reached(fb::Stage::partition)) {
+    if (owned && reached(plan::Stage::partition)) {
       if (q->unit() < 0)
         return who + " travels the owner route but has no unit";
       hasOwner = true;
@@ -203,7 +204,7 @@ std::string Checker::checkParams() {
     if (q->bytes() > common::kMaxPlanByteCount || q->reduce_bytes() > common::kMaxPlanByteCount)
       return who + " has more than 2^62 bytes";
     if (q->hook_group() >= 0 && q->offset() >= 0) {
-      const fb::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q->hook_group()));
+      const plan::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q->hook_group()));
       if (q->offset() > h->buffer_bytes() || q->bytes() > h->buffer_bytes() - q->offset())
         return who + ": bytes [" + std::to_string(q->offset()) + ", +" +
                std::to_string(q->bytes()) + ") lie outside hook group '" + str(h->name()) +
@@ -225,8 +226,8 @@ std::string Checker::checkParams() {
 
 // data_dims (1.4 on, from the group stage): the data-carrying dims the param
 // is Replicate on, and an owner's data index has coordinates on those only.
-std::string Checker::checkDataDims(const fb::Param &q, const Who &who) const {
-  if (p_.format_minor() < 4 || !reached(fb::Stage::group))
+std::string Checker::checkDataDims(const plan::Param &q, const Who &who) const {
+  if (!planHas(p_, PlanFeature::DataCarryingDims) || !reached(plan::Stage::group))
     return {};
   const std::vector<int> want = expectedDataDims(q);
   const auto *got = q.data_dims();
@@ -259,31 +260,31 @@ std::string Checker::checkDataDims(const fb::Param &q, const Who &who) const {
 // What the executor trusts of a param in a complete plan (checkParams and
 // checkModelParallel have accepted it: local_shape has shape's rank, indices
 // are in range or -1, owner coordinates are in range).
-std::string Checker::checkCompleteParam(const fb::Param &q, const Who &who) {
+std::string Checker::checkCompleteParam(const plan::Param &q, const Who &who) {
   int64_t global, local;
   if (!elementCount(q.shape(), global))
     return who + ": shape has more than 2^48 elements";
   if (!elementCount(q.local_shape(), local))
     return who + ": local_shape has more than 2^48 elements";
-  const fb::Route route = common::effectiveRoute(q);
-  if (route == fb::Route::replicated || route == fb::Route::host) {
+  const plan::Route route = common::effectiveRoute(q);
+  if (route == plan::Route::replicated || route == plan::Route::host) {
     if (q.hook_group() >= 0 || q.unit() >= 0)
-      return who + " travels the " + fb::EnumNameRoute(route) +
+      return who + " travels the " + plan::EnumNameRoute(route) +
              " route but has a hook group or unit";
     // The replicated params' gradients share one buffer.
-    if (route == fb::Route::replicated)
+    if (route == plan::Route::replicated)
       adamwElements_ += local;
     if (adamwElements_ > kMaxElements)
       return who + ": AdamW params up to this one have more than 2^48 local elements";
     return {};
   }
-  if (route == fb::Route::sharded)
+  if (route == plan::Route::sharded)
     return checkShardedParam(q, local, who);
 
   // Ownership: the executor takes the owner slot from the unit.
   if (q.unit() < 0)
     return who + " travels the owner route but has no unit";
-  const fb::Unit *u = p_.units()->Get(static_cast<uint32_t>(q.unit()));
+  const plan::Unit *u = p_.units()->Get(static_cast<uint32_t>(q.unit()));
   const int64_t slot = u->slot();
   if (slot < 0 || slot >= G_ * R_)
     return who + ": unit " + std::to_string(q.unit()) + " '" + str(u->name()) + "' slot " +
@@ -309,12 +310,12 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const Who &who) {
   if (q.bytes() != local * elemBytes)
     return who + ": bytes is " + std::to_string(q.bytes()) + ", expected " +
            std::to_string(local * elemBytes) + " (" + std::to_string(local) +
-           " local elements of " + fb::EnumNameDType(q.dtype()) + ")";
+           " local elements of " + plan::EnumNameDType(q.dtype()) + ")";
   if (q.reduce_bytes() != local * common::kReduceElementBytes)
     return who + ": reduce_bytes is " + std::to_string(q.reduce_bytes()) + ", expected " +
            std::to_string(local * common::kReduceElementBytes) + " (" + std::to_string(local) +
            " local elements of f32)";
-  if (q.role() != fb::Role::muon)
+  if (q.role() != plan::Role::muon)
     return {}; // AdamW on the owner: no matrix view
 
   // The matrix views the executor runs Newton-Schulz on.
@@ -338,7 +339,7 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const Who &who) {
   // its gather group concatenated along the gathered tensor dim, whose whole
   // size they hold between them (chunks of local_shape's size there, the
   // last ones possibly smaller).
-  if (q.group() == fb::ShardingGroupKind::comm) {
+  if (q.group() == plan::ShardingGroupKind::comm) {
     const int64_t k = dimSizes_[static_cast<size_t>(q.gather_mesh_dim())];
     const int32_t t = q.gather_tensor_dim();
     const bool inRange = t >= 0 && t < static_cast<int32_t>(q.shape()->size()) &&
@@ -359,7 +360,7 @@ std::string Checker::checkCompleteParam(const fb::Param &q, const Who &who) {
 // A sharded param: G equal flat shards of its local elements, the padded
 // values and gradient and this rank's reduce-scatter result inside its hook
 // group's buffers.
-std::string Checker::checkShardedParam(const fb::Param &q, int64_t local,
+std::string Checker::checkShardedParam(const plan::Param &q, int64_t local,
                                        const Who &who) {
   if (q.hook_group() < 0 || q.unit() >= 0)
     return who + " travels the sharded route but has no hook_group, or has a unit";
@@ -375,7 +376,7 @@ std::string Checker::checkShardedParam(const fb::Param &q, int64_t local,
            std::to_string(q.reduce_bytes()) + ", expected " + std::to_string(padded * elemBytes) +
            "/" + std::to_string(padded * common::kReduceElementBytes) + " (" +
            std::to_string(padded) + " padded elements)";
-  const fb::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q.hook_group()));
+  const plan::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q.hook_group()));
   const int64_t shardBytes = shard * common::kReduceElementBytes;
   if (q.offset() < 0 || q.reduce_offset() < 0 || q.shard_offset() < 0 ||
       q.shard_offset() > h->reduce_buffer_bytes() ||
@@ -389,9 +390,9 @@ std::string Checker::checkShardedParam(const fb::Param &q, int64_t local,
 // local_shape (from validate on) is a shard of shape; a comm Muon param
 // (from group on) gathers over a model-parallel mesh dim that Shards the
 // tensor dim it names, and (from layout on) has a compute index on that dim.
-std::string Checker::checkModelParallel(const fb::Param &q, const Who &who) {
+std::string Checker::checkModelParallel(const plan::Param &q, const Who &who) {
   const int64_t ndims = static_cast<int64_t>(dimSizes_.size());
-  if (reached(fb::Stage::validate)) {
+  if (reached(plan::Stage::validate)) {
     if (!q.local_shape())
       return who + " has no local_shape";
     if (q.local_shape()->size() != q.shape()->size())
@@ -416,8 +417,8 @@ std::string Checker::checkModelParallel(const fb::Param &q, const Who &who) {
                  " over the model-parallel mesh dims that shard it)";
     }
   }
-  const bool comm = q.role() == fb::Role::muon && q.group() == fb::ShardingGroupKind::comm;
-  if (!reached(fb::Stage::group))
+  const bool comm = q.role() == plan::Role::muon && q.group() == plan::ShardingGroupKind::comm;
+  if (!reached(plan::Stage::group))
     return {};
   if (!comm) {
     if (q.gather_mesh_dim() != -1 || q.compute_index() != -1)
@@ -425,7 +426,7 @@ std::string Checker::checkModelParallel(const fb::Param &q, const Who &who) {
     return {};
   }
   // A comm param's gather is checked once partition has accepted it.
-  if (!reached(fb::Stage::partition) && q.gather_mesh_dim() == -1)
+  if (!reached(plan::Stage::partition) && q.gather_mesh_dim() == -1)
     return {};
   const int32_t g = q.gather_mesh_dim();
   if (g < 0 || g >= ndims)
@@ -434,15 +435,15 @@ std::string Checker::checkModelParallel(const fb::Param &q, const Who &who) {
   if (g == shardDim_ || g == replicateDim_)
     return who + ": gather_mesh_dim " + std::to_string(g) + " is a data-parallel mesh dim";
   const int32_t t = q.gather_tensor_dim();
-  const fb::Placement *pl =
+  const plan::Placement *pl =
       q.placements() && static_cast<int64_t>(q.placements()->size()) == ndims
           ? q.placements()->Get(static_cast<uint32_t>(g))
           : nullptr;
   if (t < 0 || t >= static_cast<int64_t>(q.shape()->size()) || !pl ||
-      pl->kind() != fb::PlacementKind::shard || pl->dim() != t)
+      pl->kind() != plan::PlacementKind::shard || pl->dim() != t)
     return who + ": gather_tensor_dim " + std::to_string(t) +
            " is not the tensor dim its gather mesh dim " + std::to_string(g) + " shards";
-  if (reached(fb::Stage::layout) &&
+  if (reached(plan::Stage::layout) &&
       (q.compute_index() < 0 || q.compute_index() >= dimSizes_[g]))
     return who + ": compute_index " + std::to_string(q.compute_index()) +
            " out of range (gather mesh dim " + std::to_string(g) + " has size " +

@@ -7,14 +7,14 @@
 namespace dmuon::planfile::detail {
 
 std::string Checker::checkQkClip() {
-  if (const fb::Options *o = p_.options())
+  if (const plan::Options *o = p_.options())
     if (!common::kQkClipTauRange.contains(o->qk_clip_tau()))
       return "options.qk_clip_tau is " + std::to_string(o->qk_clip_tau()) +
              " (must be finite and > 0)";
   const auto *pairs = p_.qk_clip();
   std::vector<int> pairOf(static_cast<size_t>(numParams_), -1);
   for (uint32_t i = 0; i < size(pairs); ++i) {
-    const fb::QkClipPair &pair = *pairs->Get(i);
+    const plan::QkClipPair &pair = *pairs->Get(i);
     const std::string who = "qk_clip pair #" + std::to_string(i);
     if (auto e = range(who, ": query", pair.query(), numParams_, "params", false); !e.empty())
       return e;
@@ -29,12 +29,12 @@ std::string Checker::checkQkClip() {
              " (each must be >= 1, and key_heads must divide heads)";
     for (const auto &[index, heads] :
          {std::pair{pair.query(), pair.heads()}, std::pair{pair.key(), pair.key_heads()}}) {
-      const fb::Param &q = *p_.params()->Get(static_cast<uint32_t>(index));
+      const plan::Param &q = *p_.params()->Get(static_cast<uint32_t>(index));
       const std::string what = who + ": param '" + str(q.name()) + "'";
       if (pairOf[index] >= 0)
         return what + " is also in qk_clip pair #" + std::to_string(pairOf[index]);
       pairOf[index] = static_cast<int>(i);
-      if (q.role() != fb::Role::muon || q.conv() || size(q.shape()) != 2)
+      if (q.role() != plan::Role::muon || q.conv() || size(q.shape()) != 2)
         return what + " is not a 2-D Muon matrix";
       const int64_t rows = int64_t(heads) * pair.head_dim();
       if (q.shape()->Get(0) != rows)

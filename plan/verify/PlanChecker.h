@@ -18,7 +18,6 @@
 
 namespace dmuon::planfile::detail {
 
-namespace fb = dmuon::plan;
 
 using common::size;
 using common::str;
@@ -49,17 +48,17 @@ private:
 // Semantic checks on a buffer the FlatBuffers verifier has accepted.
 class Checker {
 public:
-  Checker(const fb::Plan &p, const uint8_t *base) : p_(p), base_(base) {}
+  Checker(const plan::Plan &p, const uint8_t *base) : p_(p), base_(base) {}
   std::string run(bool requireComplete);
 
 private:
   std::string checkAlignment();
   std::string checkMesh();
   std::string checkParams();
-  std::string checkModelParallel(const fb::Param &q, const Who &who);
-  std::string checkCompleteParam(const fb::Param &q, const Who &who);
-  std::string checkShardedParam(const fb::Param &q, int64_t local, const Who &who);
-  std::string checkSegmentParams(const fb::HookGroup &h, int64_t hi, const fb::Segment &s,
+  std::string checkModelParallel(const plan::Param &q, const Who &who);
+  std::string checkCompleteParam(const plan::Param &q, const Who &who);
+  std::string checkShardedParam(const plan::Param &q, int64_t local, const Who &who);
+  std::string checkSegmentParams(const plan::HookGroup &h, int64_t hi, const plan::Segment &s,
                                  const Who &sw);
   std::string checkUnits();
   std::string checkGroups();
@@ -70,12 +69,12 @@ private:
 
   // The executor's own invariants, checked on complete plans only (a
   // --stop-after plan is printed, never executed).
-  bool complete() const { return p_.stage() == fb::Stage::complete; }
+  bool complete() const { return p_.stage() == plan::Stage::complete; }
   std::string slotStr(int64_t slot) const {
     return std::to_string(slot) + " (" + std::to_string(slot % G_) + "," +
            std::to_string(slot / G_) + ")";
   }
-  bool reached(fb::Stage s) const {
+  bool reached(plan::Stage s) const {
     return static_cast<int>(p_.stage()) >= static_cast<int>(s);
   }
   // "'<what>' index <i> out of range (plan has <n> <things>)" or empty.
@@ -104,7 +103,7 @@ private:
     return {};
   }
 
-  const fb::Plan &p_;
+  const plan::Plan &p_;
   const uint8_t *base_;
   int64_t world_ = 1, G_ = 1, R_ = 1;
   int64_t numParams_ = 0, numUnits_ = 0, numComm_ = 0, numHooks_ = 0;
@@ -156,16 +155,16 @@ private:
   }
   // The data-carrying dims a param is Replicate on, ascending: what its
   // data_dims must say (1.4 on).
-  std::vector<int> expectedDataDims(const fb::Param &q) const {
+  std::vector<int> expectedDataDims(const plan::Param &q) const {
     std::vector<int> dims;
     const auto *pls = q.placements();
     for (size_t d = 0; d < dataDim_.size(); ++d)
       if (dataDim_[d] && pls && d < pls->size() &&
-          pls->Get(static_cast<uint32_t>(d))->kind() == fb::PlacementKind::replicate)
+          pls->Get(static_cast<uint32_t>(d))->kind() == plan::PlacementKind::replicate)
         dims.push_back(static_cast<int>(d));
     return dims;
   }
-  std::string checkDataDims(const fb::Param &q, const Who &who) const;
+  std::string checkDataDims(const plan::Param &q, const Who &who) const;
 };
 
 } // namespace dmuon::planfile::detail

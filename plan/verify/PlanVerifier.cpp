@@ -11,29 +11,29 @@
 #include "dmuon/plan_version.h"
 #include "plan/Fingerprint.h"
 #include "plan/verify/PlanChecker.h"
+#include "plan/Features.h"
 
 #include <tuple>
 
 namespace dmuon::planfile {
 
-namespace fb = dmuon::plan;
 
 namespace detail {
 
 std::string Checker::run(bool requireComplete) {
-  if (!enumOk(p_.stage(), fb::Stage::MIN, fb::Stage::MAX))
+  if (!enumOk(p_.stage(), plan::Stage::MIN, plan::Stage::MAX))
     return "unknown stage " + std::to_string(static_cast<int>(p_.stage()));
-  if (const fb::Options *o = p_.options()) {
-    if (!enumOk(o->mode(), fb::Mode::MIN, fb::Mode::MAX))
+  if (const plan::Options *o = p_.options()) {
+    if (!enumOk(o->mode(), plan::Mode::MIN, plan::Mode::MAX))
       return "unknown options.mode " + std::to_string(static_cast<int>(o->mode()));
     if (o->alignment() < 1)
       return "options.alignment is " + std::to_string(o->alignment()) +
              " (must be at least 1)";
-    if (const fb::OptimizerDefaults *od = o->optimizer()) {
-      if (!enumOk(od->ns_coefficients(), fb::NsCoefficients::MIN, fb::NsCoefficients::MAX))
+    if (const plan::OptimizerDefaults *od = o->optimizer()) {
+      if (!enumOk(od->ns_coefficients(), plan::NsCoefficients::MIN, plan::NsCoefficients::MAX))
         return "unknown options.optimizer.ns_coefficients " +
                std::to_string(static_cast<int>(od->ns_coefficients()));
-      if (!enumOk(od->lr_scale(), fb::LrScale::MIN, fb::LrScale::MAX))
+      if (!enumOk(od->lr_scale(), plan::LrScale::MIN, plan::LrScale::MAX))
         return "unknown options.optimizer.lr_scale " +
                std::to_string(static_cast<int>(od->lr_scale()));
       // The runtime applies these unless its options override them.
@@ -52,11 +52,11 @@ std::string Checker::run(bool requireComplete) {
           return e;
     }
   }
-  if (p_.stage() == fb::Stage::complete) {
+  if (p_.stage() == plan::Stage::complete) {
     // The executor reads these without a fallback.
     if (!p_.options())
       return "complete plan has no options";
-    const fb::OptimizerDefaults *od = p_.options()->optimizer();
+    const plan::OptimizerDefaults *od = p_.options()->optimizer();
     if (!od)
       return "complete plan has no options.optimizer";
     if (!common::nsStepsInRange(od->ns_steps()))
@@ -78,9 +78,9 @@ std::string Checker::run(bool requireComplete) {
                      &Checker::checkHooks, &Checker::checkStats, &Checker::checkQkClip})
     if (auto e = (this->*check)(); !e.empty())
       return e;
-  if (requireComplete && p_.stage() != fb::Stage::complete)
+  if (requireComplete && p_.stage() != plan::Stage::complete)
     return std::string("plan was captured with --stop-after=") +
-           fb::EnumNameStage(p_.stage()) + "; only complete plans can be loaded";
+           plan::EnumNameStage(p_.stage()) + "; only complete plans can be loaded";
   return {};
 }
 
@@ -93,7 +93,7 @@ std::string Checker::checkAlignment() {
            (reinterpret_cast<uintptr_t>(v->Data()) - reinterpret_cast<uintptr_t>(base_)) % 8 != 0;
   };
   for (uint32_t i = 0; i < size(p_.params()); ++i) {
-    const fb::Param *q = p_.params()->Get(i);
+    const plan::Param *q = p_.params()->Get(i);
     if (q->shape() && misaligned(q->shape()))
       return "corrupt plan: param #" + std::to_string(i) + " has a misaligned shape vector";
     if (q->local_shape() && misaligned(q->local_shape()))
@@ -109,7 +109,7 @@ std::string Checker::checkAlignment() {
 }
 
 std::string Checker::checkMesh() {
-  const fb::Mesh *m = p_.mesh();
+  const plan::Mesh *m = p_.mesh();
   if (!m)
     return "plan has no mesh";
   if (!m->dims() || m->dims()->size() == 0)
@@ -117,7 +117,7 @@ std::string Checker::checkMesh() {
   constexpr int64_t kMaxWorld = common::kMaxWorldSize;
   int64_t product = 1;
   for (uint32_t i = 0; i < m->dims()->size(); ++i) {
-    const fb::MeshDim *d = m->dims()->Get(i);
+    const plan::MeshDim *d = m->dims()->Get(i);
     std::string name = str(d->name());
     if (name.empty())
       return "mesh dim " + std::to_string(i) + " has no name";
@@ -157,7 +157,7 @@ std::string Checker::checkMesh() {
       return "mesh dim '" + str(m->dims()->Get(static_cast<uint32_t>(i))->name()) +
              "' is an ownership dim and cannot carry data";
   // Owners pick coordinates on the data-carrying dims from 1.4 on.
-  if (p_.format_minor() >= 4)
+  if (planHas(p_, PlanFeature::DataCarryingDims))
     for (int i = 0; i < n; ++i)
       if (dataDim_[i])
         D_ *= dimSizes_[i];
@@ -174,7 +174,7 @@ std::string verifyPlan(const uint8_t *data, size_t size, bool requireComplete,
   if (!data || size < 8)
     return "truncated plan: " + std::to_string(data ? size : 0) +
            " bytes is too small to be a dmuon plan";
-  if (!flatbuffers::BufferHasIdentifier(data, fb::PlanIdentifier()))
+  if (!flatbuffers::BufferHasIdentifier(data, plan::PlanIdentifier()))
     return "not a dmuon plan (file identifier is not DMPL)";
   if (size >= FLATBUFFERS_MAX_BUFFER_SIZE)
     return "plan is too large (" + std::to_string(size) + " bytes)";
@@ -184,9 +184,9 @@ std::string verifyPlan(const uint8_t *data, size_t size, bool requireComplete,
   vo.max_depth = 32;
   vo.max_tables = 64u * 1024u * 1024u;
   flatbuffers::Verifier verifier(data, size, vo);
-  if (!fb::VerifyPlanBuffer(verifier))
+  if (!plan::VerifyPlanBuffer(verifier))
     return "corrupt plan: FlatBuffers verification failed";
-  const fb::Plan *plan = fb::GetPlan(data);
+  const plan::Plan *plan = plan::GetPlan(data);
   unsigned major = plan->format_major(), minor = plan->format_minor();
   if (major != DMUON_PLAN_FORMAT_MAJOR) {
     std::string v = std::to_string(major) + "." + std::to_string(minor);

@@ -17,7 +17,7 @@ namespace dmuon::rt {
 // the same model-parallel coordinate (DataParallel), or everyone (World).
 // Groups from createGroup follow (values 4, 5, ...): the ranks along one
 // model-parallel mesh dim, for gathering TP-sharded matrices.
-enum class CommGroup : int { Shard = 0, Replicate = 1, DataParallel = 2, World = 3 };
+enum class Communicator : int { Shard = 0, Replicate = 1, DataParallel = 2, World = 3 };
 
 // An in-flight collective; waiting completes it.
 using RequestId = int64_t;
@@ -37,36 +37,36 @@ public:
     int key;
   };
   virtual Status createGroups(Split shard, Split replicate, Split dataParallel) = 0;
-  virtual Status createGroup(Split split, CommGroup &out) = 0;
-  virtual int groupRank(CommGroup g) const = 0;
-  virtual int groupSize(CommGroup g) const = 0;
+  virtual Status createGroup(Split split, Communicator &out) = 0;
+  virtual int groupRank(Communicator g) const = 0;
+  virtual int groupSize(Communicator g) const = 0;
 
-  virtual Status broadcast(CommGroup g, void *data, size_t bytes, int root, RequestId &out) = 0;
+  virtual Status broadcast(Communicator g, void *data, size_t bytes, int root, RequestId &out) = 0;
   // Sum of `count` floats onto `root`, in place there; other ranks' buffers
   // are only read.
-  virtual Status reduceSum(CommGroup g, float *data, size_t count, int root,
+  virtual Status reduceSum(Communicator g, float *data, size_t count, int root,
                            RequestId &out) = 0;
-  virtual Status allReduceSum(CommGroup g, float *data, size_t count, RequestId &out) = 0;
+  virtual Status allReduceSum(Communicator g, float *data, size_t count, RequestId &out) = 0;
   // For the few scalars decided together (gradient norms): exact sums.
-  virtual Status allReduceSum(CommGroup g, double *data, size_t count, RequestId &out) = 0;
+  virtual Status allReduceSum(Communicator g, double *data, size_t count, RequestId &out) = 0;
   // The element-wise maximum, in place (QK-Clip's per-head max logits).
-  virtual Status allReduceMax(CommGroup g, float *data, size_t count, RequestId &out) = 0;
+  virtual Status allReduceMax(Communicator g, float *data, size_t count, RequestId &out) = 0;
   // `count` floats from every rank into `recv` on `root`, in group-rank
   // order (recv holds size*count floats there; ignored elsewhere).
-  virtual Status gather(CommGroup g, const float *send, float *recv, size_t count, int root,
+  virtual Status gather(Communicator g, const float *send, float *recv, size_t count, int root,
                         RequestId &out) = 0;
   // The inverse: group rank k receives floats [k*count, (k+1)*count) of
   // `send` on `root`.
-  virtual Status scatter(CommGroup g, const float *send, float *recv, size_t count, int root,
+  virtual Status scatter(Communicator g, const float *send, float *recv, size_t count, int root,
                          RequestId &out) = 0;
   // In place over `g`: `data` holds size * bytesPerRank bytes, this rank's
   // part at groupRank * bytesPerRank; afterwards every rank holds all parts.
-  virtual Status allGatherInPlace(CommGroup g, void *data, size_t bytesPerRank,
+  virtual Status allGatherInPlace(Communicator g, void *data, size_t bytesPerRank,
                                   RequestId &out) = 0;
   // Sums `send` (size * count floats) over `g`; group rank k receives the
   // sum of floats [k*count, (k+1)*count) in `recv` (count floats, not
   // inside `send`).
-  virtual Status reduceScatterSum(CommGroup g, const float *send, float *recv, size_t count,
+  virtual Status reduceScatterSum(Communicator g, const float *send, float *recv, size_t count,
                                   RequestId &out) = 0;
   virtual Status wait(RequestId id) = 0;
   // A wait longer than this fails, and the backend refuses all further work

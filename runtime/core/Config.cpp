@@ -10,7 +10,6 @@
 
 namespace dmuon::rt {
 
-namespace fbp = dmuon::plan;
 
 namespace {
 
@@ -29,13 +28,13 @@ template <typename E> int rawValue(const E &field) {
 
 } // namespace
 
-Status Config::resolve(const fbp::Plan &plan, const dmuon_runtime_options_t &o, Config &c,
+Status Config::resolve(const plan::Plan &plan, const dmuon_runtime_options_t &o, Config &c,
                        Status &verdict) {
   if (!plan.options())
     return {DMUON_ERROR_INVALID_PLAN, "the plan has no options table"};
-  const fbp::Options &popts = *plan.options();
-  const fbp::OptimizerDefaults *od = popts.optimizer();
-  c.planZ3 = popts.mode() == fbp::Mode::z3;
+  const plan::Options &popts = *plan.options();
+  const plan::OptimizerDefaults *od = popts.optimizer();
+  c.planZ3 = popts.mode() == plan::Mode::z3;
   c.z3 = o.mode == DMUON_MODE_FROM_PLAN ? c.planZ3 : o.mode == DMUON_MODE_Z3;
   c.replicateAsync = o.replicate_async < 0 ? popts.replicate_async() : o.replicate_async != 0;
   c.manageAdamW = o.manage_adamw != 0;
@@ -46,8 +45,8 @@ Status Config::resolve(const fbp::Plan &plan, const dmuon_runtime_options_t &o, 
   m.nesterov = o.nesterov < 0 ? (od ? od->nesterov() : true) : o.nesterov != 0;
   c.planNsSteps = od ? od->ns_steps() : 5;
   m.nsSteps = o.ns_steps < 0 ? c.planNsSteps : o.ns_steps;
-  m.matchRmsAdamW = od && od->lr_scale() == fbp::LrScale::match_rms_adamw;
-  m.coefficients = od && od->ns_coefficients() == fbp::NsCoefficients::polar_express
+  m.matchRmsAdamW = od && od->lr_scale() == plan::LrScale::match_rms_adamw;
+  m.coefficients = od && od->ns_coefficients() == plan::NsCoefficients::polar_express
                        ? kernels::NsCoefficients::PolarExpress
                        : kernels::NsCoefficients::Original;
   AdamWHyper &a = c.adamw;

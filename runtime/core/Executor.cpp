@@ -4,7 +4,6 @@
 
 namespace dmuon::rt {
 
-namespace fbp = dmuon::plan;
 
 // ------------------------------------------------------------------ set-up
 

@@ -22,7 +22,6 @@
 
 namespace dmuon::rt {
 
-namespace fbp = dmuon::plan;
 
 namespace {
 
@@ -65,9 +64,9 @@ std::vector<int64_t> fullShape(const ParamRt &p) {
 // Host-route params have none (the runtime saves nothing of them).
 Status Executor::localSlices(std::vector<ckpt::LocalBoxes> &out) const {
   out.assign(params_.size(), {});
-  const fbp::Mesh &mesh = *plan_->root().mesh();
+  const plan::Mesh &mesh = *plan_->root().mesh();
   std::vector<int64_t> sizes;
-  for (const fbp::MeshDim *d : *mesh.dims())
+  for (const plan::MeshDim *d : *mesh.dims())
     sizes.push_back(d->size());
   const std::vector<int64_t> coord = common::rowMajorCoord(sizes, topo_.rank);
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -100,7 +99,7 @@ Status Executor::gatherShards(const ParamRt &p, const DeviceArray &shard, bool w
   DMUON_RETURN_IF_ERROR(all.allocate(*device_, count * sizeof(float) * topo_.G));
   if (topo_.G > 1) {
     RequestId id;
-    DMUON_RETURN_IF_ERROR(backend_->gather(CommGroup::Shard, shard.floats(), all.floats(), count,
+    DMUON_RETURN_IF_ERROR(backend_->gather(Communicator::Shard, shard.floats(), all.floats(), count,
                                            0, id));
     DMUON_RETURN_IF_ERROR(backend_->wait(id));
   } else {

@@ -7,7 +7,6 @@
 
 namespace dmuon::rt {
 
-namespace fbp = dmuon::plan;
 
 Status Executor::gatherParam(const std::string &name, float *out, int64_t numel) {
   int i;
@@ -39,7 +38,7 @@ Status Executor::gatherParam(const std::string &name, float *out, int64_t numel)
                                         p.master.bytes(), shardBytes));
     if (topo_.G > 1) {
       RequestId id;
-      DMUON_RETURN_IF_ERROR(backend_->allGatherInPlace(CommGroup::Shard, all.bytes(), shardBytes, id));
+      DMUON_RETURN_IF_ERROR(backend_->allGatherInPlace(Communicator::Shard, all.bytes(), shardBytes, id));
       DMUON_RETURN_IF_ERROR(backend_->wait(id));
     }
     return device_->download(out, all.bytes(), own);
@@ -54,7 +53,7 @@ Status Executor::gatherParam(const std::string &name, float *out, int64_t numel)
   if (topo_.s == p.so && topo_.r == p.ro)
     DMUON_RETURN_IF_ERROR(device_->copy(tmp.bytes(), p.master.bytes(), bytes));
   RequestId id;
-  DMUON_RETURN_IF_ERROR(backend_->broadcast(CommGroup::DataParallel, tmp.bytes(), bytes,
+  DMUON_RETURN_IF_ERROR(backend_->broadcast(Communicator::DataParallel, tmp.bytes(), bytes,
                                             topo_.dataParallelRank(p.so, p.ro), id));
   DMUON_RETURN_IF_ERROR(backend_->wait(id));
   return device_->download(out, tmp.bytes(), own);
@@ -79,7 +78,7 @@ Status Executor::paramState(const std::string &name, dmuon_param_state_t &out) c
 
 dmuon_comm_counters_t Executor::plannedCounters() const {
   dmuon_comm_counters_t c{};
-  const fbp::RankFigures *f = common::RankRows(plan_->root()).ofRank(topo_.rank);
+  const plan::RankFigures *f = common::RankRows(plan_->root()).ofRank(topo_.rank);
   // The plan prices one micro-batch in its own mode; scale the unshard
   // broadcasts to ours and to the last step's micro-batches, and the reduces
   // to them when every micro-batch reduces.
@@ -116,7 +115,7 @@ dmuon_comm_counters_t Executor::plannedCounters() const {
 }
 
 void Executor::plannedMemory(dmuon_memory_report_t &out) const {
-  const fbp::RankFigures *f = common::RankRows(plan_->root()).ofRank(topo_.rank);
+  const plan::RankFigures *f = common::RankRows(plan_->root()).ofRank(topo_.rank);
   auto put = [](dmuon_memory_category_t &c, int64_t bytes) {
     c.live = c.peak = static_cast<uint64_t>(bytes);
   };

@@ -9,11 +9,10 @@
 
 namespace dmuon::rt {
 
-namespace fbp = dmuon::plan;
 
-Status paramSlice(const fbp::Plan &plan, int index, int rank, dmuon_param_slice_t &out) {
-  const fbp::Param &p = *plan.params()->Get(static_cast<flatbuffers::uoffset_t>(index));
-  const fbp::Mesh &mesh = *plan.mesh();
+Status paramSlice(const plan::Plan &plan, int index, int rank, dmuon_param_slice_t &out) {
+  const plan::Param &p = *plan.params()->Get(static_cast<flatbuffers::uoffset_t>(index));
+  const plan::Mesh &mesh = *plan.mesh();
   const int ndim = static_cast<int>(p.shape()->size());
   if (ndim > DMUON_MAX_DIMS)
     return unsupported("param '" + p.name()->str() + "' has more than " +
@@ -23,8 +22,8 @@ Status paramSlice(const fbp::Plan &plan, int index, int rank, dmuon_param_slice_
   // (to_local(); the runtime checkpoints it box by box itself).
   const auto *pls = p.placements();
   for (flatbuffers::uoffset_t d = 0; pls && d < pls->size(); ++d) {
-    const fbp::Placement *pl = pls->Get(d);
-    if (pl->kind() != fbp::PlacementKind::strided_shard)
+    const plan::Placement *pl = pls->Get(d);
+    if (pl->kind() != plan::PlacementKind::strided_shard)
       continue;
     const std::string dim = d < mesh.dims()->size() ? common::str(mesh.dims()->Get(d)->name())
                                                     : std::to_string(d);
@@ -37,7 +36,7 @@ Status paramSlice(const fbp::Plan &plan, int index, int rank, dmuon_param_slice_
                        "tensor (to_local()) as it is");
   }
   std::vector<int64_t> sizes;
-  for (const fbp::MeshDim *d : *mesh.dims())
+  for (const plan::MeshDim *d : *mesh.dims())
     sizes.push_back(d->size());
   const std::vector<int64_t> full(p.shape()->begin(), p.shape()->end());
   const common::LocalSlice s = common::localSliceOf(full, common::shardLayoutOf(p, mesh),

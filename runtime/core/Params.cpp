@@ -2,21 +2,21 @@
 
 #include "common/Routes.h"
 #include "common/ShardChunks.h"
+#include "plan/Features.h"
 
 #include <algorithm>
 
 namespace dmuon::rt {
 
-namespace fbp = dmuon::plan;
 
 namespace {
 
 // Whether `p` is Replicate on a data-carrying dim of more than one rank.
-bool spansData(const fbp::Param &p, const fbp::Mesh &mesh) {
+bool spansData(const plan::Param &p, const plan::Mesh &mesh) {
   const auto *pls = p.placements();
   for (flatbuffers::uoffset_t d = 0; pls && d < pls->size() && d < mesh.dims()->size(); ++d)
     if (mesh.dims()->Get(d)->carries_data() && mesh.dims()->Get(d)->size() > 1 &&
-        pls->Get(d)->kind() == fbp::PlacementKind::replicate)
+        pls->Get(d)->kind() == plan::PlacementKind::replicate)
       return true;
   return false;
 }
@@ -24,18 +24,18 @@ bool spansData(const fbp::Param &p, const fbp::Mesh &mesh) {
 } // namespace
 
 Status checkExecutable(const LoadedPlan &plan) {
-  const fbp::Mesh &mesh = *plan.root().mesh();
+  const plan::Mesh &mesh = *plan.root().mesh();
   for (int i = 0; i < plan.numParams(); ++i) {
-    const fbp::Param &p = plan.param(i);
-    const bool commMuon = p.role() == fbp::Role::muon && p.group() == fbp::ShardingGroupKind::comm;
+    const plan::Param &p = plan.param(i);
+    const bool commMuon = p.role() == plan::Role::muon && p.group() == plan::ShardingGroupKind::comm;
     const auto *pls = p.placements();
     for (flatbuffers::uoffset_t d = 0; pls && d < pls->size(); ++d) {
-      const fbp::Placement &pl = *pls->Get(d);
-      if (pl.kind() == fbp::PlacementKind::partial)
+      const plan::Placement &pl = *pls->Get(d);
+      if (pl.kind() == plan::PlacementKind::partial)
         return unsupported("param '" + p.name()->str() + "' is Partial on mesh dim '" +
                            mesh.dims()->Get(d)->name()->str() +
                            "'; Partial placements are not supported yet");
-      if (commMuon && pl.kind() == fbp::PlacementKind::strided_shard)
+      if (commMuon && pl.kind() == plan::PlacementKind::strided_shard)
         return unsupported("Muon param '" + p.name()->str() +
                            "' is StridedShard on a matrix dim; not supported yet");
     }
@@ -44,9 +44,9 @@ Status checkExecutable(const LoadedPlan &plan) {
       // single mesh dim shards its matrix dims.
       const int ndim = static_cast<int>(p.shape()->size());
       int matrixShards = 0;
-      for (const fbp::Placement *pl : *pls)
-        if ((pl->kind() == fbp::PlacementKind::shard ||
-             pl->kind() == fbp::PlacementKind::strided_shard) &&
+      for (const plan::Placement *pl : *pls)
+        if ((pl->kind() == plan::PlacementKind::shard ||
+             pl->kind() == plan::PlacementKind::strided_shard) &&
             (p.conv() || pl->dim() >= ndim - 2))
           ++matrixShards;
       if (matrixShards > 1)
@@ -58,18 +58,18 @@ Status checkExecutable(const LoadedPlan &plan) {
       return unsupported("Muon param '" + p.name()->str() +
                          "' is sharded on a matrix dim but the plan names no gather group; "
                          "recompile it with this dmuonc (not supported yet otherwise)");
-    if (plan.root().format_minor() < 4 && spansData(p, mesh))
+    if (!planHas(plan.root(), PlanFeature::DataCarryingDims) && spansData(p, mesh))
       return unsupported("param '" + p.name()->str() +
                          "' is Replicate on a data-carrying mesh dim in a plan of format 1." +
                          std::to_string(plan.root().format_minor()) +
                          ", which does not record its data group (data_dims) and whose owners "
                          "do not span those dims; recompile the plan with this dmuonc");
-    const fbp::Route route = common::effectiveRoute(p);
-    if ((route == fbp::Route::owner || route == fbp::Route::sharded) &&
-        p.dtype() != fbp::DType::f32 && p.dtype() != fbp::DType::bf16)
+    const plan::Route route = common::effectiveRoute(p);
+    if ((route == plan::Route::owner || route == plan::Route::sharded) &&
+        p.dtype() != plan::DType::f32 && p.dtype() != plan::DType::bf16)
       return unsupported("param '" + p.name()->str() + "' travels the " +
-                         fbp::EnumNameRoute(route) + " route with dtype " +
-                         fbp::EnumNameDType(p.dtype()) +
+                         plan::EnumNameRoute(route) + " route with dtype " +
+                         plan::EnumNameDType(p.dtype()) +
                          "; packed buffers support f32 and bf16");
   }
   return Status::ok();
@@ -80,7 +80,7 @@ namespace {
 // A param Replicate on a model-parallel dim has the same gradient at every
 // coordinate of it; coordinate 0 speaks for them all, except on the dims in
 // `ownedAcross` (an owner's data dims: the owner is unique there).
-bool firstModelParallelCopy(const fbp::Param &pp, const Topology &topo,
+bool firstModelParallelCopy(const plan::Param &pp, const Topology &topo,
                             const std::vector<int> &ownedAcross = {}) {
   const auto *pls = pp.placements();
   for (size_t d = 0; d < topo.coord.size(); ++d) {
@@ -90,9 +90,9 @@ bool firstModelParallelCopy(const fbp::Param &pp, const Topology &topo,
       continue;
     const bool sharded =
         pls && d < pls->size() &&
-        (pls->Get(static_cast<flatbuffers::uoffset_t>(d))->kind() == fbp::PlacementKind::shard ||
+        (pls->Get(static_cast<flatbuffers::uoffset_t>(d))->kind() == plan::PlacementKind::shard ||
          pls->Get(static_cast<flatbuffers::uoffset_t>(d))->kind() ==
-             fbp::PlacementKind::strided_shard);
+             plan::PlacementKind::strided_shard);
     if (!sharded && topo.coord[d] != 0)
       return false;
   }
@@ -101,8 +101,8 @@ bool firstModelParallelCopy(const fbp::Param &pp, const Topology &topo,
 
 // The owner route: the owner (s, r, data index) of the param's unit, and
 // the column its phase-2 reduce and replicate broadcast span (dp_replicate
-// and `dataDims`, in mesh order; CommGroup::Replicate when that is all).
-Status ownerColumn(const fbp::Param &pp, const fbp::Unit &unit, const std::vector<int> &dataDims,
+// and `dataDims`, in mesh order; Communicator::Replicate when that is all).
+Status ownerColumn(const plan::Param &pp, const plan::Unit &unit, const std::vector<int> &dataDims,
                    Topology &topo, Backend &backend, ParamRt &p) {
   p.so = unit.slot() % topo.G;
   p.ro = unit.slot() / topo.G;
@@ -125,7 +125,7 @@ Status ownerColumn(const fbp::Param &pp, const fbp::Unit &unit, const std::vecto
   p.keepsMaster = p.so == topo.s;
   p.isOwner = p.keepsMaster && col.mine == col.root;
   if (dims.size() == 1 && dims[0] == topo.replicateDim)
-    col.group = CommGroup::Replicate;
+    col.group = Communicator::Replicate;
   else if (col.size > 1)
     DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, dims, col.group));
   return Status::ok();
@@ -142,22 +142,22 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
   const auto *units = plan.root().units();
   out.resize(plan.numParams());
   for (int i = 0; i < plan.numParams(); ++i) {
-    const fbp::Param &pp = plan.param(i);
+    const plan::Param &pp = plan.param(i);
     ParamRt &p = out[i];
     p.plan = &pp;
     p.name = pp.name()->str();
-    p.muon = pp.role() == fbp::Role::muon;
+    p.muon = pp.role() == plan::Role::muon;
     switch (common::effectiveRoute(pp)) {
-    case fbp::Route::owner:
+    case plan::Route::owner:
       p.route = Route::Owner;
       break;
-    case fbp::Route::sharded:
+    case plan::Route::sharded:
       p.route = Route::Sharded;
       break;
-    case fbp::Route::host:
+    case plan::Route::host:
       p.route = Route::Host;
       break;
-    case fbp::Route::replicated:
+    case plan::Route::replicated:
       p.route = Route::Replicated;
       break;
     }
@@ -184,10 +184,10 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
         p.sliceBatch *= slice.shape[k];
     }
     // The form the plan priced (three_gemm in plans before 1.3).
-    p.nsForm = pp.ns_form() == fbp::NsForm::gram        ? kernels::NsForm::Gram
-               : pp.ns_form() == fbp::NsForm::symmetric ? kernels::NsForm::Symmetric
+    p.nsForm = pp.ns_form() == plan::NsForm::gram        ? kernels::NsForm::Gram
+               : pp.ns_form() == plan::NsForm::symmetric ? kernels::NsForm::Symmetric
                                                         : kernels::NsForm::ThreeGemm;
-    if (p.muon && pp.group() == fbp::ShardingGroupKind::comm) {
+    if (p.muon && pp.group() == plan::ShardingGroupKind::comm) {
       const int d = pp.gather_mesh_dim(), td = pp.gather_tensor_dim();
       p.comm = true;
       DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, {d}, p.gatherGroup));
@@ -212,7 +212,7 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
     // list against the placements in plans from 1.4 on; older ones spanning
     // such dims are refused above).
     std::vector<int> dataDims;
-    if (pp.data_dims() && plan.root().format_minor() >= 4)
+    if (pp.data_dims() && planHas(plan.root(), PlanFeature::DataCarryingDims))
       dataDims.assign(pp.data_dims()->begin(), pp.data_dims()->end());
     if (p.route == Route::Owner) {
       DMUON_RETURN_IF_ERROR(ownerColumn(pp, *units->Get(pp.unit()), dataDims, topo, backend, p));

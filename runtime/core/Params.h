@@ -25,7 +25,7 @@ enum class Route {
 // (the data group less dp_shard). `size` ranks, the owner at index `root`,
 // this rank at `mine`.
 struct OwnerColumn {
-  CommGroup group = CommGroup::Replicate;
+  Communicator group = Communicator::Replicate;
   int size = 1, root = 0, mine = 0;
 };
 
@@ -52,11 +52,11 @@ struct ParamRt {
   // Replicated and sharded routes: the data-carrying dims it is Replicate
   // on; its averaged gradient is summed along them too (alongData;
   // alongSize ranks, 1: none).
-  CommGroup alongData = CommGroup::World;
+  Communicator alongData = Communicator::World;
   int alongSize = 1;
   // Owner route: the column its phase-2 reduce and replicate broadcast span.
   OwnerColumn column;
-  CommGroup gatherGroup = CommGroup::World;
+  Communicator gatherGroup = Communicator::World;
   int gatherSize = 1, gatherCoord = 0, computeIndex = 0;
   // This rank's slice as [concatOuter, its rows, concatInner] around the
   // gathered tensor dim (the same outside it for the whole gather group),

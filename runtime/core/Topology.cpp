@@ -43,7 +43,7 @@ Status Topology::createOwnershipGroups(Backend &backend) const {
                               {rankAtSlot(0, 0), dataParallelRank(s, r)});
 }
 
-Status Topology::groupAlong(Backend &backend, const std::vector<int> &dims, CommGroup &out) {
+Status Topology::groupAlong(Backend &backend, const std::vector<int> &dims, Communicator &out) {
   auto it = along.find(dims);
   if (it == along.end()) {
     // Colour: the group's rank at coordinate 0 along the dims; key: the
@@ -51,7 +51,7 @@ Status Topology::groupAlong(Backend &backend, const std::vector<int> &dims, Comm
     std::vector<int> c0 = coord;
     for (int d : dims)
       c0[d] = 0;
-    CommGroup g;
+    Communicator g;
     DMUON_RETURN_IF_ERROR(backend.createGroup({rankOf(c0), indexAlong(dims, coord)}, g));
     it = along.emplace(dims, g).first;
   }

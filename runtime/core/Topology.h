@@ -25,7 +25,7 @@ struct Topology {
   // reduce: G * R * the data-carrying dims' sizes.
   int64_t dataParallelSize = 1;
   // Mesh dims -> the communicator along them (created once each).
-  std::map<std::vector<int>, CommGroup> along;
+  std::map<std::vector<int>, Communicator> along;
 
   static Topology of(const dmuon::plan::Mesh &mesh, int rank);
 
@@ -41,7 +41,7 @@ struct Topology {
   // The communicator along model-parallel mesh dims `dims` (ranks that
   // differ only there; created once per set, in the caller's order, which
   // must be the same on every rank).
-  Status groupAlong(Backend &backend, const std::vector<int> &dims, CommGroup &out);
+  Status groupAlong(Backend &backend, const std::vector<int> &dims, Communicator &out);
   int sizeAlong(const std::vector<int> &dims) const;
   // This rank's coordinate with the data-carrying dims at those of data
   // index `dataIndex` (docs/plan-format.md, "Owner slots and ranks").

@@ -38,7 +38,7 @@ Status GradNorm::measure(const std::vector<ParamRt> &params, const ReplicatedRou
       DMUON_RETURN_IF_ERROR(dev.addSumOfSquares(grad, n, sums + (p.muon ? 0 : 1)));
   }
   RequestId id;
-  DMUON_RETURN_IF_ERROR(ctx_->backend.allReduceSum(CommGroup::World, sums, 2, id));
+  DMUON_RETURN_IF_ERROR(ctx_->backend.allReduceSum(Communicator::World, sums, 2, id));
   DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
   double host[2];
   DMUON_RETURN_IF_ERROR(dev.download(host, sums, sizeof host));

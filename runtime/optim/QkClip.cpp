@@ -6,7 +6,6 @@
 
 namespace dmuon::rt {
 
-namespace fbp = dmuon::plan;
 
 Status QkClip::init(const Context &ctx, std::vector<ParamRt> &params) {
   ctx_ = &ctx;
@@ -15,7 +14,7 @@ Status QkClip::init(const Context &ctx, std::vector<ParamRt> &params) {
   const auto *pairs = ctx.plan.root().qk_clip();
   size_t heads = 0;
   for (flatbuffers::uoffset_t i = 0; pairs && i < pairs->size(); ++i) {
-    const fbp::QkClipPair &q = *pairs->Get(i);
+    const plan::QkClipPair &q = *pairs->Get(i);
     pairs_.push_back({q.query(), q.key(), q.heads(), q.key_heads(), q.head_dim(), heads});
     heads += static_cast<size_t>(q.heads());
   }
@@ -61,7 +60,7 @@ Status QkClip::apply() {
   DMUON_RETURN_IF_ERROR(dev.upload(exchange_.bytes(), maxima_.data(), bytes));
   RequestId id;
   DMUON_RETURN_IF_ERROR(
-      ctx_->backend.allReduceMax(CommGroup::World, exchange_.floats(), maxima_.size(), id));
+      ctx_->backend.allReduceMax(Communicator::World, exchange_.floats(), maxima_.size(), id));
   DMUON_RETURN_IF_ERROR(ctx_->backend.wait(id));
   std::vector<float> global(maxima_.size());
   DMUON_RETURN_IF_ERROR(dev.download(global.data(), exchange_.bytes(), bytes));

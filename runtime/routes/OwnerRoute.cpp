@@ -2,7 +2,6 @@
 
 namespace dmuon::rt {
 
-namespace fbp = dmuon::plan;
 
 Status OwnerRoute::init(const Context &ctx, std::vector<ParamRt> &params,
                         ShardedRoute &sharded) {
@@ -12,12 +11,12 @@ Status OwnerRoute::init(const Context &ctx, std::vector<ParamRt> &params,
   const auto *hgs = ctx.plan.root().hook_groups();
   groups_.resize(hgs ? hgs->size() : 0);
   for (size_t g = 0; g < groups_.size(); ++g) {
-    const fbp::HookGroup &hg = *hgs->Get(static_cast<flatbuffers::uoffset_t>(g));
+    const plan::HookGroup &hg = *hgs->Get(static_cast<flatbuffers::uoffset_t>(g));
     Group &grp = groups_[g];
     grp.name = hg.name()->str();
     grp.bufferBytes = hg.buffer_bytes();
     grp.reduceBufferBytes = hg.reduce_buffer_bytes();
-    for (const fbp::Segment *sp : *hg.segments()) {
+    for (const plan::Segment *sp : *hg.segments()) {
       Segment seg;
       seg.so = sp->owner_shard();
       seg.offset = sp->offset();
@@ -61,7 +60,7 @@ Status OwnerRoute::pack(const Segment &seg, uint8_t *dst) {
   for (int i : seg.params) {
     const ParamRt &p = (*params_)[i];
     const PackedType type =
-        p.plan->dtype() == fbp::DType::bf16 ? PackedType::BF16 : PackedType::F32;
+        p.plan->dtype() == plan::DType::bf16 ? PackedType::BF16 : PackedType::F32;
     DMUON_RETURN_IF_ERROR(
         ctx_->device.packCast(dst + p.plan->offset(), type, p.master.floats(), p.numel));
   }
@@ -87,7 +86,7 @@ Status OwnerRoute::unshard(int g) {
     if (t.G == 1)
       continue;
     RequestId id;
-    DMUON_RETURN_IF_ERROR(ctx_->backend.broadcast(CommGroup::Shard,
+    DMUON_RETURN_IF_ERROR(ctx_->backend.broadcast(Communicator::Shard,
                                                   grp.packed.bytes() + seg.offset,
                                                   static_cast<size_t>(seg.bytes), seg.so, id));
     grp.broadcasts.push_back(id);
@@ -141,7 +140,7 @@ Status OwnerRoute::endBackward(int g, bool communicate) {
     DMUON_RETURN_IF_ERROR(coalesced.opened());
     if (t.G > 1)
       for (const Segment &seg : grp.segments)
-        DMUON_RETURN_IF_ERROR(reduceSegment(grp, seg, CommGroup::Shard, seg.so, t.s, t.G,
+        DMUON_RETURN_IF_ERROR(reduceSegment(grp, seg, Communicator::Shard, seg.so, t.s, t.G,
                                             grp.phase1));
     DMUON_RETURN_IF_ERROR(sharded_->reduceScatter(g, grp.grad.bytes(), grp.phase1));
     DMUON_RETURN_IF_ERROR(coalesced.close());
@@ -187,7 +186,7 @@ Status OwnerRoute::issuePhase2(int g) {
 
 // A segment's gradients summed over `comm` (`size` ranks, this one at
 // `mine`) onto coordinate `root`.
-Status OwnerRoute::reduceSegment(Group &grp, const Segment &seg, CommGroup comm, int root,
+Status OwnerRoute::reduceSegment(Group &grp, const Segment &seg, Communicator comm, int root,
                                  int mine, int size, std::vector<RequestId> &requests) {
   RequestId id;
   DMUON_RETURN_IF_ERROR(ctx_->backend.reduceSum(

@@ -86,7 +86,7 @@ private:
   Status retire(int g);
   // Retires every group whose phase 2 has been issued, in issue order.
   Status retireIssued();
-  Status reduceSegment(Group &grp, const Segment &seg, CommGroup comm, int root, int mine,
+  Status reduceSegment(Group &grp, const Segment &seg, Communicator comm, int root, int mine,
                        int size, std::vector<RequestId> &requests);
   Status drainPhase2();
 

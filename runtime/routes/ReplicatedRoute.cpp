@@ -38,7 +38,7 @@ Status ReplicatedRoute::reduce() {
   RequestId id;
   if (t.G * t.R > 1) {
     DMUON_RETURN_IF_ERROR(
-        backend.allReduceSum(CommGroup::DataParallel, grad_.floats(), elements_, id));
+        backend.allReduceSum(Communicator::DataParallel, grad_.floats(), elements_, id));
     DMUON_RETURN_IF_ERROR(backend.wait(id));
     ctx_->counters.count(DMUON_COLLECTIVE_ALLREDUCE, gradBytes(), gradBytes());
   }

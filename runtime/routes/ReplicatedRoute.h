@@ -39,7 +39,7 @@ private:
   std::vector<int> members_; // grouped by the dims they are summed along
   // Each run of members summed along the same data-carrying dims.
   struct AlongRun {
-    CommGroup group;
+    Communicator group;
     size_t offset, elements;
   };
   std::vector<AlongRun> alongRuns_;

@@ -3,15 +3,14 @@
 
 namespace dmuon::rt {
 
-namespace fbp = dmuon::plan;
 
 namespace {
 
 PackedType packedType(const ParamRt &p) {
-  return p.plan->dtype() == fbp::DType::bf16 ? PackedType::BF16 : PackedType::F32;
+  return p.plan->dtype() == plan::DType::bf16 ? PackedType::BF16 : PackedType::F32;
 }
 
-size_t elementBytes(const ParamRt &p) { return p.plan->dtype() == fbp::DType::bf16 ? 2 : 4; }
+size_t elementBytes(const ParamRt &p) { return p.plan->dtype() == plan::DType::bf16 ? 2 : 4; }
 
 } // namespace
 
@@ -39,7 +38,7 @@ Status ShardedRoute::allGather(int g, uint8_t *packed, std::vector<RequestId> &r
     if (t.G == 1)
       continue;
     RequestId id;
-    DMUON_RETURN_IF_ERROR(ctx_->backend.allGatherInPlace(CommGroup::Shard, base, shardBytes, id));
+    DMUON_RETURN_IF_ERROR(ctx_->backend.allGatherInPlace(Communicator::Shard, base, shardBytes, id));
     requests.push_back(id);
     const uint64_t moved = static_cast<uint64_t>(t.G - 1) * shardBytes;
     ctx_->counters.count(DMUON_COLLECTIVE_ALLGATHER, moved, moved);
@@ -60,7 +59,7 @@ Status ShardedRoute::reduceScatter(int g, uint8_t *grad, std::vector<RequestId> 
     }
     RequestId id;
     DMUON_RETURN_IF_ERROR(ctx_->backend.reduceScatterSum(
-        CommGroup::Shard, send, recv, static_cast<size_t>(p.shardElements), id));
+        Communicator::Shard, send, recv, static_cast<size_t>(p.shardElements), id));
     requests.push_back(id);
     const uint64_t moved = static_cast<uint64_t>(t.G - 1) * bytes;
     ctx_->counters.count(DMUON_COLLECTIVE_REDUCE_SCATTER, moved, moved);
@@ -75,7 +74,7 @@ Status ShardedRoute::allReduceReplicas(int g, uint8_t *grad, std::vector<Request
     const ParamRt &p = (*params_)[i];
     RequestId id;
     DMUON_RETURN_IF_ERROR(ctx_->backend.allReduceSum(
-        CommGroup::Replicate, reinterpret_cast<float *>(grad + p.plan->shard_offset()),
+        Communicator::Replicate, reinterpret_cast<float *>(grad + p.plan->shard_offset()),
         static_cast<size_t>(p.shardElements), id));
     requests.push_back(id);
     const uint64_t bytes = static_cast<uint64_t>(p.shardElements) * sizeof(float);

@@ -14,7 +14,6 @@ using namespace dmuon;
 using unittest::compile;
 using unittest::contains;
 using unittest::verifyComplete;
-namespace fb = dmuon::plan;
 
 namespace {
 
@@ -152,7 +151,7 @@ TEST(DataOwners, VerifierHoldsOwnersToTheRule) {
                        "dim 1, which shards the param"));
   // An owner rank off the owner's data coordinate (a stored index: 1).
   std::vector<uint8_t> b = writePlan(compiled("dp_shard=2,ep=2"));
-  fb::Plan &plan = *fb::GetMutablePlan(b.data());
+  plan::Plan &plan = *plan::GetMutablePlan(b.data());
   bool mutated = false;
   for (uint32_t i = 0; i < plan.params()->size() && !mutated; ++i)
     if (plan.params()->Get(i)->owner_data_index() == 1)

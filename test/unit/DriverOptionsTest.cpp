@@ -36,7 +36,7 @@ DriverFlags validFlags() {
 
 TEST(DriverOptions, ValidFlagsBecomeThePipelineAndPlanOptions) {
   DriverFlags f = validFlags();
-  f.emit = EmitForm::json;
+  f.emit = PlanForm::Json;
   f.stopAfter = "partition";
   f.costTable = "times.csv";
   f.lr = 0.05;
@@ -48,7 +48,7 @@ TEST(DriverOptions, ValidFlagsBecomeThePipelineAndPlanOptions) {
   EXPECT_EQ(c.config.pipeline.input, "model.toml");
   EXPECT_EQ(c.config.pipeline.mesh, "2x4");
   EXPECT_EQ(c.config.pipeline.stopAfter, Stage::partition);
-  EXPECT_EQ(c.config.emit, EmitForm::json);
+  EXPECT_EQ(c.config.emit, PlanForm::Json);
   // A cost table alone implies the table cost model.
   EXPECT_EQ(c.config.options.costModel, CostModel::table);
   EXPECT_EQ(c.config.options.costTablePath, "times.csv");
@@ -80,7 +80,7 @@ TEST(DriverOptions, CombinationsThatMeanNothingAreRefused) {
   EXPECT_NE(configure(stopToBinary).errors.find("captures a partial plan"), std::string::npos);
 
   DriverFlags unknownPass = validFlags();
-  unknownPass.emit = EmitForm::text;
+  unknownPass.emit = PlanForm::Text;
   unknownPass.stopAfter = "complete";
   EXPECT_NE(configure(unknownPass).errors.find("unknown pass 'complete'"), std::string::npos);
 
@@ -113,7 +113,7 @@ TEST(DriverOptions, AutoMeshNeedsAClusterAndACompletePlan) {
 
   DriverFlags noCluster = validFlags();
   noCluster.mesh = "auto:8";
-  noCluster.emit = EmitForm::text;
+  noCluster.emit = PlanForm::Text;
   noCluster.stopAfter = "group";
   const Configured bad = configure(noCluster);
   EXPECT_FALSE(bad.ok);

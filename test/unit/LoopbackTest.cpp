@@ -128,7 +128,7 @@ TEST(Loopback, MismatchedCollectivesAreErrorsOnEveryRank) {
       ASSERT_TRUE(createLoopbackBackend(fabric, r, b).isOk());
       std::vector<uint8_t> buf(16, static_cast<uint8_t>(r));
       RequestId id;
-      ASSERT_TRUE(b->broadcast(CommGroup::World, buf.data(), r == 0 ? 8 : 16, 0, id).isOk());
+      ASSERT_TRUE(b->broadcast(Communicator::World, buf.data(), r == 0 ? 8 : 16, 0, id).isOk());
       errors[static_cast<size_t>(r)] = b->wait(id).message();
     });
   for (std::thread &t : ranks)
@@ -144,11 +144,11 @@ TEST(Loopback, APeerThatNeverJoinsTimesOut) {
   b->setTimeout(0.05);
   float x = 1;
   RequestId id;
-  ASSERT_TRUE(b->allReduceSum(CommGroup::World, &x, 1, id).isOk());
+  ASSERT_TRUE(b->allReduceSum(Communicator::World, &x, 1, id).isOk());
   Status s = b->wait(id);
   EXPECT_NE(s.message().find("loopback rank 0 timed out"), std::string::npos) << s.message();
   // As with MPI, a rank that timed out refuses further work.
-  EXPECT_FALSE(b->allReduceSum(CommGroup::World, &x, 1, id).isOk());
+  EXPECT_FALSE(b->allReduceSum(Communicator::World, &x, 1, id).isOk());
 }
 
 TEST(Loopback, CollectivesComputeWhatMpiWould) {
@@ -160,7 +160,7 @@ TEST(Loopback, CollectivesComputeWhatMpiWould) {
       std::unique_ptr<Backend> b;
       ASSERT_TRUE(createLoopbackBackend(fabric, r, b).isOk());
       // Split into {0, 2} (key order 2, 0) and {1}.
-      CommGroup pair;
+      Communicator pair;
       ASSERT_TRUE(b->createGroup({r % 2, -r}, pair).isOk());
       std::vector<float> v = {float(r), float(10 * r)};
       RequestId a, c, d;
@@ -169,10 +169,10 @@ TEST(Loopback, CollectivesComputeWhatMpiWould) {
       for (float &x : send)
         x *= static_cast<float>(r + 1);
       std::vector<float> mine(2);
-      ASSERT_TRUE(b->reduceScatterSum(CommGroup::World, send.data(), mine.data(), 2, c).isOk());
+      ASSERT_TRUE(b->reduceScatterSum(Communicator::World, send.data(), mine.data(), 2, c).isOk());
       std::vector<float> all(3, 0);
       const float one = static_cast<float>(r);
-      ASSERT_TRUE(b->gather(CommGroup::World, &one, all.data(), 1, 2, d).isOk());
+      ASSERT_TRUE(b->gather(Communicator::World, &one, all.data(), 1, 2, d).isOk());
       ASSERT_TRUE(b->wait(a).isOk());
       ASSERT_TRUE(b->wait(c).isOk());
       ASSERT_TRUE(b->wait(d).isOk());

@@ -16,7 +16,6 @@
 #include <vector>
 
 using namespace dmuon;
-namespace fb = dmuon::plan;
 
 namespace {
 
@@ -48,7 +47,7 @@ std::string verify(const std::vector<uint8_t> &b) { return unittest::verifyCompl
 // returns the verifier's message.
 template <typename Mutate> std::string verifyMutated(Mutate mutate) {
   std::vector<uint8_t> b = compiledPlan();
-  EXPECT_TRUE(mutate(*fb::GetMutablePlan(b.data())));
+  EXPECT_TRUE(mutate(*plan::GetMutablePlan(b.data())));
   EXPECT_TRUE(planfile::stampFingerprint(b.data(), b.size()));
   return verify(b);
 }
@@ -84,14 +83,14 @@ TEST(PlanLimits, VerifierRefusesNamesTheCompilerRefuses) {
 
 TEST(PlanLimits, VerifierRefusesByteFiguresPast2To62) {
   const int64_t tooMany = (int64_t(1) << 62) + 1;
-  std::string e = verifyMutated([&](fb::Plan &p) {
+  std::string e = verifyMutated([&](plan::Plan &p) {
     return p.mutable_stats()->mutable_rank_runs()->GetMutableObject(0)->mutate_broadcast_recv_bytes(
         tooMany);
   });
   EXPECT_TRUE(contains(e, "stats.rank_runs[0].broadcast_recv_bytes is 4611686018427387905, more "
                           "than 2^62"))
       << e;
-  e = verifyMutated([&](fb::Plan &p) {
+  e = verifyMutated([&](plan::Plan &p) {
     return p.mutable_hook_groups()->GetMutableObject(0)->mutate_buffer_bytes(INT64_MAX);
   });
   EXPECT_TRUE(contains(e, "has a buffer of more than 2^62 bytes")) << e;

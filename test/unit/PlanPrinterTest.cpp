@@ -20,7 +20,7 @@ namespace {
 
 TEST(PlanPrinter, TextForm) {
   std::vector<uint8_t> b = writePlan(makeModel());
-  const fb::Plan *p = fb::GetPlan(b.data());
+  const plan::Plan *p = plan::GetPlan(b.data());
   std::string t = planfile::printText(*p);
   char fp[32];
   std::snprintf(fp, sizeof fp, "0x%016llx", static_cast<unsigned long long>(p->fingerprint()));
@@ -84,7 +84,7 @@ TEST(PlanPrinter, StopAfterSelectOmitsLaterFields) {
   PlanModel m = makeModel();
   m.stage = Stage::select;
   std::vector<uint8_t> b = writePlan(m);
-  std::string t = planfile::printText(*fb::GetPlan(b.data()));
+  std::string t = planfile::printText(*plan::GetPlan(b.data()));
   EXPECT_TRUE(contains(t, "; dmuon plan 1.6 stage=select ")) << t;
   EXPECT_TRUE(contains(t, "param layers.0.q.weight shape=[64,64] dtype=f32 "
                           "placements=[Replicate,Replicate,Replicate] role=muon "
@@ -128,7 +128,7 @@ TEST(PlanPrinter, JsonForm) {
   PlanModel m = makeModel();
   m.modelName = "ti\"ny\\\n\x01";
   std::vector<uint8_t> b = writePlan(m);
-  std::string j = planfile::printJson(*fb::GetPlan(b.data()));
+  std::string j = planfile::printJson(*plan::GetPlan(b.data()));
   EXPECT_TRUE(balanced(j)) << j;
   EXPECT_EQ(j.substr(0, 28), "{\n  \"format_version\": \"1.6\",") << j;
   EXPECT_TRUE(contains(j, "\"model\": \"ti\\\"ny\\\\\\n\\u0001\",")) << j;
@@ -176,7 +176,7 @@ TEST(PlanPrinter, JsonForm) {
 
 TEST(PlanPrinter, Summary) {
   std::vector<uint8_t> b = writePlan(makeModel());
-  std::string s = planfile::printSummary(*fb::GetPlan(b.data()));
+  std::string s = planfile::printSummary(*plan::GetPlan(b.data()));
   EXPECT_TRUE(contains(s, "model: tiny (tiny.toml)\n")) << s;
   EXPECT_TRUE(contains(s, "params: 3 (2 muon, 12288 elements; 1 adamw, 64 elements)")) << s;
   EXPECT_TRUE(contains(s, "imbalance=1.0000 (optimal)")) << s;
@@ -192,7 +192,7 @@ TEST(PlanPrinter, BadIndicesDoNotCrash) {
   m.noComm = {99};
   m.hookGroups[0].segments[0].params = {-5};
   std::vector<uint8_t> b = writePlan(m);
-  const fb::Plan *p = fb::GetPlan(b.data());
+  const plan::Plan *p = plan::GetPlan(b.data());
   std::string t = planfile::printText(*p);
   EXPECT_TRUE(contains(t, "hook=?")) << t;
   EXPECT_TRUE(contains(t, "  no_comm ?")) << t;

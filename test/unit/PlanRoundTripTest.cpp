@@ -31,41 +31,41 @@ TEST(PlanRoundTrip, Deterministic) {
 TEST(PlanRoundTrip, VerifiesAndReadsBack) {
   std::vector<uint8_t> b = writePlan(makeModel());
   ASSERT_EQ(verify(b), "");
-  const fb::Plan *p = fb::GetPlan(b.data());
+  const plan::Plan *p = plan::GetPlan(b.data());
   EXPECT_EQ(p->format_major(), DMUON_PLAN_FORMAT_MAJOR);
   EXPECT_EQ(p->format_minor(), DMUON_PLAN_FORMAT_MINOR);
   EXPECT_EQ(p->producer()->str(), std::string("dmuonc ") + DMUON_VERSION_STRING);
-  EXPECT_EQ(p->stage(), fb::Stage::complete);
+  EXPECT_EQ(p->stage(), plan::Stage::complete);
   EXPECT_EQ(p->mesh()->world_size(), 8);
   EXPECT_EQ(p->mesh()->num_shards(), 4);
   EXPECT_EQ(p->mesh()->num_replicas(), 2);
   ASSERT_EQ(p->params()->size(), 3u);
-  const fb::Param *q = p->params()->Get(0);
+  const plan::Param *q = p->params()->Get(0);
   EXPECT_EQ(q->owner_shard(), 1);
   EXPECT_EQ(q->owner_replicate(), 1);
   EXPECT_EQ(q->owner_rank(), 5);
-  const fb::Param *up = p->params()->Get(2);
+  const plan::Param *up = p->params()->Get(2);
   EXPECT_EQ(up->owner_rank(), 2);
-  EXPECT_EQ(up->name_origin(), fb::NameOrigin::recovered_from_node);
-  EXPECT_EQ(up->placements()->Get(2)->kind(), fb::PlacementKind::shard);
+  EXPECT_EQ(up->name_origin(), plan::NameOrigin::recovered_from_node);
+  EXPECT_EQ(up->placements()->Get(2)->kind(), plan::PlacementKind::shard);
   ASSERT_TRUE(up->local_shape());
   EXPECT_EQ(up->local_shape()->size(), 2u);
   EXPECT_EQ(up->local_rows(), 128);
   EXPECT_EQ(up->gather_mesh_dim(), 2);
   EXPECT_EQ(up->gather_tensor_dim(), 0);
   EXPECT_EQ(up->compute_index(), 0);
-  EXPECT_EQ(up->group(), fb::ShardingGroupKind::comm);
+  EXPECT_EQ(up->group(), plan::ShardingGroupKind::comm);
   EXPECT_EQ(up->cost(), 7340032.5);
   // 1.5: a comm group records its replicate mesh dims, not the rank lists
   // they give (the printers derive those; see PrintText below).
-  const fb::CommGroup *cg = p->comm_groups()->Get(0);
+  const plan::CommGroup *cg = p->comm_groups()->Get(0);
   EXPECT_EQ(cg->replicate_groups(), nullptr);
   ASSERT_TRUE(cg->replicate_mesh_dims());
   EXPECT_EQ(cg->replicate_mesh_dims()->size(), 1u);
-  const fb::Param *norm = p->params()->Get(1);
-  EXPECT_EQ(norm->role(), fb::Role::adamw);
+  const plan::Param *norm = p->params()->Get(1);
+  EXPECT_EQ(norm->role(), plan::Role::adamw);
   EXPECT_EQ(norm->owner_rank(), -1);
-  const fb::Segment *seg = p->hook_groups()->Get(0)->segments()->Get(1);
+  const plan::Segment *seg = p->hook_groups()->Get(0)->segments()->Get(1);
   EXPECT_EQ(seg->owner_rank(), 5);
   EXPECT_EQ(seg->owner_shard(), 1);
   EXPECT_EQ(seg->owner_replicate(), 1);
@@ -146,8 +146,8 @@ TEST(PlanRoundTrip, FingerprintMismatchMessage) {
 
 TEST(PlanRoundTrip, MissingFingerprintField) {
   flatbuffers::FlatBufferBuilder fbb;
-  auto root = fb::CreatePlan(fbb, DMUON_PLAN_FORMAT_MAJOR, DMUON_PLAN_FORMAT_MINOR);
-  fb::FinishPlanBuffer(fbb, root);
+  auto root = plan::CreatePlan(fbb, DMUON_PLAN_FORMAT_MAJOR, DMUON_PLAN_FORMAT_MINOR);
+  plan::FinishPlanBuffer(fbb, root);
   std::vector<uint8_t> b(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
   uint64_t fp;
   EXPECT_FALSE(planfile::computeFingerprint(b.data(), b.size(), fp));
@@ -169,7 +169,7 @@ TEST(PlanRoundTrip, EveryStageVerifies) {
     m.stage = static_cast<Stage>(s);
     std::vector<uint8_t> b = writePlan(m);
     EXPECT_EQ(verify(b, false), "") << "stage " << stageName(m.stage);
-    const fb::Plan *p = fb::GetPlan(b.data());
+    const plan::Plan *p = plan::GetPlan(b.data());
     std::string text = planfile::printText(*p);
     EXPECT_EQ(contains(text, "units:"), s >= static_cast<int>(Stage::partition)) << text;
     EXPECT_EQ(contains(text, "role="), s >= static_cast<int>(Stage::select)) << text;

@@ -16,7 +16,6 @@
 
 namespace dmuon::plan_test {
 
-namespace fb = dmuon::plan;
 
 inline Param makeParam(const std::string &name, std::vector<int64_t> shape, Role role, size_t ndims) {
   Param p;
@@ -122,7 +121,7 @@ inline std::string verify(const std::vector<uint8_t> &b, bool requireComplete = 
   return planfile::verifyPlan(b.data(), b.size(), requireComplete);
 }
 
-inline fb::Plan *mutablePlan(std::vector<uint8_t> &b) { return fb::GetMutablePlan(b.data()); }
+inline plan::Plan *mutablePlan(std::vector<uint8_t> &b) { return plan::GetMutablePlan(b.data()); }
 
 inline void restamp(std::vector<uint8_t> &b) { ASSERT_TRUE(planfile::stampFingerprint(b.data(), b.size())); }
 

@@ -21,85 +21,85 @@ namespace {
 TEST(PlanRoundTrip, SemanticChecks) {
   struct Case {
     const char *expect;
-    bool (*mutate)(fb::Plan &);
+    bool (*mutate)(plan::Plan &);
   };
   const Case cases[] = {
       {"param 'layers.0.q.weight': owner_shard 9 out of range (mesh has 4 shards)",
-       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(0)->mutate_owner_shard(9); }},
+       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(0)->mutate_owner_shard(9); }},
       {"param 'layers.0.q.weight': owner_rank 6 is not the rank 5 of its owner slot (1,1)",
-       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(0)->mutate_owner_rank(6); }},
+       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(0)->mutate_owner_rank(6); }},
       {"param 'layers.0.q.weight': owner_rank 8 out of range (world size 8)",
-       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(0)->mutate_owner_rank(8); }},
+       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(0)->mutate_owner_rank(8); }},
       {"param 'layers.0.up.weight': unit 2 out of range (plan has 2 units)",
-       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_unit(2); }},
+       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_unit(2); }},
       {"param 'layers.0.up.weight': hook_group 1 out of range (plan has 1 hook groups)",
-       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_hook_group(1); }},
+       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_hook_group(1); }},
       {"param 'layers.0.up.weight': comm_group 3 out of range",
-       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_comm_group(3); }},
+       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_comm_group(3); }},
       {"param 'layers.0.up.weight': gather_mesh_dim 3 out of range (mesh has 3 dims)",
-       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_mesh_dim(3); }},
+       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_mesh_dim(3); }},
       {"param 'layers.0.up.weight': gather_mesh_dim 1 is a data-parallel mesh dim",
-       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_mesh_dim(1); }},
+       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_mesh_dim(1); }},
       {"param 'layers.0.up.weight': gather_tensor_dim 1 is not the tensor dim its gather mesh dim 2 shards",
-       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_tensor_dim(1); }},
+       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_tensor_dim(1); }},
       {"param 'layers.0.up.weight': compute_index 1 out of range (gather mesh dim 2 has size 1)",
-       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_compute_index(1); }},
+       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_compute_index(1); }},
       {"param 'layers.0.q.weight': local_shape dim 0 is 48, expected 64 (the largest chunk of "
        "its size 64 over the model-parallel mesh dims that shard it)",
-       [](fb::Plan &p) {
+       [](plan::Plan &p) {
          p.mutable_params()->GetMutableObject(0)->mutable_local_shape()->Mutate(0, 48);
          return true;
        }},
       {"mesh world_size is 16 but its dims multiply to 8",
-       [](fb::Plan &p) { return p.mutable_mesh()->mutate_world_size(16); }},
+       [](plan::Plan &p) { return p.mutable_mesh()->mutate_world_size(16); }},
       {"mesh dim 'dp_shard' has size 0",
-       [](fb::Plan &p) { return p.mutable_mesh()->mutable_dims()->GetMutableObject(1)->mutate_size(0); }},
+       [](plan::Plan &p) { return p.mutable_mesh()->mutable_dims()->GetMutableObject(1)->mutate_size(0); }},
       {"mesh num_shards is 3, expected 4",
-       [](fb::Plan &p) { return p.mutable_mesh()->mutate_num_shards(3); }},
+       [](plan::Plan &p) { return p.mutable_mesh()->mutate_num_shards(3); }},
       {"mesh shard_dim 3 out of range",
-       [](fb::Plan &p) { return p.mutable_mesh()->mutate_shard_dim(3); }},
+       [](plan::Plan &p) { return p.mutable_mesh()->mutate_shard_dim(3); }},
       {"unit 1 'layers.0.up.weight': slot 8 out of range (plan has 8 owner slots)",
-       [](fb::Plan &p) { return p.mutable_units()->GetMutableObject(1)->mutate_slot(8); }},
+       [](plan::Plan &p) { return p.mutable_units()->GetMutableObject(1)->mutate_slot(8); }},
       {"unit 0 'layers.0.q.weight': param index 3 out of range (plan has 3 params)",
-       [](fb::Plan &p) {
+       [](plan::Plan &p) {
          p.mutable_units()->GetMutableObject(0)->mutable_params()->Mutate(0, 3);
          return true;
        }},
       {"no_comm: param index -1 out of range",
-       [](fb::Plan &p) {
+       [](plan::Plan &p) {
          p.mutable_no_comm()->Mutate(0, -1);
          return true;
        }},
       {"comm group 0 'Replicate,Replicate,Shard(0)': replicate mesh dim 3 out of range",
-       [](fb::Plan &p) {
+       [](plan::Plan &p) {
          p.mutable_comm_groups()->GetMutableObject(0)->mutable_replicate_mesh_dims()->Mutate(0, 3);
          return true;
        }},
       {"hook group 0 'layers.0' segment 0: bytes [40000, +32768) lie outside the buffer of "
        "49152 bytes",
-       [](fb::Plan &p) {
+       [](plan::Plan &p) {
          return p.mutable_hook_groups()->GetMutableObject(0)->mutable_segments()
              ->GetMutableObject(0)->mutate_offset(40000);
        }},
       {"hook group 0 'layers.0' segment 0: reduce bytes",
-       [](fb::Plan &p) {
+       [](plan::Plan &p) {
          return p.mutable_hook_groups()->GetMutableObject(0)->mutable_segments()
              ->GetMutableObject(0)->mutate_reduce_bytes(1 << 20);
        }},
       {"hook group 0 'layers.0' segment 1: owner_replicate 2 out of range",
-       [](fb::Plan &p) {
+       [](plan::Plan &p) {
          return p.mutable_hook_groups()->GetMutableObject(0)->mutable_segments()
              ->GetMutableObject(1)->mutate_owner_replicate(2);
        }},
       {"param 'layers.0.up.weight': bytes [16384, +40000) lie outside hook group 'layers.0'",
-       [](fb::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_bytes(40000); }},
+       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_bytes(40000); }},
       {"stats.slots is 7, expected 8",
-       [](fb::Plan &p) { return p.mutable_stats()->mutate_slots(7); }},
+       [](plan::Plan &p) { return p.mutable_stats()->mutate_slots(7); }},
       {"unknown stage 9",
-       [](fb::Plan &p) { return p.mutate_stage(static_cast<fb::Stage>(9)); }},
+       [](plan::Plan &p) { return p.mutate_stage(static_cast<plan::Stage>(9)); }},
       {"param 'layers.0.norm.weight': unknown dtype 7",
-       [](fb::Plan &p) {
-         return p.mutable_params()->GetMutableObject(1)->mutate_dtype(static_cast<fb::DType>(7));
+       [](plan::Plan &p) {
+         return p.mutable_params()->GetMutableObject(1)->mutate_dtype(static_cast<plan::DType>(7));
        }},
   };
   for (const Case &c : cases) {
@@ -129,7 +129,7 @@ TEST(PlanRoundTrip, QkClipPairs) {
   };
   std::vector<uint8_t> good = writePlan(model());
   ASSERT_EQ(verify(good), "");
-  const fb::Plan *p = fb::GetPlan(good.data());
+  const plan::Plan *p = plan::GetPlan(good.data());
   EXPECT_EQ(p->options()->qk_clip_tau(), 50.0);
   ASSERT_EQ(p->qk_clip()->size(), 1u);
   std::string t = planfile::printText(*p);
@@ -145,24 +145,24 @@ TEST(PlanRoundTrip, QkClipPairs) {
 
   struct Case {
     const char *expect;
-    bool (*mutate)(fb::Plan &);
+    bool (*mutate)(plan::Plan &);
   };
   const Case cases[] = {
-      {"options.qk_clip_tau is 0", [](fb::Plan &pl) {
+      {"options.qk_clip_tau is 0", [](plan::Plan &pl) {
          return pl.mutable_options()->mutate_qk_clip_tau(0);
        }},
-      {"qk_clip pair #0: query 3 out of range (plan has 3 params)", [](fb::Plan &pl) {
+      {"qk_clip pair #0: query 3 out of range (plan has 3 params)", [](plan::Plan &pl) {
          return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_query(3);
        }},
-      {"qk_clip pair #0: query and key are both param #2", [](fb::Plan &pl) {
+      {"qk_clip pair #0: query and key are both param #2", [](plan::Plan &pl) {
          return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_key(2);
        }},
-      {"qk_clip pair #0: heads 6, key_heads 4, head_dim 16", [](fb::Plan &pl) {
+      {"qk_clip pair #0: heads 6, key_heads 4, head_dim 16", [](plan::Plan &pl) {
          return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_heads(6);
        }},
       {"qk_clip pair #0: param 'layers.0.up.weight' has 128 rows, not 8 heads x 8",
-       [](fb::Plan &pl) { return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_head_dim(8); }},
-      {"qk_clip pair #0: param 'layers.0.norm.weight' is not a 2-D Muon matrix", [](fb::Plan &pl) {
+       [](plan::Plan &pl) { return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_head_dim(8); }},
+      {"qk_clip pair #0: param 'layers.0.norm.weight' is not a 2-D Muon matrix", [](plan::Plan &pl) {
          return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_key(1);
        }},
   };
@@ -191,10 +191,10 @@ TEST(PlanRoundTrip, MuonParamNeedsUnitAfterPartition) {
   EXPECT_EQ(verify(b), "param 'layers.0.q.weight' travels the owner route but has no unit");
 }
 
-fb::Param *P(fb::Plan &p, int i) { return p.mutable_params()->GetMutableObject(i); }
+plan::Param *P(plan::Plan &p, int i) { return p.mutable_params()->GetMutableObject(i); }
 
 // Segment i of the one hook group.
-fb::Segment *S(fb::Plan &p, int i) {
+plan::Segment *S(plan::Plan &p, int i) {
   return p.mutable_hook_groups()->GetMutableObject(0)->mutable_segments()->GetMutableObject(i);
 }
 
@@ -204,40 +204,40 @@ fb::Segment *S(fb::Plan &p, int i) {
 TEST(PlanRoundTrip, CompletePlanChecks) {
   struct Case {
     const char *expect;
-    bool (*mutate)(fb::Plan &);
+    bool (*mutate)(plan::Plan &);
   };
   const Case cases[] = {
       {"param 'layers.0.up.weight': unit 1 'layers.0.up.weight' slot -1 out of range (plan has "
        "8 owner slots)",
-       [](fb::Plan &p) { return p.mutable_units()->GetMutableObject(1)->mutate_slot(-1); }},
+       [](plan::Plan &p) { return p.mutable_units()->GetMutableObject(1)->mutate_slot(-1); }},
       {"param 'layers.0.up.weight': owner slot (2,0) is not its unit's slot 6 (2,1)",
-       [](fb::Plan &p) { return p.mutable_units()->GetMutableObject(1)->mutate_slot(6); }},
+       [](plan::Plan &p) { return p.mutable_units()->GetMutableObject(1)->mutate_slot(6); }},
       {"param 'layers.0.q.weight' travels the owner route but has no hook_group",
-       [](fb::Plan &p) { return P(p, 0)->mutate_hook_group(-1); }},
+       [](plan::Plan &p) { return P(p, 0)->mutate_hook_group(-1); }},
       {"param 'layers.0.q.weight' travels the owner route but has no offset (-1)",
-       [](fb::Plan &p) { return P(p, 0)->mutate_offset(-1); }},
+       [](plan::Plan &p) { return P(p, 0)->mutate_offset(-1); }},
       {"param 'layers.0.q.weight' travels the owner route but has no reduce_offset (-1)",
-       [](fb::Plan &p) { return P(p, 0)->mutate_reduce_offset(-1); }},
+       [](plan::Plan &p) { return P(p, 0)->mutate_reduce_offset(-1); }},
       {"param 'layers.0.q.weight': bytes is 16000, expected 16384 (4096 local elements of f32)",
-       [](fb::Plan &p) { return P(p, 0)->mutate_bytes(16000); }},
+       [](plan::Plan &p) { return P(p, 0)->mutate_bytes(16000); }},
       {"param 'layers.0.q.weight': reduce_bytes is 8192, expected 16384 (4096 local elements "
        "of f32)",
-       [](fb::Plan &p) { return P(p, 0)->mutate_reduce_bytes(8192); }},
+       [](plan::Plan &p) { return P(p, 0)->mutate_reduce_bytes(8192); }},
       {"param 'layers.0.q.weight': local matrix view 1x32x64 has 2048 elements but local_shape "
        "has 4096",
-       [](fb::Plan &p) { return P(p, 0)->mutate_local_rows(32); }},
+       [](plan::Plan &p) { return P(p, 0)->mutate_local_rows(32); }},
       {"param 'layers.0.q.weight': local matrix view 1x0x64 has a dim below 1 or more than 2^48 "
        "elements",
-       [](fb::Plan &p) { return P(p, 0)->mutate_local_rows(0); }},
+       [](plan::Plan &p) { return P(p, 0)->mutate_local_rows(0); }},
       {"param 'layers.0.q.weight': matrix view 1x32x64 has 2048 elements but shape has 4096",
-       [](fb::Plan &p) { return P(p, 0)->mutate_rows(32); }},
+       [](plan::Plan &p) { return P(p, 0)->mutate_rows(32); }},
       {"param 'layers.0.q.weight': matrix view 1x1048576x1073741824 has a dim below 1 or more "
        "than 2^48 elements",
-       [](fb::Plan &p) {
+       [](plan::Plan &p) {
          return P(p, 0)->mutate_rows(int64_t(1) << 20) && P(p, 0)->mutate_cols(int64_t(1) << 30);
        }},
       {"param 'layers.0.norm.weight': shape has more than 2^48 elements",
-       [](fb::Plan &p) {
+       [](plan::Plan &p) {
          P(p, 1)->mutable_shape()->Mutate(0, int64_t(1) << 49);
          return true;
        }},
@@ -245,31 +245,31 @@ TEST(PlanRoundTrip, CompletePlanChecks) {
       // global dim (which once "divided" any local size).
       {"param 'layers.0.norm.weight': local_shape dim 0 is 562949953421312, expected 0 (the "
        "largest chunk of its size 0 over the model-parallel mesh dims that shard it)",
-       [](fb::Plan &p) {
+       [](plan::Plan &p) {
          P(p, 1)->mutable_shape()->Mutate(0, 0);
          P(p, 1)->mutable_local_shape()->Mutate(0, int64_t(1) << 49);
          return true;
        }},
       {"hook group 0 'layers.0' segment 0: owner_rank 3 is not the rank 2 of its owner slot "
        "(2,0)",
-       [](fb::Plan &p) { return S(p, 0)->mutate_owner_rank(3); }},
+       [](plan::Plan &p) { return S(p, 0)->mutate_owner_rank(3); }},
       {"hook group 0 'layers.0' segment 0: param 'layers.0.norm.weight' does not travel the owner route",
-       [](fb::Plan &p) {
+       [](plan::Plan &p) {
          S(p, 0)->mutable_params()->Mutate(0, 1);
          return true;
        }},
       {"hook group 0 'layers.0' segment 0: param 'layers.0.q.weight' is owned by slot 5 (1,1), "
        "not the segment's slot 2 (2,0)",
-       [](fb::Plan &p) {
+       [](plan::Plan &p) {
          S(p, 0)->mutable_params()->Mutate(0, 0);
          return true;
        }},
       {"hook group 0 'layers.0' segment 1: param 'layers.0.q.weight': bytes [0, +16384) lie "
        "outside the segment's [0, +8192)",
-       [](fb::Plan &p) { return S(p, 1)->mutate_bytes(8192); }},
+       [](plan::Plan &p) { return S(p, 1)->mutate_bytes(8192); }},
       {"hook group 0 'layers.0' segment 1: param 'layers.0.q.weight': reduce bytes [0, +16384) "
        "lie outside the segment's [0, +8192)",
-       [](fb::Plan &p) { return S(p, 1)->mutate_reduce_bytes(8192); }},
+       [](plan::Plan &p) { return S(p, 1)->mutate_reduce_bytes(8192); }},
   };
   for (const Case &c : cases) {
     std::vector<uint8_t> b = writePlan(makeModel());
@@ -362,14 +362,14 @@ TEST(PlanRoundTrip, RankRuns) {
   PlanModel m = makeModel();
   std::vector<uint8_t> b = writePlan(m);
   ASSERT_EQ(verify(b), "");
-  const fb::Plan *p = fb::GetPlan(b.data());
+  const plan::Plan *p = plan::GetPlan(b.data());
   EXPECT_EQ(p->stats()->ranks(), nullptr);
   ASSERT_NE(p->stats()->rank_runs(), nullptr);
   EXPECT_EQ(p->stats()->rank_runs()->size(), 5u);
   const common::RankRows rows(*p);
   EXPECT_TRUE(rows.runs());
   for (int64_t r = 0; r < 8; ++r) {
-    const fb::RankFigures *f = rows.ofRank(r);
+    const plan::RankFigures *f = rows.ofRank(r);
     ASSERT_NE(f, nullptr) << r;
     EXPECT_EQ(f->master_bytes(), m.stats.ranks[r].masterBytes) << r;
     EXPECT_EQ(f->ns_flops(), m.stats.ranks[r].nsFlops) << r;
@@ -382,7 +382,7 @@ TEST(PlanRoundTrip, RankRuns) {
 
   // Run 1 (rank 2) given run 0's figures.
   std::vector<uint8_t> same = b;
-  fb::RankFigures *r1 = mutablePlan(same)->mutable_stats()->mutable_rank_runs()->GetMutableObject(1);
+  plan::RankFigures *r1 = mutablePlan(same)->mutable_stats()->mutable_rank_runs()->GetMutableObject(1);
   ASSERT_TRUE(r1->mutate_ns_flops(0));
   ASSERT_TRUE(r1->mutate_master_bytes(0));
   restamp(same);
@@ -407,40 +407,40 @@ TEST(PlanRoundTrip, RankRuns) {
 TEST(PlanRoundTrip, CompletePlanNeedsFields) {
   struct Case {
     const char *expect;
-    bool (*drop)(const fb::Plan &);
+    bool (*drop)(const plan::Plan &);
   };
   const Case cases[] = {
       {"complete plan has no options",
-       [](const fb::Plan &p) { return dropField(table(&p), fb::Plan::VT_OPTIONS); }},
+       [](const plan::Plan &p) { return dropField(table(&p), plan::Plan::VT_OPTIONS); }},
       {"complete plan has no options.optimizer",
-       [](const fb::Plan &p) {
-         return dropField(table(p.options()), fb::Options::VT_OPTIMIZER);
+       [](const plan::Plan &p) {
+         return dropField(table(p.options()), plan::Options::VT_OPTIMIZER);
        }},
       {"complete plan has no params",
-       [](const fb::Plan &p) { return dropField(table(&p), fb::Plan::VT_PARAMS); }},
+       [](const plan::Plan &p) { return dropField(table(&p), plan::Plan::VT_PARAMS); }},
       {"stats.rank_runs is missing",
-       [](const fb::Plan &p) { return dropField(table(p.stats()), fb::Stats::VT_RANK_RUNS); }},
+       [](const plan::Plan &p) { return dropField(table(p.stats()), plan::Stats::VT_RANK_RUNS); }},
       {"hook group 0 has no name",
-       [](const fb::Plan &p) {
-         return dropField(table(p.hook_groups()->Get(0)), fb::HookGroup::VT_NAME);
+       [](const plan::Plan &p) {
+         return dropField(table(p.hook_groups()->Get(0)), plan::HookGroup::VT_NAME);
        }},
       {"hook group 0 'layers.0' has no params vector",
-       [](const fb::Plan &p) {
-         return dropField(table(p.hook_groups()->Get(0)), fb::HookGroup::VT_PARAMS);
+       [](const plan::Plan &p) {
+         return dropField(table(p.hook_groups()->Get(0)), plan::HookGroup::VT_PARAMS);
        }},
       {"hook group 0 'layers.0' has no segments vector",
-       [](const fb::Plan &p) {
-         return dropField(table(p.hook_groups()->Get(0)), fb::HookGroup::VT_SEGMENTS);
+       [](const plan::Plan &p) {
+         return dropField(table(p.hook_groups()->Get(0)), plan::HookGroup::VT_SEGMENTS);
        }},
       {"hook group 0 'layers.0' segment 0 has no params vector",
-       [](const fb::Plan &p) {
+       [](const plan::Plan &p) {
          return dropField(table(p.hook_groups()->Get(0)->segments()->Get(0)),
-                          fb::Segment::VT_PARAMS);
+                          plan::Segment::VT_PARAMS);
        }},
   };
   for (const Case &c : cases) {
     std::vector<uint8_t> b = writePlan(makeModel());
-    ASSERT_TRUE(c.drop(*fb::GetPlan(b.data()))) << "field not present for: " << c.expect;
+    ASSERT_TRUE(c.drop(*plan::GetPlan(b.data()))) << "field not present for: " << c.expect;
     restamp(b);
     EXPECT_EQ(verify(b), c.expect);
   }

@@ -10,7 +10,6 @@ using namespace dmuon;
 using unittest::compile;
 using unittest::contains;
 using unittest::verifyComplete;
-namespace fb = dmuon::plan;
 
 namespace {
 
@@ -53,7 +52,7 @@ TEST(UnevenPlan, LocalShapeIsTheLargestSlice) {
 TEST(UnevenPlan, VerifierHoldsLocalShapeToTheRule) {
   std::vector<uint8_t> b = writePlan(compiled("dp_shard=2,tp=2"));
   // The smaller slice is no local_shape: every rank pads to the largest.
-  fb::Param *bias = fb::GetMutablePlan(b.data())->mutable_params()->GetMutableObject(1);
+  plan::Param *bias = plan::GetMutablePlan(b.data())->mutable_params()->GetMutableObject(1);
   bias->mutable_local_shape()->Mutate(0, 25128);
   ASSERT_TRUE(planfile::stampFingerprint(b.data(), b.size()));
   EXPECT_TRUE(contains(verifyComplete(b),

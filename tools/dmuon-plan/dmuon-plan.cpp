@@ -26,21 +26,19 @@ using namespace dmuon;
 
 namespace {
 
-enum class EmitKind { Text, Json, Summary, Html };
-
 cl::OptionCategory category("dmuon-plan options");
 
 cl::list<std::string> positional(cl::Positional, cl::OneOrMore,
                                  cl::desc("<plan.bin> | diff <a.bin> <b.bin>"),
                                  cl::cat(category));
 
-cl::opt<EmitKind> emit("emit", cl::desc("Output form"), cl::init(EmitKind::Text),
-                       cl::values(clEnumValN(EmitKind::Text, "text",
+cl::opt<PlanForm> emit("emit", cl::desc("Output form"), cl::init(PlanForm::Text),
+                       cl::values(clEnumValN(PlanForm::Text, "text",
                                              "line-oriented text (default)"),
-                                  clEnumValN(EmitKind::Json, "json", "JSON (docs/plan-format.md)"),
-                                  clEnumValN(EmitKind::Summary, "summary",
+                                  clEnumValN(PlanForm::Json, "json", "JSON (docs/plan-format.md)"),
+                                  clEnumValN(PlanForm::Summary, "summary",
                                              "a few human-readable lines"),
-                                  clEnumValN(EmitKind::Html, "html",
+                                  clEnumValN(PlanForm::Html, "html",
                                              "self-contained HTML report")),
                        cl::cat(category));
 
@@ -167,7 +165,7 @@ int diffPlans(const std::string &a, const std::string &b, raw_ostream &os) {
 // --simulate: the step prediction and memory check; a plan that does not fit
 // the device gets a warning naming the hook group where its buffers peak.
 int simulate(const plan::Plan &p, ToolOutputFile &out) {
-  if (emit != EmitKind::Text && emit != EmitKind::Json && emit != EmitKind::Html) {
+  if (emit != PlanForm::Text && emit != PlanForm::Json && emit != PlanForm::Html) {
     WithColor::error(errs(), kTool) << "--simulate prints text, json or html (--emit=text|json|html)\n";
     return 1;
   }
@@ -182,10 +180,10 @@ int simulate(const plan::Plan &p, ToolOutputFile &out) {
   const std::string warning = sim::memoryWarningText(p, result.memory);
   if (!warning.empty())
     WithColor::warning(errs(), kTool) << warning << "\n";
-  if (emit == EmitKind::Html)
+  if (emit == PlanForm::Html)
     out.os() << sim::insertSimulationHtml(planfile::printHtml(p), result);
   else
-    out.os() << (emit == EmitKind::Json ? sim::printSimulationJson(result)
+    out.os() << (emit == PlanForm::Json ? sim::printSimulationJson(result)
                                         : sim::printSimulationText(result));
   return tools::keepOutput(out, outputFile, kTool) ? 0 : 1;
 }
@@ -240,17 +238,19 @@ int main(int argc, char **argv) {
     out.os() << ")\n";
   } else {
     switch (emit) {
-    case EmitKind::Text:
+    case PlanForm::Text:
       out.os() << planfile::printText(p);
       break;
-    case EmitKind::Json:
+    case PlanForm::Json:
       out.os() << planfile::printJson(p);
       break;
-    case EmitKind::Summary:
+    case PlanForm::Summary:
       out.os() << planfile::printSummary(p);
       break;
-    case EmitKind::Html:
+    case PlanForm::Html:
       out.os() << planfile::printHtml(p);
+      break;
+    case PlanForm::Binary: // not among --emit's values: the plan is the input
       break;
     }
   }

@@ -49,12 +49,12 @@ cl::opt<std::string> meshSpec(
 cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"), cl::cat(category));
 
-cl::opt<dmuon::EmitForm> emitKind(
-    "emit", cl::desc("Output form"), cl::init(dmuon::EmitForm::bin),
-    cl::values(clEnumValN(dmuon::EmitForm::bin, "bin", "binary plan (FlatBuffers)"),
-               clEnumValN(dmuon::EmitForm::text, "text", "line-oriented text"),
-               clEnumValN(dmuon::EmitForm::json, "json", "JSON"),
-               clEnumValN(dmuon::EmitForm::html, "html",
+cl::opt<dmuon::PlanForm> emitKind(
+    "emit", cl::desc("Output form"), cl::init(dmuon::PlanForm::Binary),
+    cl::values(clEnumValN(dmuon::PlanForm::Binary, "bin", "binary plan (FlatBuffers)"),
+               clEnumValN(dmuon::PlanForm::Text, "text", "line-oriented text"),
+               clEnumValN(dmuon::PlanForm::Json, "json", "JSON"),
+               clEnumValN(dmuon::PlanForm::Html, "html",
                           "self-contained HTML report (inline CSS and SVG)")),
     cl::cat(category));
 cl::opt<std::string> stopAfter(
@@ -251,9 +251,9 @@ int run(dmuon::Diagnostics &diags) {
   dmuon::DriverConfig config;
   if (!dmuon::configureDriver(readFlags(), diags, config))
     return 1;
-  const dmuon::EmitForm emitForm = config.emit;
+  const dmuon::PlanForm emitForm = config.emit;
   const std::string &outputPath = config.output;
-  if (emitForm == dmuon::EmitForm::bin && outputPath == "-" &&
+  if (emitForm == dmuon::PlanForm::Binary && outputPath == "-" &&
       sys::Process::StandardOutIsDisplayed()) {
     diags.error("refusing to write a binary plan to a terminal; use -o plan.bin or "
                 "--emit=text");
@@ -295,10 +295,10 @@ int run(dmuon::Diagnostics &diags) {
   {
     NamedRegionTimer t("print", "Print the plan", "dmuonc",
                        "dmuonc pass execution timing report", config.pipeline.timePasses);
-    if (emitForm != dmuon::EmitForm::bin) {
+    if (emitForm != dmuon::PlanForm::Binary) {
       const auto *root = dmuon::plan::GetPlan(plan->data());
-      printed = emitForm == dmuon::EmitForm::text   ? dmuon::planfile::printText(*root)
-                : emitForm == dmuon::EmitForm::json ? dmuon::planfile::printJson(*root)
+      printed = emitForm == dmuon::PlanForm::Text   ? dmuon::planfile::printText(*root)
+                : emitForm == dmuon::PlanForm::Json ? dmuon::planfile::printJson(*root)
                                              : dmuon::planfile::printHtml(*root);
     }
   }
@@ -306,12 +306,12 @@ int run(dmuon::Diagnostics &diags) {
     return 1;
   std::error_code ec;
   ToolOutputFile out(outputPath, ec,
-                     emitForm == dmuon::EmitForm::bin ? sys::fs::OF_None : sys::fs::OF_Text);
+                     emitForm == dmuon::PlanForm::Binary ? sys::fs::OF_None : sys::fs::OF_Text);
   if (ec) {
     diags.fileError(outputPath, ec.message());
     return 1;
   }
-  if (emitForm == dmuon::EmitForm::bin)
+  if (emitForm == dmuon::PlanForm::Binary)
     out.os().write(reinterpret_cast<const char *>(plan->data()), plan->size());
   else
     out.os() << printed;

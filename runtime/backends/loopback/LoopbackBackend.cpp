@@ -268,7 +268,7 @@ public:
   LoopbackBackend(std::shared_ptr<LoopbackFabric> fabric, int rank)
       : fabric_(std::move(fabric)), rank_(rank) {
     groups_.assign(4, Group{});
-    groups_[static_cast<int>(CommGroup::World)] = Group{0, rank, fabric_->worldSize()};
+    groups_[static_cast<int>(Communicator::World)] = Group{0, rank, fabric_->worldSize()};
   }
 
   int worldRank() const override { return rank_; }
@@ -281,7 +281,7 @@ public:
     p.value = value;
     p.out = &out;
     RequestId id;
-    DMUON_RETURN_IF_ERROR(issue(CommGroup::World, p, id));
+    DMUON_RETURN_IF_ERROR(issue(Communicator::World, p, id));
     return wait(id);
   }
 
@@ -292,18 +292,18 @@ public:
     return Status::ok();
   }
 
-  Status createGroup(Split s, CommGroup &out) override {
+  Status createGroup(Split s, Communicator &out) override {
     Group g;
     DMUON_RETURN_IF_ERROR(split(s, g));
-    out = static_cast<CommGroup>(groups_.size());
+    out = static_cast<Communicator>(groups_.size());
     groups_.push_back(g);
     return Status::ok();
   }
 
-  int groupRank(CommGroup g) const override { return group(g).rank; }
-  int groupSize(CommGroup g) const override { return group(g).size; }
+  int groupRank(Communicator g) const override { return group(g).rank; }
+  int groupSize(Communicator g) const override { return group(g).size; }
 
-  Status broadcast(CommGroup g, void *data, size_t bytes, int root, RequestId &out) override {
+  Status broadcast(Communicator g, void *data, size_t bytes, int root, RequestId &out) override {
     Post p;
     p.kind = Kind::Broadcast;
     p.data = data;
@@ -311,27 +311,27 @@ public:
     p.root = root;
     return issue(g, p, out);
   }
-  Status reduceSum(CommGroup g, float *data, size_t count, int root, RequestId &out) override {
+  Status reduceSum(Communicator g, float *data, size_t count, int root, RequestId &out) override {
     return inPlace(g, Kind::ReduceSum, data, count, root, out);
   }
-  Status allReduceSum(CommGroup g, float *data, size_t count, RequestId &out) override {
+  Status allReduceSum(Communicator g, float *data, size_t count, RequestId &out) override {
     return inPlace(g, Kind::AllReduceSum, data, count, 0, out);
   }
-  Status allReduceSum(CommGroup g, double *data, size_t count, RequestId &out) override {
+  Status allReduceSum(Communicator g, double *data, size_t count, RequestId &out) override {
     return inPlace(g, Kind::AllReduceSumF64, data, count, 0, out);
   }
-  Status allReduceMax(CommGroup g, float *data, size_t count, RequestId &out) override {
+  Status allReduceMax(Communicator g, float *data, size_t count, RequestId &out) override {
     return inPlace(g, Kind::AllReduceMax, data, count, 0, out);
   }
-  Status gather(CommGroup g, const float *send, float *recv, size_t count, int root,
+  Status gather(Communicator g, const float *send, float *recv, size_t count, int root,
                 RequestId &out) override {
     return sendRecv(g, Kind::Gather, send, recv, count, root, out);
   }
-  Status scatter(CommGroup g, const float *send, float *recv, size_t count, int root,
+  Status scatter(Communicator g, const float *send, float *recv, size_t count, int root,
                  RequestId &out) override {
     return sendRecv(g, Kind::Scatter, send, recv, count, root, out);
   }
-  Status allGatherInPlace(CommGroup g, void *data, size_t bytesPerRank,
+  Status allGatherInPlace(Communicator g, void *data, size_t bytesPerRank,
                           RequestId &out) override {
     Post p;
     p.kind = Kind::AllGatherInPlace;
@@ -339,7 +339,7 @@ public:
     p.count = bytesPerRank;
     return issue(g, p, out);
   }
-  Status reduceScatterSum(CommGroup g, const float *send, float *recv, size_t count,
+  Status reduceScatterSum(Communicator g, const float *send, float *recv, size_t count,
                           RequestId &out) override {
     return sendRecv(g, Kind::ReduceScatterSum, send, recv, count, 0, out);
   }
@@ -364,7 +364,7 @@ private:
     int comm = -1, rank = 0, size = 1;
   };
 
-  const Group &group(CommGroup g) const { return groups_[static_cast<size_t>(g)]; }
+  const Group &group(Communicator g) const { return groups_[static_cast<size_t>(g)]; }
 
   Status split(Split s, Group &g) {
     DMUON_RETURN_IF_ERROR(failure_);
@@ -376,7 +376,7 @@ private:
     return Status::ok();
   }
 
-  Status issue(CommGroup g, Post p, RequestId &out) {
+  Status issue(Communicator g, Post p, RequestId &out) {
     DMUON_RETURN_IF_ERROR(failure_);
     const size_t index = static_cast<size_t>(g);
     if (index >= groups_.size() || groups_[index].comm < 0)
@@ -389,7 +389,7 @@ private:
     return Status::ok();
   }
 
-  Status inPlace(CommGroup g, Kind kind, void *data, size_t count, int root, RequestId &out) {
+  Status inPlace(Communicator g, Kind kind, void *data, size_t count, int root, RequestId &out) {
     Post p;
     p.kind = kind;
     p.data = data;
@@ -398,7 +398,7 @@ private:
     return issue(g, p, out);
   }
 
-  Status sendRecv(CommGroup g, Kind kind, const float *send, float *recv, size_t count,
+  Status sendRecv(Communicator g, Kind kind, const float *send, float *recv, size_t count,
                   int root, RequestId &out) {
     Post p;
     p.kind = kind;
@@ -411,7 +411,7 @@ private:
 
   std::shared_ptr<LoopbackFabric> fabric_;
   const int rank_;
-  std::vector<Group> groups_; // indexed by CommGroup
+  std::vector<Group> groups_; // indexed by Communicator
   std::unordered_map<int, uint64_t> seq_; // per fabric communicator
   int splitRound_ = 0;
   RequestId next_ = 1;

@@ -45,7 +45,7 @@ public:
         if (r != MPI_REQUEST_NULL)
           MPI_Wait(&r, MPI_STATUS_IGNORE);
     for (size_t g = 0; g < groups_.size(); ++g)
-      if (g != static_cast<size_t>(CommGroup::World) && groups_[g] != MPI_COMM_NULL)
+      if (g != static_cast<size_t>(Communicator::World) && groups_[g] != MPI_COMM_NULL)
         MPI_Comm_free(&groups_[g]);
     if (dup_ != MPI_COMM_NULL)
       MPI_Comm_free(&dup_);
@@ -63,7 +63,7 @@ public:
     MPI_Comm_rank(dup_, &rank_);
     MPI_Comm_size(dup_, &size_);
     groups_.assign(4, MPI_COMM_NULL);
-    groups_[static_cast<int>(CommGroup::World)] = dup_;
+    groups_[static_cast<int>(Communicator::World)] = dup_;
     return Status::ok();
   }
 
@@ -89,17 +89,17 @@ public:
     return Status::ok();
   }
 
-  Status createGroup(Split split, CommGroup &out) override {
+  Status createGroup(Split split, Communicator &out) override {
     MPI_Comm c;
     DMUON_RETURN_IF_ERROR(
         check(MPI_Comm_split(dup_, split.color, split.key, &c), "MPI_Comm_split"));
     MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
-    out = static_cast<CommGroup>(groups_.size());
+    out = static_cast<Communicator>(groups_.size());
     groups_.push_back(c);
     return Status::ok();
   }
 
-  Status gather(CommGroup g, const float *send, float *recv, size_t count, int root,
+  Status gather(Communicator g, const float *send, float *recv, size_t count, int root,
                 RequestId &out) override {
     DMUON_RETURN_IF_ERROR(failure_);
     if (count > static_cast<size_t>(INT_MAX))
@@ -112,7 +112,7 @@ public:
     return Status::ok();
   }
 
-  Status scatter(CommGroup g, const float *send, float *recv, size_t count, int root,
+  Status scatter(Communicator g, const float *send, float *recv, size_t count, int root,
                  RequestId &out) override {
     DMUON_RETURN_IF_ERROR(failure_);
     if (count > static_cast<size_t>(INT_MAX))
@@ -127,7 +127,7 @@ public:
     return Status::ok();
   }
 
-  Status allGatherInPlace(CommGroup g, void *data, size_t bytesPerRank,
+  Status allGatherInPlace(Communicator g, void *data, size_t bytesPerRank,
                           RequestId &out) override {
     DMUON_RETURN_IF_ERROR(failure_);
     if (bytesPerRank > static_cast<size_t>(INT_MAX))
@@ -142,7 +142,7 @@ public:
     return Status::ok();
   }
 
-  Status reduceScatterSum(CommGroup g, const float *send, float *recv, size_t count,
+  Status reduceScatterSum(Communicator g, const float *send, float *recv, size_t count,
                           RequestId &out) override {
     DMUON_RETURN_IF_ERROR(failure_);
     if (count > static_cast<size_t>(INT_MAX))
@@ -156,18 +156,18 @@ public:
     return Status::ok();
   }
 
-  int groupRank(CommGroup g) const override {
+  int groupRank(Communicator g) const override {
     int r = 0;
     MPI_Comm_rank(comm(g), &r);
     return r;
   }
-  int groupSize(CommGroup g) const override {
+  int groupSize(Communicator g) const override {
     int s = 0;
     MPI_Comm_size(comm(g), &s);
     return s;
   }
 
-  Status broadcast(CommGroup g, void *data, size_t bytes, int root, RequestId &out) override {
+  Status broadcast(Communicator g, void *data, size_t bytes, int root, RequestId &out) override {
     DMUON_RETURN_IF_ERROR(failure_);
     std::vector<MPI_Request> reqs;
     auto *p = static_cast<uint8_t *>(data);
@@ -185,15 +185,15 @@ public:
     return Status::ok();
   }
 
-  Status allReduceSum(CommGroup g, double *data, size_t count, RequestId &out) override {
+  Status allReduceSum(Communicator g, double *data, size_t count, RequestId &out) override {
     return allReduceFew(g, data, count, sizeof(double), MPI_DOUBLE, MPI_SUM, "allReduceSum", out);
   }
 
-  Status allReduceMax(CommGroup g, float *data, size_t count, RequestId &out) override {
+  Status allReduceMax(Communicator g, float *data, size_t count, RequestId &out) override {
     return allReduceFew(g, data, count, sizeof(float), MPI_FLOAT, MPI_MAX, "allReduceMax", out);
   }
 
-  Status reduceSum(CommGroup g, float *data, size_t count, int root, RequestId &out) override {
+  Status reduceSum(Communicator g, float *data, size_t count, int root, RequestId &out) override {
     DMUON_RETURN_IF_ERROR(failure_);
     std::vector<MPI_Request> reqs;
     const bool isRoot = groupRank(g) == root;
@@ -211,7 +211,7 @@ public:
     return Status::ok();
   }
 
-  Status allReduceSum(CommGroup g, float *data, size_t count, RequestId &out) override {
+  Status allReduceSum(Communicator g, float *data, size_t count, RequestId &out) override {
     DMUON_RETURN_IF_ERROR(failure_);
     std::vector<MPI_Request> reqs;
     const size_t chunk = kMaxChunk / sizeof(float);
@@ -269,7 +269,7 @@ public:
   void setTimeout(double seconds) override { timeout_ = seconds; }
 
 private:
-  MPI_Comm comm(CommGroup g) const { return groups_[static_cast<size_t>(g)]; }
+  MPI_Comm comm(Communicator g) const { return groups_[static_cast<size_t>(g)]; }
   // A chunk that fails to start after others did: keep those tracked (they
   // still run) and refuse further work, as after a timeout.
   Status started(Status s, std::vector<MPI_Request> &begun) {
@@ -282,7 +282,7 @@ private:
   }
 
   // An all-reduce of a few scalars, in one message.
-  Status allReduceFew(CommGroup g, void *data, size_t count, size_t elementBytes,
+  Status allReduceFew(Communicator g, void *data, size_t count, size_t elementBytes,
                       MPI_Datatype type, MPI_Op op, const char *what, RequestId &out) {
     DMUON_RETURN_IF_ERROR(failure_);
     if (count > kMaxChunk / elementBytes)
@@ -304,7 +304,7 @@ private:
 
   MPI_Comm world_;
   MPI_Comm dup_ = MPI_COMM_NULL;
-  std::vector<MPI_Comm> groups_; // indexed by CommGroup; World is dup_
+  std::vector<MPI_Comm> groups_; // indexed by Communicator; World is dup_
   int rank_ = 0, size_ = 1;
   RequestId next_ = 1;
   std::unordered_map<RequestId, std::vector<MPI_Request>> pending_;

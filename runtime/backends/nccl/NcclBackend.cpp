@@ -112,7 +112,7 @@ public:
     DMUON_RETURN_IF_ERROR(cudaCheck(cudaMalloc(reinterpret_cast<void **>(&gatherDevice_), gatherBytes),
                                     "cudaMalloc"));
     groups_.assign(4, nullptr);
-    return split(hostWorld_, 0, rank_, groups_[static_cast<int>(CommGroup::World)]);
+    return split(hostWorld_, 0, rank_, groups_[static_cast<int>(Communicator::World)]);
   }
 
   int worldRank() const override { return rank_; }
@@ -123,7 +123,7 @@ public:
   Status allGather(uint64_t value, std::vector<uint64_t> &out) override {
     DMUON_RETURN_IF_ERROR(failure_);
     DMUON_CUDA_DEVICE_SCOPE(guard, device_);
-    const ncclComm_t world = comm(CommGroup::World);
+    const ncclComm_t world = comm(Communicator::World);
     gatherHost_[size_] = value;
     DMUON_RETURN_IF_ERROR(cudaCheck(cudaMemcpyAsync(gatherDevice_ + size_, gatherHost_ + size_,
                                                     sizeof(uint64_t), cudaMemcpyHostToDevice,
@@ -165,22 +165,22 @@ public:
     const Split splits[] = {shard, replicate, dp};
     for (int g = 0; g < 3; ++g)
       DMUON_RETURN_IF_ERROR(
-          split(comm(CommGroup::World), splits[g].color, splits[g].key, groups_[g]));
+          split(comm(Communicator::World), splits[g].color, splits[g].key, groups_[g]));
     return Status::ok();
   }
 
-  Status createGroup(Split s, CommGroup &out) override {
+  Status createGroup(Split s, Communicator &out) override {
     DMUON_RETURN_IF_ERROR(failure_);
     DMUON_CUDA_DEVICE_SCOPE(guard, device_);
     // In groups_ before it exists, so that a failed split aborts it too.
     groups_.push_back(nullptr);
-    DMUON_RETURN_IF_ERROR(split(comm(CommGroup::World), s.color, s.key, groups_.back()));
-    out = static_cast<CommGroup>(groups_.size() - 1);
+    DMUON_RETURN_IF_ERROR(split(comm(Communicator::World), s.color, s.key, groups_.back()));
+    out = static_cast<Communicator>(groups_.size() - 1);
     return Status::ok();
   }
 
   // NCCL has no gather/scatter: point-to-point sends and receives in one group.
-  Status gather(CommGroup g, const float *send, float *recv, size_t count, int root,
+  Status gather(Communicator g, const float *send, float *recv, size_t count, int root,
                 RequestId &out) override {
     const int me = groupRank(g), n = groupSize(g);
     return issue(g, reduceStream_, out, [&]() -> Status {
@@ -203,7 +203,7 @@ public:
     });
   }
 
-  Status scatter(CommGroup g, const float *send, float *recv, size_t count, int root,
+  Status scatter(Communicator g, const float *send, float *recv, size_t count, int root,
                  RequestId &out) override {
     const int me = groupRank(g), n = groupSize(g);
     return issue(g, reduceStream_, out, [&]() -> Status {
@@ -226,20 +226,20 @@ public:
     });
   }
 
-  int groupRank(CommGroup g) const override {
+  int groupRank(Communicator g) const override {
     int r = 0;
     ncclCommUserRank(comm(g), &r);
     return r;
   }
-  int groupSize(CommGroup g) const override {
+  int groupSize(Communicator g) const override {
     int n = 0;
     ncclCommCount(comm(g), &n);
     return n;
   }
 
-  Status broadcast(CommGroup g, void *data, size_t bytes, int root, RequestId &out) override {
-    cudaStream_t s = g == CommGroup::Shard ? broadcastStream_
-                     : g == CommGroup::Replicate ? replicateStream_
+  Status broadcast(Communicator g, void *data, size_t bytes, int root, RequestId &out) override {
+    cudaStream_t s = g == Communicator::Shard ? broadcastStream_
+                     : g == Communicator::Replicate ? replicateStream_
                                                  : reduceStream_;
     return issue(g, s, out, [&] {
       return check(ncclBroadcast(data, data, bytes, ncclUint8, root, comm(g), s), "ncclBroadcast",
@@ -247,21 +247,21 @@ public:
     });
   }
 
-  Status reduceSum(CommGroup g, float *data, size_t count, int root, RequestId &out) override {
-    cudaStream_t s = g == CommGroup::Replicate ? replicateStream_ : reduceStream_;
+  Status reduceSum(Communicator g, float *data, size_t count, int root, RequestId &out) override {
+    cudaStream_t s = g == Communicator::Replicate ? replicateStream_ : reduceStream_;
     return issue(g, s, out, [&] {
       return check(ncclReduce(data, data, count, ncclFloat, ncclSum, root, comm(g), s),
                    "ncclReduce", comm(g));
     });
   }
 
-  Status allReduceSum(CommGroup g, float *data, size_t count, RequestId &out) override {
+  Status allReduceSum(Communicator g, float *data, size_t count, RequestId &out) override {
     return issue(g, reduceStream_, out, [&] {
       return check(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm(g), reduceStream_),
                    "ncclAllReduce", comm(g));
     });
   }
-  Status allReduceSum(CommGroup g, double *data, size_t count, RequestId &out) override {
+  Status allReduceSum(Communicator g, double *data, size_t count, RequestId &out) override {
     return issue(g, reduceStream_, out, [&] {
       return check(
           ncclAllReduce(data, data, count, ncclFloat64, ncclSum, comm(g), reduceStream_),
@@ -269,7 +269,7 @@ public:
     });
   }
 
-  Status allReduceMax(CommGroup g, float *data, size_t count, RequestId &out) override {
+  Status allReduceMax(Communicator g, float *data, size_t count, RequestId &out) override {
     return issue(g, reduceStream_, out, [&] {
       return check(ncclAllReduce(data, data, count, ncclFloat, ncclMax, comm(g), reduceStream_),
                    "ncclAllReduce", comm(g));
@@ -279,7 +279,7 @@ public:
   // NCCL's in-place forms: the send buffer is this rank's part of the
   // receive buffer (all-gather); the sharded route's collectives run on the
   // high-priority streams, like the owner route's.
-  Status allGatherInPlace(CommGroup g, void *data, size_t bytesPerRank,
+  Status allGatherInPlace(Communicator g, void *data, size_t bytesPerRank,
                           RequestId &out) override {
     return issue(g, broadcastStream_, out, [&] {
       auto *base = static_cast<uint8_t *>(data);
@@ -289,7 +289,7 @@ public:
     });
   }
 
-  Status reduceScatterSum(CommGroup g, const float *send, float *recv, size_t count,
+  Status reduceScatterSum(Communicator g, const float *send, float *recv, size_t count,
                           RequestId &out) override {
     return issue(g, reduceStream_, out, [&] {
       return check(ncclReduceScatter(send, recv, count, ncclFloat, ncclSum, comm(g), reduceStream_),
@@ -500,7 +500,7 @@ private:
     op.start = op.done = nullptr;
   }
 
-  ncclComm_t comm(CommGroup g) const { return groups_[static_cast<size_t>(g)]; }
+  ncclComm_t comm(Communicator g) const { return groups_[static_cast<size_t>(g)]; }
 
   // ncclInProgress is accepted here: the caller settles the communicator
   // before relying on the call.
@@ -536,7 +536,7 @@ private:
   // timeout clock starts there), the done event after it is the request the
   // executor waits on.
   template <typename F>
-  Status issue(CommGroup g, cudaStream_t s, RequestId &out, F &&launch) {
+  Status issue(Communicator g, cudaStream_t s, RequestId &out, F &&launch) {
     DMUON_RETURN_IF_ERROR(failure_);
     DMUON_CUDA_DEVICE_SCOPE(guard, device_);
     cudaEvent_t ready = nullptr;
@@ -572,7 +572,7 @@ private:
   int device_;
   double timeout_;
   int rank_ = 0, size_ = 1;
-  std::vector<ncclComm_t> groups_; // indexed by CommGroup; all the runtime's own
+  std::vector<ncclComm_t> groups_; // indexed by Communicator; all the runtime's own
   cudaStream_t broadcastStream_ = nullptr, reduceStream_ = nullptr, replicateStream_ = nullptr;
   CtaBudget budget_{1};
   uint64_t *gatherHost_ = nullptr, *gatherDevice_ = nullptr;
