@@ -200,19 +200,36 @@ std::string defaultLayerOf(const std::string &paramName) {
   return std::string(defaultLayerViewOf(paramName));
 }
 
-bool runPartition(PlanModel &model, Diagnostics &diags) {
-  const Mesh &mesh = model.mesh;
-  const int steps = model.options.optimizer.nsSteps;
+namespace {
 
-  // Costs and layers; the lower bound is for the per-parameter problem, so
-  // merging small params can only show up as a worse max/LB, never hide.
-  // Param::cost is always NS flops (the runtime counts them); what the
-  // partition balances is the cost model's: flops, or measured seconds.
-  const bool measured = model.options.costModel == CostModel::table;
-  // Ids in first-seen order, looked up once per param (a std::map of 1M
-  // layer names and a lookup per param and attempt were a tenth of this
-  // pass): one flat table, and each id's first layer string (a param's, or
-  // one held below; it must outlive the table).
+// The owner-routed params as the unit search reads them: every one (Muon
+// params, and AdamW params riding with their layer's owners at partition
+// cost 0), in model order, with what each attempt reads of it computed once.
+struct OwnerParams {
+  std::vector<int> params;    // indexes into PlanModel::params
+  std::vector<int> layer;     // per entry: its layer id (Param::layerId)
+  std::vector<int> dataClass; // per entry: index into classDims
+  std::vector<bool> small;    // per entry: below --small-param-threshold
+  // Per entry: its (layer id, data class) pair as one dense id, the unit its
+  // small params fill; the layer id itself where there is one data class.
+  std::vector<int> openId;
+  size_t numOpenIds = 0;
+  // The data classes: the data-carrying dims an owner-routed param is
+  // Replicate on (its owner picks coordinates there; it runs on every
+  // coordinate of the others, which shard it).
+  std::vector<std::vector<int>> classDims;
+  std::vector<double> cost; // per param of the model: its partition cost
+  // Per Muon param, for the lower bound: its cost, and its fine slots' share.
+  std::vector<double> muonCosts, muonCopies;
+};
+
+// Numbers the layer of every owner- and sharded-routed param (Param::layer,
+// Param::layerId) in first-seen order: owner params first, in model order,
+// then sharded params, which move with their layer's hook group. Returns
+// the number of ids.
+size_t numberLayers(PlanModel &model) {
+  // One flat table, and each id's first layer string (a param's, or one
+  // held in shardedLayers; it must outlive the table).
   common::FirstSeenTable layerTable(model.params.size());
   std::vector<const std::string *> layerIds;
   // A layer's params are usually adjacent: the previous param's id first.
@@ -232,30 +249,9 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   };
   // At 1M layers the table outgrows the caches: the slot a param's layer
   // will probe is fetched this many params before. A smaller table stays
-  // cached, and the extra hash per param costs more than it saves (Kimi K2,
-  // 70k params: +5 ms).
+  // cached, and the extra hash per param costs more than it saves.
   constexpr size_t kPrefetchAhead = 16, kPrefetchFromParams = size_t{1} << 18;
   const bool prefetchLayers = model.params.size() >= kPrefetchFromParams;
-  // Every owner-routed param, in model order: Muon params, and AdamW params
-  // riding with their layer's owners (no NS, partition cost 0); and the
-  // layer of each.
-  std::vector<int> ownerParams, ownerLayer;
-  std::vector<double> paramCosts;             // per Muon param, for the bound
-  std::vector<double> paramCopies;            // per Muon param: its fine slots' share
-  // Data classes: the data-carrying dims an owner-routed param is Replicate
-  // on (its owner picks coordinates there; it runs on every coordinate of
-  // the others, which shard it).
-  const int64_t D = mesh.dataCarryingSize();
-  std::map<std::vector<int>, int> classIds;
-  std::vector<std::vector<int>> classDims;
-  auto classOf = [&](const Param &p) {
-    auto [it, added] = classIds.try_emplace(p.dataDims, static_cast<int>(classDims.size()));
-    if (added)
-      classDims.push_back(p.dataDims);
-    return it->second;
-  };
-  std::vector<double> pcost(model.params.size(), 0.0); // partition cost per param
-  std::set<std::pair<int64_t, int64_t>> missing;
   std::vector<int> shardedParams;
   for (size_t i = 0; i < model.params.size(); ++i) {
     if (prefetchLayers && i + kPrefetchAhead < model.params.size()) {
@@ -271,9 +267,40 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
       continue;
     p.layer = defaultLayerOf(p.name);
     p.layerId = layerIdOf(p.layer);
+  }
+  // Sharded-route params take ids after every owner param's (so the
+  // partition's ids do not depend on them).
+  std::vector<std::string> shardedLayers;
+  shardedLayers.reserve(shardedParams.size()); // the table's keys view these strings
+  for (int i : shardedParams) {
+    Param &p = model.params[i];
+    shardedLayers.push_back(defaultLayerOf(p.name));
+    p.layerId = layerIdOf(shardedLayers.back());
+  }
+  return layerIds.size();
+}
+
+// Prices every owner-routed Muon param (Param::nsForm, Param::cost; the
+// partition cost from the cost table when the cost model is measured) and
+// collects the owner params. False after reporting every shape the cost
+// table lacks.
+bool priceOwnerParams(PlanModel &model, size_t numLayers, Diagnostics &diags,
+                      OwnerParams &out) {
+  const Mesh &mesh = model.mesh;
+  const int steps = model.options.optimizer.nsSteps;
+  // Param::cost is always NS flops (the runtime counts them); what the
+  // partition balances is the cost model's: flops, or measured seconds.
+  const bool measured = model.options.costModel == CostModel::table;
+  const int64_t D = mesh.dataCarryingSize();
+  out.cost.assign(model.params.size(), 0.0);
+  std::set<std::pair<int64_t, int64_t>> missing;
+  for (size_t i = 0; i < model.params.size(); ++i) {
+    Param &p = model.params[i];
+    if (p.route != Route::owner)
+      continue;
     if (p.role != Role::muon) {
-      ownerLayer.push_back(p.layerId);
-      ownerParams.push_back(static_cast<int>(i));
+      out.layer.push_back(p.layerId);
+      out.params.push_back(static_cast<int>(i));
       continue;
     }
     // NS runs on the local matrices of a no_comm param (every model-parallel
@@ -288,7 +315,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
     const kernels::NsForm form = kernels::ns::chooseForm(nsRows, nsCols);
     p.nsForm = planForm(form);
     p.cost = static_cast<double>(p.localBatch) * kernels::ns::flops(form, nsRows, nsCols, steps);
-    pcost[i] = p.cost;
+    out.cost[i] = p.cost;
     if (measured) {
       std::optional<double> sec = lookupCost(model.options.costTable, nsRows, nsCols);
       if (!sec) {
@@ -298,181 +325,164 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
                               std::to_string(nsCols) + " (param '" + p.name + "')");
         continue;
       }
-      pcost[i] = static_cast<double>(p.localBatch) * *sec;
+      out.cost[i] = static_cast<double>(p.localBatch) * *sec;
     }
-    ownerLayer.push_back(p.layerId);
-    ownerParams.push_back(static_cast<int>(i));
-    paramCosts.push_back(pcost[i]);
-    paramCopies.push_back(static_cast<double>(D / mesh.sizeOfDims(p.dataDims)));
+    out.layer.push_back(p.layerId);
+    out.params.push_back(static_cast<int>(i));
+    out.muonCosts.push_back(out.cost[i]);
+    out.muonCopies.push_back(static_cast<double>(D / mesh.sizeOfDims(p.dataDims)));
   }
   if (diags.hasErrors())
     return false;
-  // Sharded-route params move with their layer's hook group: their layers
-  // take ids from the same table, after every owner param's (the
-  // partition's ids stay as they were), their strings held here.
-  std::vector<std::string> shardedLayers;
-  shardedLayers.reserve(shardedParams.size()); // the table's keys view these strings
-  for (int i : shardedParams) {
-    Param &p = model.params[i];
-    shardedLayers.push_back(defaultLayerOf(p.name));
-    p.layerId = layerIdOf(shardedLayers.back());
+
+  // Data classes and small params, read once, not per attempt.
+  std::map<std::vector<int>, int> classIds;
+  out.dataClass.reserve(out.params.size());
+  out.small.reserve(out.params.size());
+  for (int i : out.params) {
+    const Param &p = model.params[i];
+    auto [it, added] = classIds.try_emplace(p.dataDims, static_cast<int>(out.classDims.size()));
+    if (added)
+      out.classDims.push_back(p.dataDims);
+    out.dataClass.push_back(it->second);
+    out.small.push_back(p.numElements() < model.options.smallParamThreshold);
   }
-  // The data class per entry of ownerParams, in its order (the order the
-  // ids were first handed out in), and whether the param is small: read
-  // once, not per attempt (a shape is a pointer away from its param).
-  std::vector<int> ownerClass;
-  std::vector<bool> ownerSmall;
-  ownerClass.reserve(ownerParams.size());
-  ownerSmall.reserve(ownerParams.size());
-  for (int i : ownerParams) {
-    ownerClass.push_back(classOf(model.params[i]));
-    ownerSmall.push_back(model.params[i].numElements() < model.options.smallParamThreshold);
-  }
-  // The (layer id, data class) pair of each owner param as one dense id,
-  // for the unit its small params fill: the layer id itself where the model
-  // has one data class (every model without data-carrying dims), else
-  // numbered here once, not hashed per param and attempt.
-  std::vector<int> ownerOpenId;
-  size_t numOpenIds = layerIds.size();
-  if (classDims.size() <= 1) {
-    ownerOpenId = ownerLayer;
+  // Every model without data-carrying dims has one data class.
+  out.numOpenIds = numLayers;
+  if (out.classDims.size() <= 1) {
+    out.openId = out.layer;
   } else {
     llvm::DenseMap<uint64_t, int, partition::PartitionKeyInfo> openIds;
-    ownerOpenId.reserve(ownerParams.size());
-    for (size_t k = 0; k < ownerParams.size(); ++k) {
-      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(ownerLayer[k])) << 32) |
-                           static_cast<uint32_t>(ownerClass[k]);
-      const int id = openIds.try_emplace(key, static_cast<int>(openIds.size())).first->second;
-      ownerOpenId.push_back(id);
+    out.openId.reserve(out.params.size());
+    for (size_t k = 0; k < out.params.size(); ++k) {
+      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(out.layer[k])) << 32) |
+                           static_cast<uint32_t>(out.dataClass[k]);
+      out.openId.push_back(
+          openIds.try_emplace(key, static_cast<int>(openIds.size())).first->second);
     }
-    numOpenIds = openIds.size();
+    out.numOpenIds = openIds.size();
   }
-  // The bound is for the relaxation over the fine slots in which each param
-  // is as many free items as the fine slots it runs on.
-  const int slots = static_cast<int>(mesh.numFineSlots());
-  LowerBound lb = strongLowerBound(paramCosts, paramCopies, slots);
+  return true;
+}
 
-  // Units: a param is its own unit unless it is small; small params of one
-  // layer share a unit (one owner, one packed broadcast). If one merged unit
-  // per layer costs balance (fine-grained MoE layers are all small params),
-  // the layer's small params are split, in model order, into units of at
-  // most `cap` — merging only as far as balance allows.
-  constexpr double kTarget = 1.01;
-  struct Attempt {
-    std::vector<Unit> units;
-    std::vector<int> unitClass;
-    std::vector<int64_t> dataIndex; // per unit
-    std::vector<int> unitOfParam; // per entry of ownerParams (every owner-routed param)
-    PartitionResult result;
-    double cap = 0;
-  };
-  auto buildUnits = [&](double cap, Attempt &a, const PartitionOptions &popts) {
-    a.cap = cap;
-    // Per (layer id, data class) id: the unit being filled, -1 if none.
-    std::vector<int> openSmall(numOpenIds, -1);
-    std::vector<int> unitLayer;
-    // At most one unit per param: no reallocation while filling.
-    a.units.reserve(ownerParams.size());
-    a.unitClass.reserve(ownerParams.size());
-    a.unitOfParam.reserve(ownerParams.size());
-    unitLayer.reserve(ownerParams.size());
-    for (size_t k = 0; k < ownerParams.size(); ++k) {
-      const Param &p = model.params[ownerParams[k]];
-      const int layer = ownerLayer[k];
-      const int cls = ownerClass[k];
-      int unit = -1;
-      if (ownerSmall[k]) {
-        int &open = openSmall[ownerOpenId[k]];
-        if (open >= 0 && cap > 0 && a.units[open].cost + pcost[ownerParams[k]] > cap &&
-            !a.units[open].params.empty())
-          open = -1;
-        if (open < 0) {
-          Unit u;
-          std::string base = (p.layer.empty() ? std::string("<root>") : p.layer) + ":small";
-          u.name = base;
-          u.layer = p.layer;
-          unit = static_cast<int>(a.units.size());
-          a.units.push_back(std::move(u));
-          unitLayer.push_back(layer);
-          a.unitClass.push_back(cls);
-          open = unit;
-        }
-        unit = open;
-      } else {
-        Unit u;
-        u.name = p.name;
-        u.layer = p.layer;
-        unit = static_cast<int>(a.units.size());
-        a.units.push_back(std::move(u));
-        unitLayer.push_back(layer);
-        a.unitClass.push_back(cls);
-      }
-      a.unitOfParam.push_back(unit);
-      a.units[unit].params.push_back(ownerParams[k]);
-      a.units[unit].cost += pcost[ownerParams[k]];
-    }
-    // Chunks after a layer's first are named <layer>:small.<n>. Keys view
-    // the first chunk's name, which keeps its name.
-    llvm::DenseMap<llvm::StringRef, int> chunks;
-    for (Unit &u : a.units)
-      if (u.name.size() > 6 && u.name.compare(u.name.size() - 6, 6, ":small") == 0) {
-        int n = chunks[u.name]++;
-        if (n > 0)
-          u.name.append(".").append(std::to_string(n));
-      }
-    PartitionProblem problem;
-    problem.slots = slots;
-    problem.layer = std::move(unitLayer);
-    // The names are lent to the problem and given back: copies of 70k names
-    // (Kimi K2) were a tenth of this pass.
-    problem.cost.reserve(a.units.size());
-    problem.name.reserve(a.units.size());
-    for (Unit &u : a.units) {
-      problem.cost.push_back(u.cost);
-      problem.name.push_back(std::move(u.name));
-    }
-    a.result = partitionFine(mesh, classDims, problem, a.unitClass, popts, kTarget, a.dataIndex);
-    for (size_t u = 0; u < a.units.size(); ++u)
-      a.units[u].name = std::move(problem.name[u]);
-  };
+// The balance the unit search aims at: within 1% of the lower bound.
+constexpr double kTarget = 1.01;
 
-  // First the strict same-layer rule; if it costs balance, the rule becomes
-  // a preference bounded by the target.
-  PartitionOptions popts;
-  popts.lowerBound = lb.value;
-  Attempt best;
-  buildUnits(0, best, popts);
-  if (best.result.maxLoad > kTarget * lb.value) {
-    PartitionOptions soft;
-    soft.layerTarget = kTarget * lb.value;
-    soft.lowerBound = lb.value;
-    Attempt a;
-    buildUnits(0, a, soft);
+// One way of cutting the owner params into units, and its partition.
+struct Attempt {
+  std::vector<Unit> units;
+  std::vector<int> unitClass;
+  std::vector<int64_t> dataIndex; // per unit
+  std::vector<int> unitOfParam;   // per entry of OwnerParams::params
+  PartitionResult result;
+  double cap = 0;
+};
+
+// Units: a param is its own unit unless it is small; small params of one
+// layer (and data class) share a unit (one owner, one packed broadcast), cut
+// in model order into units of at most `cap` when cap > 0. Then partitions
+// them over the fine slots.
+Attempt buildUnits(const PlanModel &model, const OwnerParams &owners, double cap,
+                   const PartitionOptions &popts) {
+  Attempt a;
+  a.cap = cap;
+  const size_t n = owners.params.size();
+  // Per (layer id, data class) id: the unit being filled, -1 if none.
+  std::vector<int> openSmall(owners.numOpenIds, -1);
+  std::vector<int> unitLayer;
+  // At most one unit per param: no reallocation while filling.
+  a.units.reserve(n);
+  a.unitClass.reserve(n);
+  a.unitOfParam.reserve(n);
+  unitLayer.reserve(n);
+  auto addUnit = [&](std::string name, const std::string &layer, int layerId, int cls) {
+    Unit u;
+    u.name = std::move(name);
+    u.layer = layer;
+    a.units.push_back(std::move(u));
+    unitLayer.push_back(layerId);
+    a.unitClass.push_back(cls);
+    return static_cast<int>(a.units.size() - 1);
+  };
+  for (size_t k = 0; k < n; ++k) {
+    const int param = owners.params[k];
+    const Param &p = model.params[param];
+    const double cost = owners.cost[param];
+    int unit;
+    if (owners.small[k]) {
+      int &open = openSmall[owners.openId[k]];
+      if (open >= 0 && cap > 0 && a.units[open].cost + cost > cap &&
+          !a.units[open].params.empty())
+        open = -1;
+      if (open < 0)
+        open = addUnit((p.layer.empty() ? std::string("<root>") : p.layer) + ":small", p.layer,
+                       owners.layer[k], owners.dataClass[k]);
+      unit = open;
+    } else {
+      unit = addUnit(p.name, p.layer, owners.layer[k], owners.dataClass[k]);
+    }
+    a.unitOfParam.push_back(unit);
+    a.units[unit].params.push_back(param);
+    a.units[unit].cost += cost;
+  }
+  // Chunks after a layer's first are named <layer>:small.<n>. Keys view
+  // the first chunk's name, which keeps its name.
+  llvm::DenseMap<llvm::StringRef, int> chunks;
+  for (Unit &u : a.units)
+    if (u.name.size() > 6 && u.name.compare(u.name.size() - 6, 6, ":small") == 0) {
+      int c = chunks[u.name]++;
+      if (c > 0)
+        u.name.append(".").append(std::to_string(c));
+    }
+  PartitionProblem problem;
+  problem.slots = static_cast<int>(model.mesh.numFineSlots());
+  problem.layer = std::move(unitLayer);
+  // The names are lent to the problem and given back, not copied.
+  problem.cost.reserve(a.units.size());
+  problem.name.reserve(a.units.size());
+  for (Unit &u : a.units) {
+    problem.cost.push_back(u.cost);
+    problem.name.push_back(std::move(u.name));
+  }
+  a.result = partitionFine(model.mesh, owners.classDims, problem, a.unitClass, popts, kTarget,
+                           a.dataIndex);
+  for (size_t u = 0; u < a.units.size(); ++u)
+    a.units[u].name = std::move(problem.name[u]);
+  return a;
+}
+
+// The search over unit cuts: first the strict same-layer rule; if it costs
+// balance, the rule becomes a preference bounded by the target. Then, while
+// the best is off the target, small params are split into units of at most
+// cap, cap quartering each round (never below the cheapest small param,
+// under which a cap splits no more), each cut tried under both rules.
+Attempt searchUnits(const PlanModel &model, const OwnerParams &owners, double lowerBound) {
+  const double target = kTarget * lowerBound;
+  PartitionOptions strict;
+  strict.lowerBound = lowerBound;
+  PartitionOptions soft = strict;
+  soft.layerTarget = target;
+  PartitionOptions popts = strict;
+  Attempt best = buildUnits(model, owners, 0, strict);
+  if (best.result.maxLoad > target) {
+    Attempt a = buildUnits(model, owners, 0, soft);
     if (a.result.maxLoad < best.result.maxLoad) {
       best = std::move(a);
       popts = soft;
     }
   }
-  // The cheapest small param: below it a cap splits no more (every small
-  // param is its own unit).
   double smallest = 0;
-  for (size_t k = 0; k < ownerParams.size(); ++k)
-    if (const double c = pcost[ownerParams[k]]; ownerSmall[k] && c > 0)
+  for (size_t k = 0; k < owners.params.size(); ++k)
+    if (const double c = owners.cost[owners.params[k]]; owners.small[k] && c > 0)
       smallest = smallest == 0 ? c : std::min(smallest, c);
-  double cap = lb.value / 4;
+  double cap = lowerBound / 4;
   size_t prevUnits = best.units.size();
-  for (int round = 0; round < 4 && best.result.maxLoad > kTarget * lb.value && smallest > 0;
+  for (int round = 0; round < 4 && best.result.maxLoad > target && smallest > 0;
        ++round, cap /= 4) {
-    Attempt a;
-    buildUnits(std::max(cap, smallest), a, popts);
+    Attempt a = buildUnits(model, owners, std::max(cap, smallest), popts);
     const size_t unitsNow = a.units.size();
-    if (unitsNow != prevUnits && a.result.maxLoad > kTarget * lb.value &&
-        popts.layerTarget == 0) {
-      PartitionOptions soft;
-      soft.layerTarget = kTarget * lb.value;
-      soft.lowerBound = lb.value;
-      Attempt b;
-      buildUnits(std::max(cap, smallest), b, soft);
+    if (unitsNow != prevUnits && a.result.maxLoad > target && popts.layerTarget == 0) {
+      Attempt b = buildUnits(model, owners, std::max(cap, smallest), soft);
       if (b.result.maxLoad < a.result.maxLoad)
         a = std::move(b);
     }
@@ -482,21 +492,26 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
     if (cap <= smallest)
       break;
   }
+  return best;
+}
 
+// The chosen attempt into the model: units with their slots, each owner
+// param's unit, and the partition's figures.
+void recordPartition(PlanModel &model, const OwnerParams &owners, Attempt &best,
+                     const LowerBound &lb) {
   model.units = std::move(best.units);
-  for (size_t k = 0; k < ownerParams.size(); ++k)
-    model.params[ownerParams[k]].unit = best.unitOfParam[k];
+  for (size_t k = 0; k < owners.params.size(); ++k)
+    model.params[owners.params[k]].unit = best.unitOfParam[k];
   const PartitionResult &result = best.result;
   for (size_t u = 0; u < model.units.size(); ++u) {
     model.units[u].slot = result.slotOf[u];
     model.units[u].dataIndex = best.dataIndex[u];
   }
-
   Stats &st = model.stats;
   st.slotLoad = result.load;
   st.totalCost = 0;
-  for (size_t k = 0; k < paramCosts.size(); ++k)
-    st.totalCost += paramCosts[k] * paramCopies[k];
+  for (size_t k = 0; k < owners.muonCosts.size(); ++k)
+    st.totalCost += owners.muonCosts[k] * owners.muonCopies[k];
   st.lowerBound = lb.value;
   st.lowerBoundKind = lb.kind;
   st.simpleLowerBound = lb.simple;
@@ -507,6 +522,22 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   st.refinementMoves = result.refinementMoves;
   st.layerRuleViolations = result.layerViolations;
   st.smallUnitCap = best.cap;
+}
+
+} // namespace
+
+bool runPartition(PlanModel &model, Diagnostics &diags) {
+  const size_t numLayers = numberLayers(model);
+  OwnerParams owners;
+  if (!priceOwnerParams(model, numLayers, diags, owners))
+    return false;
+  // The bound is for the per-parameter problem (merging small params can only
+  // show up as a worse max/LB, never hide), relaxed over the fine slots in
+  // which each param is as many free items as the fine slots it runs on.
+  const LowerBound lb = strongLowerBound(owners.muonCosts, owners.muonCopies,
+                                         static_cast<int>(model.mesh.numFineSlots()));
+  Attempt best = searchUnits(model, owners, lb.value);
+  recordPartition(model, owners, best, lb);
   return true;
 }
 
