@@ -1,7 +1,7 @@
 // Reading an input file whole, but never more than a limit: a huge file, a
 // FIFO or /dev/zero is refused with a message instead of being read until
 // memory runs out. The plan reader (plan/ReadFile.cpp) and dmuonc's
-// frontends use it; checkpoints (runtime/core/CheckpointFile.cpp), whose files
+// frontends use it; checkpoints (runtime/checkpoint/CheckpointFile.cpp), whose files
 // are only ever regular files, refuse anything else before reading a byte.
 #ifndef DMUON_COMMON_BOUNDEDREAD_H
 #define DMUON_COMMON_BOUNDEDREAD_H

@@ -1,4 +1,4 @@
-// The lifecycle follows runtime/core/Executor.cpp and runtime/routes/
+// The lifecycle follows runtime/exec/Executor.cpp and runtime/routes/
 // OwnerRoute.cpp call by call; where the runtime waits (NCCL: the compute
 // stream waits on the collective's event; MPI: the host blocks), the
 // compute stream's clock moves to the collective's end. On oversubscribed

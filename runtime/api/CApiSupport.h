@@ -7,7 +7,7 @@
 #include "dmuon/dmuon.h"
 #include "common/ParamNames.h"
 
-#include "core/Executor.h"
+#include "exec/Executor.h"
 #include "core/LoadedPlan.h"
 
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "core/CheckpointFile.h"
+#include "checkpoint/CheckpointFile.h"
 
 #include "common/BoundedRead.h"
 #include "common/ParamNames.h"

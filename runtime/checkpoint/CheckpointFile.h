@@ -4,8 +4,8 @@
 // Entries are keyed by param name, so a checkpoint does not depend on the
 // mesh it was written under. Writes are atomic: temporary name, fsync,
 // rename; the manifest is replaced last.
-#ifndef DMUON_RUNTIME_CORE_CHECKPOINTFILE_H
-#define DMUON_RUNTIME_CORE_CHECKPOINTFILE_H
+#ifndef DMUON_RUNTIME_CHECKPOINT_CHECKPOINTFILE_H
+#define DMUON_RUNTIME_CHECKPOINT_CHECKPOINTFILE_H
 
 #include "core/Status.h"
 #include "dmuon/dmuon.h"
@@ -19,7 +19,7 @@ namespace dmuon::rt::ckpt {
 enum class Kind : uint8_t { Value = 0, Momentum = 1, AdamM = 2, AdamV = 3 };
 const char *kindName(Kind k);
 
-// Which chunk of the full param an entry holds (core/CheckpointSlice.h):
+// Which chunk of the full param an entry holds (checkpoint/CheckpointSlice.h):
 // per tensor dim, its first index and its extent. Empty in format-1 shards,
 // whose entries hold whole params.
 struct Slice {

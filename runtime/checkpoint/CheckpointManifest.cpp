@@ -3,7 +3,7 @@
 // so it is the switch from one checkpoint to the next. Read back, every line
 // and value is checked, and the work it can cause is bounded: its size, one
 // shard per rank of the saving run, no shard named twice.
-#include "core/CheckpointFile.h"
+#include "checkpoint/CheckpointFile.h"
 
 #include "common/BoundedRead.h"
 #include "common/Hex.h"

@@ -1,4 +1,4 @@
-#include "core/CheckpointSlice.h"
+#include "checkpoint/CheckpointSlice.h"
 
 #include <algorithm>
 #include <cstring>

@@ -8,11 +8,11 @@
 // just the slice that covers everything. A StridedShard param's local state
 // is not one box but a product of runs per dim (common::localIntervalsOf):
 // it is saved as one entry per box (LocalBoxes), and loaded box by box.
-#ifndef DMUON_RUNTIME_CORE_CHECKPOINTSLICE_H
-#define DMUON_RUNTIME_CORE_CHECKPOINTSLICE_H
+#ifndef DMUON_RUNTIME_CHECKPOINT_CHECKPOINTSLICE_H
+#define DMUON_RUNTIME_CHECKPOINT_CHECKPOINTSLICE_H
 
 #include "common/ShardChunks.h"
-#include "core/CheckpointFile.h"
+#include "checkpoint/CheckpointFile.h"
 #include "core/Status.h"
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 #ifndef DMUON_RUNTIME_CORE_CONFIG_H
 #define DMUON_RUNTIME_CORE_CONFIG_H
 
-#include "core/Device.h"
+#include "hal/Device.h"
 #include "core/Status.h"
 #include "dmuon/plan_generated.h"
 

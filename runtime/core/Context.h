@@ -4,9 +4,9 @@
 #ifndef DMUON_RUNTIME_CORE_CONTEXT_H
 #define DMUON_RUNTIME_CORE_CONTEXT_H
 
-#include "backends/Backend.h"
+#include "hal/Backend.h"
 #include "core/Config.h"
-#include "core/Device.h"
+#include "hal/Device.h"
 #include "core/LoadedPlan.h"
 #include "core/Topology.h"
 

@@ -3,7 +3,7 @@
 #ifndef DMUON_RUNTIME_CORE_PARAMS_H
 #define DMUON_RUNTIME_CORE_PARAMS_H
 
-#include "core/Device.h"
+#include "hal/Device.h"
 #include "core/LoadedPlan.h"
 #include "core/Topology.h"
 

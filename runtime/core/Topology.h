@@ -5,7 +5,7 @@
 #ifndef DMUON_RUNTIME_CORE_TOPOLOGY_H
 #define DMUON_RUNTIME_CORE_TOPOLOGY_H
 
-#include "backends/Backend.h"
+#include "hal/Backend.h"
 #include "core/Status.h"
 #include "dmuon/plan_generated.h"
 

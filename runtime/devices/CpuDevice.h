@@ -2,7 +2,7 @@
 #ifndef DMUON_RUNTIME_DEVICES_CPUDEVICE_H
 #define DMUON_RUNTIME_DEVICES_CPUDEVICE_H
 
-#include "core/Device.h"
+#include "hal/Device.h"
 
 #include <memory>
 

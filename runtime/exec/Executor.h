@@ -8,14 +8,14 @@
 //                          matrices sharded over a model-parallel dim)
 //   optim/GradNorm         the global gradient norm and clipping
 //   optim/QkClip           QK-Clip of query/key heads, after the owner step
-//   core/ExecutorCheckpoint.cpp  saving and restoring the training state
-//   core/ExecutorTraining.cpp    micro-batches, schedules, norms, step counts
+//   exec/ExecutorCheckpoint.cpp  saving and restoring the training state
+//   exec/ExecutorTraining.cpp    micro-batches, schedules, norms, step counts
 // Backend- and device-agnostic.
-#ifndef DMUON_RUNTIME_CORE_EXECUTOR_H
-#define DMUON_RUNTIME_CORE_EXECUTOR_H
+#ifndef DMUON_RUNTIME_EXEC_EXECUTOR_H
+#define DMUON_RUNTIME_EXEC_EXECUTOR_H
 
-#include "core/CheckpointFile.h"
-#include "core/CheckpointSlice.h"
+#include "checkpoint/CheckpointFile.h"
+#include "checkpoint/CheckpointSlice.h"
 #include "core/Context.h"
 #include "core/Params.h"
 #include "optim/GradNorm.h"

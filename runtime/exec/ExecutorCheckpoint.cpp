@@ -1,14 +1,14 @@
 // Checkpoints of the executor's training state: masters, Muon momentum and
-// AdamW moments by param name (core/CheckpointFile.h), whatever their route.
+// AdamW moments by param name (checkpoint/CheckpointFile.h), whatever their route.
 // Each entry holds the chunk of the full param that its writer's local state
 // is (the whole param unless it is sharded on a model-parallel dim; one
 // entry per box where a StridedShard makes that state several), and a
-// loading rank assembles its own chunk from the entries (core/CheckpointSlice.h),
+// loading rank assembles its own chunk from the entries (checkpoint/CheckpointSlice.h),
 // so a checkpoint saved under one mesh (or with other routes, or another
 // model-parallel layout) loads under another. Both calls are collective.
-#include "core/CheckpointFile.h"
-#include "core/CheckpointSlice.h"
-#include "core/Executor.h"
+#include "checkpoint/CheckpointFile.h"
+#include "checkpoint/CheckpointSlice.h"
+#include "exec/Executor.h"
 #include "common/MeshIndex.h"
 #include "common/ShardChunks.h"
 #include "plan/PlanFile.h"

@@ -1,7 +1,7 @@
 // What tests, checkpoints and benchmarks read of the executor: a param's
 // values from its keeper, the invariants' per-param state, and the plan's
 // per-step communication figures for this rank.
-#include "core/Executor.h"
+#include "exec/Executor.h"
 #include "common/RankRows.h"
 #include "plan/PlanFile.h"
 

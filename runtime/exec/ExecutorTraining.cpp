@@ -1,7 +1,7 @@
 // What a training loop sets and reads between hooks: micro-batch
 // declarations, hyper-parameters for a schedule (agreed on by every rank,
 // like the options at create), per-param-group scales, the gradient norm.
-#include "core/Executor.h"
+#include "exec/Executor.h"
 #include "common/HyperRanges.h"
 #include "plan/PlanFile.h"
 

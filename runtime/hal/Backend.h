@@ -1,7 +1,7 @@
 // The collectives the executor needs, over the communicators a plan implies.
 // The executor calls only this interface and never knows which backend runs.
-#ifndef DMUON_RUNTIME_BACKENDS_BACKEND_H
-#define DMUON_RUNTIME_BACKENDS_BACKEND_H
+#ifndef DMUON_RUNTIME_HAL_BACKEND_H
+#define DMUON_RUNTIME_HAL_BACKEND_H
 
 #include "core/Status.h"
 

@@ -2,8 +2,8 @@
 // GPU (CudaDevice). Like Backend, the executor calls only this interface.
 // Device operations are ordered among themselves (a CUDA device runs them on
 // the host's compute stream); download() completes before it returns.
-#ifndef DMUON_RUNTIME_CORE_DEVICE_H
-#define DMUON_RUNTIME_CORE_DEVICE_H
+#ifndef DMUON_RUNTIME_HAL_DEVICE_H
+#define DMUON_RUNTIME_HAL_DEVICE_H
 
 #include "core/Status.h"
 #include "kernels/cpu/MuonKernels.h"

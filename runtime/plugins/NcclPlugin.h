@@ -4,8 +4,8 @@
 #ifndef DMUON_RUNTIME_PLUGINS_NCCLPLUGIN_H
 #define DMUON_RUNTIME_PLUGINS_NCCLPLUGIN_H
 
-#include "backends/Backend.h"
-#include "core/Device.h"
+#include "hal/Backend.h"
+#include "hal/Device.h"
 
 #include <memory>
 

@@ -1,12 +1,12 @@
-// fuzz_checkpoint: the checkpoint readers (runtime/core/CheckpointFile.h) on
+// fuzz_checkpoint: the checkpoint readers (runtime/checkpoint/CheckpointFile.h) on
 // arbitrary bytes, taken both as a manifest and as a shard file. Checksums
 // would stop almost every mutation at the first check, so each input is also
 // tried with its checksum restamped, which takes the fuzzer into the line and
 // entry parsers. Whatever they accept must be consistent: a manifest names
 // one distinct, plain shard file per rank; an index's entries lie inside the
 // data, and each slice either fits a param shape or is refused by resolve.
-#include "core/CheckpointFile.h"
-#include "core/CheckpointSlice.h"
+#include "checkpoint/CheckpointFile.h"
+#include "checkpoint/CheckpointSlice.h"
 #include "plan/Fingerprint.h"
 
 #include "common/Hex.h"

@@ -1,10 +1,10 @@
-// Checkpoint entries that hold slices of a param (core/CheckpointSlice.h):
+// Checkpoint entries that hold slices of a param (checkpoint/CheckpointSlice.h):
 // a rank's slice assembled from the entries that overlap it, whatever the
 // layout they were saved under; format-1 shards (whole params) still read;
 // overlapping, missing and out-of-shape slices refused with the param's name
 // and the slices; StridedShard slices saved and loaded as several boxes.
-#include "core/CheckpointFile.h"
-#include "core/CheckpointSlice.h"
+#include "checkpoint/CheckpointFile.h"
+#include "checkpoint/CheckpointSlice.h"
 #include "plan/Fingerprint.h"
 
 #include <gtest/gtest.h>

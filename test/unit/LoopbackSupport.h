@@ -5,7 +5,7 @@
 #define DMUON_TEST_UNIT_LOOPBACKSUPPORT_H
 
 #include "backends/loopback/LoopbackBackend.h"
-#include "core/Executor.h"
+#include "exec/Executor.h"
 #include "core/LoadedPlan.h"
 #include "devices/CpuDevice.h"
 #include "dmuon/dmuon.h"

@@ -8,7 +8,7 @@
 #ifndef DMUON_RUNTIME_BACKENDS_LOOPBACK_LOOPBACKBACKEND_H
 #define DMUON_RUNTIME_BACKENDS_LOOPBACK_LOOPBACKBACKEND_H
 
-#include "backends/Backend.h"
+#include "hal/Backend.h"
 
 #include <memory>
 

@@ -3,7 +3,7 @@
 #ifndef DMUON_RUNTIME_BACKENDS_MPI_MPIBACKEND_H
 #define DMUON_RUNTIME_BACKENDS_MPI_MPIBACKEND_H
 
-#include "backends/Backend.h"
+#include "hal/Backend.h"
 
 #include <memory>
 

@@ -4,7 +4,7 @@
 #ifndef DMUON_RUNTIME_BACKENDS_NCCL_NCCLBACKEND_H
 #define DMUON_RUNTIME_BACKENDS_NCCL_NCCLBACKEND_H
 
-#include "backends/Backend.h"
+#include "hal/Backend.h"
 
 #include <memory>
 

@@ -3,7 +3,7 @@
 #ifndef DMUON_RUNTIME_DEVICES_CUDA_CUDADEVICE_H
 #define DMUON_RUNTIME_DEVICES_CUDA_CUDADEVICE_H
 
-#include "core/Device.h"
+#include "hal/Device.h"
 
 #include <memory>
 
