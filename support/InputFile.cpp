@@ -17,10 +17,8 @@ std::unique_ptr<llvm::MemoryBuffer> readInputFile(const std::string &path, Diagn
                                 ", the limit for " + what);
       return nullptr;
     }
-    // Read, not mapped (LLVM reads a volatile file that wants a terminator):
-    // the heap is backed by huge pages (tools/ToolSupport.h), while a mapping
-    // faults in 64 KiB at a time, which cost more than the copy on a 17 MB
-    // ONNX export.
+    // Read, not mapped (LLVM reads a file it is told may change): the bytes
+    // are the tool's own, so a file truncated while it runs cannot fault it.
     auto bufOr = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                              /*RequiresNullTerminator=*/true,
                                              /*IsVolatile=*/true);

@@ -11,16 +11,10 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <algorithm>
 #include <csignal>
-#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <unistd.h>
-#if defined(__linux__) && defined(__GLIBC__)
-#include <malloc.h>
-#include <sys/mman.h>
-#endif
 
 namespace dmuon::tools {
 
@@ -81,49 +75,6 @@ inline void parseCommandLine(int argc, char **argv, llvm::StringRef overview,
 inline void treatBrokenPipeAsWriteError() {
   llvm::sys::SetOneShotPipeSignalFunction(nullptr);
   std::signal(SIGPIPE, SIG_IGN);
-}
-
-// Backs the heap with transparent huge pages where the kernel offers them
-// (its "madvise" mode), as glibc's `glibc.malloc.hugetlb=1` tunable does. A
-// large compile allocates a few hundred MB of objects (Kimi K2: 70k params;
-// 1M params: 1.5 GB), and on a small VM the first touch of each 4 KiB page
-// cost a third of the run (docs/benchmarks.md, "dmuonc on the largest
-// inputs"). The reserve is address space only, pages are touched on use:
-// up to 2 GiB (M_TOP_PAD's int range), half the machine's memory at most.
-// Large blocks come from the heap as well, so memory freed by one pass is
-// reused by the next instead of being unmapped and faulted in again. The
-// probe that extends the heap is one small block: with MALLOC_PERTURB_ set
-// (the GPT example's tests) glibc writes every block it hands out or takes
-// back, and a reserve-sized probe would touch all of it. Call first in
-// main().
-inline void preferHugePageHeap() {
-#if defined(__linux__) && defined(__GLIBC__)
-  constexpr size_t kHugePage = size_t{2} << 20;
-  constexpr size_t kMaxReserve = (size_t{2} << 30) - kHugePage, kMinReserve = size_t{256} << 20;
-  const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
-  size_t reserve = pages > 0 && pageSize > 0
-                       ? static_cast<size_t>(pages) / 2 * static_cast<size_t>(pageSize)
-                       : kMinReserve;
-  reserve = std::clamp(reserve, kMinReserve, kMaxReserve) & ~(kHugePage - 1);
-  // Trimming off: the first free() next to the reserve would hand back all
-  // of it past M_TOP_PAD.
-  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, -1) != 1 ||
-      mallopt(M_TOP_PAD, static_cast<int>(reserve)) != 1)
-    return; // another allocator (a sanitizer's): leave it alone
-  auto *before = static_cast<char *>(sbrk(0));
-  // One block larger than what is free extends the heap by it plus the pad.
-  void *probe = malloc(kHugePage);
-  asm volatile("" : : "r"(probe) : "memory"); // keep the compiler from eliding the pair
-  auto *after = static_cast<char *>(sbrk(0));
-  free(probe);
-  mallopt(M_TOP_PAD, 64 << 20); // past the reserve, grow 64 MB at a time
-  if (before == reinterpret_cast<char *>(-1) || after <= before)
-    return;
-  const auto begin = (reinterpret_cast<uintptr_t>(before) + kHugePage - 1) & ~(kHugePage - 1);
-  const auto end = reinterpret_cast<uintptr_t>(after) & ~(kHugePage - 1);
-  if (end > begin)
-    madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE); // a hint: ignore errors
-#endif
 }
 
 // Flushes `out` and keeps it; on a write error (a full disk, /dev/full, a

@@ -191,7 +191,6 @@ int simulate(const plan::Plan &p, ToolOutputFile &out) {
 } // namespace
 
 int main(int argc, char **argv) {
-  dmuon::tools::preferHugePageHeap();
   InitLLVM x(argc, argv);
   tools::treatBrokenPipeAsWriteError();
   cl::HideUnrelatedOptions(category);

@@ -321,7 +321,6 @@ int run(dmuon::Diagnostics &diags) {
 } // namespace
 
 int dmuon::dmuoncMain(int argc, char **argv) {
-  tools::preferHugePageHeap();
   InitLLVM init(argc, argv);
   tools::treatBrokenPipeAsWriteError();
   cl::HideUnrelatedOptions({&category, &optimCategory});
