@@ -18,15 +18,7 @@
 set -uo pipefail
 repo=$1
 check=$repo/test/gpu/check-bundle.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-expect_in() { grep -qF -- "$2" <<<"$1" || fail "$3: no '$2' in:"$'\n'"$1"; }
-expect_not_in() { ! grep -qF -- "$2" <<<"$1" || fail "$3: unexpected '$2' in:"$'\n'"$1"; }
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 
 # A bundle's share/: the real verdicts and a bundle.env.
 share() {

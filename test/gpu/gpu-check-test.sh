@@ -8,15 +8,7 @@
 #   check's output on the passing stand-in machine)
 set -uo pipefail
 script=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-expect_in() { grep -qF -- "$2" <<<"$1" || fail "$3: no '$2' in:"$'\n'"$1"; }
-expect_not_in() { ! grep -qF -- "$2" <<<"$1" || fail "$3: unexpected '$2' in:"$'\n'"$1"; }
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 
 # fake DIR CUDA_VERSION|"" : nvidia-smi that lists an H200 (or, with no
 # version, fails as with no driver) and nvcc 13.0.
