@@ -141,19 +141,7 @@ void jsonParam(Json &j, const View &v, const plan::Param &q) {
   j.endObject();
 }
 
-} // namespace
-
-std::string printJson(const plan::Plan &plan) {
-  View v(plan);
-  Json j;
-  j.beginObject();
-  j.field("format_version", v.version());
-  j.field("producer", plan.producer());
-  j.field("fingerprint", hex64(plan.fingerprint()));
-  j.field("stage", v.stageName());
-  j.field("source", plan.source());
-  j.field("model", plan.model_name());
-
+void jsonMesh(Json &j, const View &v, const plan::Plan &plan) {
   j.key("mesh");
   j.beginObject();
   j.key("dims");
@@ -177,45 +165,262 @@ std::string printJson(const plan::Plan &plan) {
   if (const plan::Mesh *m = plan.mesh(); m && m->data_parallel_size())
     j.field("data_parallel_size", m->data_parallel_size());
   j.endObject();
+}
 
-  if (const plan::Options *op = plan.options()) {
-    j.key("options");
+void jsonOptions(Json &j, const plan::Plan &plan) {
+  const plan::Options *op = plan.options();
+  if (!op)
+    return;
+  j.key("options");
+  j.beginObject();
+  j.field("mode", enumName(op->mode(), plan::EnumNameMode));
+  j.field("replicate_async", op->replicate_async());
+  j.field("small_param_threshold", op->small_param_threshold());
+  jsonOptString(j, "hook_boundary", op->hook_boundary());
+  jsonOptString(j, "muon_include", op->muon_include());
+  jsonOptString(j, "muon_exclude", op->muon_exclude());
+  j.field("alignment", op->alignment());
+  if (const plan::OptimizerDefaults *od = op->optimizer()) {
+    j.key("optimizer");
     j.beginObject();
-    j.field("mode", enumName(op->mode(), plan::EnumNameMode));
-    j.field("replicate_async", op->replicate_async());
-    j.field("small_param_threshold", op->small_param_threshold());
-    jsonOptString(j, "hook_boundary", op->hook_boundary());
-    jsonOptString(j, "muon_include", op->muon_include());
-    jsonOptString(j, "muon_exclude", op->muon_exclude());
-    j.field("alignment", op->alignment());
-    if (const plan::OptimizerDefaults *od = op->optimizer()) {
-      j.key("optimizer");
-      j.beginObject();
-      j.field("lr", od->lr());
-      j.field("momentum", od->momentum());
-      j.field("nesterov", od->nesterov());
-      j.field("weight_decay", od->weight_decay());
-      j.field("ns_steps", od->ns_steps());
-      j.field("ns_coefficients", enumName(od->ns_coefficients(), plan::EnumNameNsCoefficients));
-      j.field("lr_scale", enumName(od->lr_scale(), plan::EnumNameLrScale));
-      j.field("adamw_lr", od->adamw_lr());
-      j.key("adamw_betas");
-      j.beginArray(true);
-      j.value(od->adamw_beta1());
-      j.value(od->adamw_beta2());
-      j.endArray();
-      j.field("adamw_eps", od->adamw_eps());
-      j.field("adamw_weight_decay", od->adamw_weight_decay());
-      j.endObject();
-    }
-    j.field("cost_model", enumName(op->cost_model(), plan::EnumNameCostModel)); // 1.1
-    jsonOptString(j, "cost_table", op->cost_table());
-    j.field("qk_clip_tau", op->qk_clip_tau()); // 1.2
-    j.field("adamw_route", routePolicyName(op->route_policy())); // 1.3
-    j.field("sharded_threshold", op->sharded_threshold());
+    j.field("lr", od->lr());
+    j.field("momentum", od->momentum());
+    j.field("nesterov", od->nesterov());
+    j.field("weight_decay", od->weight_decay());
+    j.field("ns_steps", od->ns_steps());
+    j.field("ns_coefficients", enumName(od->ns_coefficients(), plan::EnumNameNsCoefficients));
+    j.field("lr_scale", enumName(od->lr_scale(), plan::EnumNameLrScale));
+    j.field("adamw_lr", od->adamw_lr());
+    j.key("adamw_betas");
+    j.beginArray(true);
+    j.value(od->adamw_beta1());
+    j.value(od->adamw_beta2());
+    j.endArray();
+    j.field("adamw_eps", od->adamw_eps());
+    j.field("adamw_weight_decay", od->adamw_weight_decay());
     j.endObject();
   }
+  j.field("cost_model", enumName(op->cost_model(), plan::EnumNameCostModel)); // 1.1
+  jsonOptString(j, "cost_table", op->cost_table());
+  j.field("qk_clip_tau", op->qk_clip_tau()); // 1.2
+  j.field("adamw_route", routePolicyName(op->route_policy())); // 1.3
+  j.field("sharded_threshold", op->sharded_threshold());
+  j.endObject();
+}
 
+void jsonUnits(Json &j, const View &v, const plan::Plan &plan) {
+  if (!v.reached(plan::Stage::partition))
+    return;
+  j.key("units");
+  j.beginArray();
+  for (uint32_t i = 0; i < size(plan.units()); ++i) {
+    const plan::Unit *u = plan.units()->Get(i);
+    j.beginObject();
+    j.field("name", u->name());
+    j.field("layer", u->layer());
+    j.field("cost", u->cost());
+    j.field("slot", u->slot());
+    j.key("owner_slot");
+    jsonSlot(j, v.slotShard(u->slot()), v.slotReplicate(u->slot()));
+    if (v.D > 1)
+      j.field("data_index", u->data_index()); // 1.4
+    j.field("owner_rank",
+            v.ownerRank(v.slotShard(u->slot()), v.slotReplicate(u->slot()), u->data_index()));
+    jsonNames(j, v, "params", u->params());
+    j.endObject();
+  }
+  j.endArray();
+}
+
+void jsonShardingGroups(Json &j, const View &v, const plan::Plan &plan) {
+  if (!v.reached(plan::Stage::group))
+    return;
+  j.key("sharding_groups");
+  j.beginObject();
+  jsonNames(j, v, "no_comm", plan.no_comm());
+  j.key("comm");
+  j.beginArray();
+  for (uint32_t i = 0; i < size(plan.comm_groups()); ++i) {
+    const plan::CommGroup *g = plan.comm_groups()->Get(i);
+    j.beginObject();
+    j.field("key", g->key());
+    jsonNames(j, v, "params", g->params());
+    jsonInlineList(j, "shard_dims", g->shard_dims());
+    jsonInlineList(j, "replicate_mesh_dims", g->replicate_mesh_dims());
+    j.key("replicate_groups");
+    j.beginArray(true);
+    const ListedReplicateGroups l = listReplicateGroups(v, *g);
+    for (const std::vector<int64_t> &ranks : l.groups) {
+      j.beginArray(true);
+      for (int64_t r : ranks)
+        j.value(r);
+      j.endArray();
+    }
+    j.endArray();
+    // 1.5: a list cut at kMaxListed ranks says how many groups of how
+    // many ranks there are.
+    if (l.cut) {
+      j.field("replicate_group_count", l.count);
+      j.field("replicate_group_size", l.size);
+    }
+    j.endObject();
+  }
+  j.endArray();
+  j.endObject();
+}
+
+void jsonHookGroups(Json &j, const View &v, const plan::Plan &plan) {
+  if (!v.reached(plan::Stage::hooks))
+    return;
+  bool laidOut = v.reached(plan::Stage::layout);
+  j.key("hook_groups");
+  j.beginArray();
+  for (uint32_t i = 0; i < size(plan.hook_groups()); ++i) {
+    const plan::HookGroup *h = plan.hook_groups()->Get(i);
+    j.beginObject();
+    j.field("name", h->name());
+    jsonNames(j, v, "params", h->params());
+    if (laidOut) {
+      j.field("buffer_bytes", h->buffer_bytes());
+      j.field("reduce_buffer_bytes", h->reduce_buffer_bytes());
+      j.key("segments");
+      j.beginArray();
+      for (uint32_t k = 0; k < size(h->segments()); ++k) {
+        const plan::Segment *s = h->segments()->Get(k);
+        j.beginObject();
+        j.field("owner_rank", s->owner_rank());
+        j.key("owner_slot");
+        jsonSlot(j, s->owner_shard(), s->owner_replicate());
+        if (v.D > 1)
+          j.field("owner_data_index", s->owner_data_index()); // 1.4
+        j.field("offset", s->offset());
+        j.field("bytes", s->bytes());
+        j.field("reduce_offset", s->reduce_offset());
+        j.field("reduce_bytes", s->reduce_bytes());
+        jsonNames(j, v, "params", s->params());
+        j.endObject();
+      }
+      j.endArray();
+    }
+    j.endObject();
+  }
+  j.endArray();
+}
+
+// One load per fine slot up to common::kRankListLimit slots, else
+// "slot_load_runs": [[first, last, load], ...] of equal loads (1.6).
+void jsonSlotLoads(Json &j, const plan::Stats &stats) {
+  const common::SlotLoads loads(&stats);
+  if (loads.size() <= common::kRankListLimit) {
+    j.key("slot_load");
+    j.beginArray(true);
+    for (const auto &r : loads.runs())
+      for (int64_t i = r.first; i < r.end; ++i)
+        j.value(r.load);
+    j.endArray();
+  } else {
+    j.key("slot_load_runs");
+    j.beginArray();
+    for (const auto &r : loads.runs()) {
+      j.beginArray(true);
+      j.value(r.first);
+      j.value(r.end - 1);
+      j.value(r.load);
+      j.endArray();
+    }
+    j.endArray();
+  }
+}
+
+void jsonRankRows(Json &j, const View &v) {
+  j.key("ranks");
+  j.beginArray();
+  // One object per rank up to common::kRankListLimit ranks, then one
+  // per run of equal figures, its ranks from "rank" to "last_rank".
+  common::RankRows(v.p).forEachListed(
+      [&](int64_t first, int64_t end, const plan::RankFigures *r) {
+    j.beginObject();
+    j.field("rank", first);
+    if (end - first > 1)
+      j.field("last_rank", end - 1);
+    j.field("owned_params", r->owned_params());
+    j.field("owned_elements", r->owned_elements());
+    j.field("master_bytes", r->master_bytes());
+    j.field("momentum_bytes", r->momentum_bytes());
+    j.field("peak_buffer_bytes", r->peak_buffer_bytes());
+    j.field("ns_flops", r->ns_flops());
+    j.field("broadcast_send_bytes", r->broadcast_send_bytes());
+    j.field("broadcast_recv_bytes", r->broadcast_recv_bytes());
+    j.field("reduce_send_bytes", r->reduce_send_bytes());
+    j.field("reduce_recv_bytes", r->reduce_recv_bytes());
+    j.field("replicate_send_bytes", r->replicate_send_bytes());
+    j.field("replicate_recv_bytes", r->replicate_recv_bytes());
+    j.field("allreduce_bytes", r->allreduce_bytes());
+    j.field("gather_send_bytes", r->gather_send_bytes());
+    j.field("gather_recv_bytes", r->gather_recv_bytes());
+    j.field("scatter_send_bytes", r->scatter_send_bytes());
+    j.field("scatter_recv_bytes", r->scatter_recv_bytes());
+    j.field("data_allreduce_bytes", r->data_allreduce_bytes());
+    j.field("allgather_send_bytes", r->allgather_send_bytes()); // 1.3
+    j.field("allgather_recv_bytes", r->allgather_recv_bytes());
+    j.field("reduce_scatter_send_bytes", r->reduce_scatter_send_bytes());
+    j.field("reduce_scatter_recv_bytes", r->reduce_scatter_recv_bytes());
+    j.field("value_bytes", r->value_bytes());
+    j.field("adam_moment_bytes", r->adam_moment_bytes());
+    j.field("grad_bytes", r->grad_bytes());
+    j.field("memory_bytes", r->memory_bytes());
+    j.endObject();
+  });
+  j.endArray();
+}
+
+void jsonStats(Json &j, const View &v, const plan::Plan &plan) {
+  if (!v.reached(plan::Stage::partition) || !plan.stats())
+    return;
+  const plan::Stats *s = plan.stats();
+  j.key("stats");
+  j.beginObject();
+  j.field("slots", s->slots());
+  jsonSlotLoads(j, *s);
+  j.field("total_cost", s->total_cost());
+  j.field("lower_bound", s->lower_bound());
+  j.field("max_load", s->max_load());
+  j.field("imbalance", s->imbalance());
+  j.field("lpt_max_load", s->lpt_max_load());
+  j.field("refinement_moves", s->refinement_moves());
+  j.field("layer_rule_violations", s->layer_rule_violations());
+  j.field("muon_params", s->muon_params());
+  j.field("adamw_params", s->adamw_params());
+  j.field("muon_elements", s->muon_elements());
+  j.field("adamw_elements", s->adamw_elements());
+  if (s->lower_bound_kind()) {
+    j.field("lower_bound_kind", str(s->lower_bound_kind()));
+    j.field("simple_lower_bound", s->simple_lower_bound());
+    j.field("small_unit_cap", s->small_unit_cap());
+    j.field("optimal", s->optimal());
+  }
+  if (s->lower_bound_kind() && v.reached(plan::Stage::layout))
+    j.field("max_owners_per_hook_group", s->max_owners_per_hook_group());
+  if (v.reached(plan::Stage::layout))
+    jsonRankRows(j, v);
+  j.endObject();
+}
+
+} // namespace
+
+std::string printJson(const plan::Plan &plan) {
+  View v(plan);
+  Json j;
+  j.beginObject();
+  j.field("format_version", v.version());
+  j.field("producer", plan.producer());
+  j.field("fingerprint", hex64(plan.fingerprint()));
+  j.field("stage", v.stageName());
+  j.field("source", plan.source());
+  j.field("model", plan.model_name());
+
+  jsonMesh(j, v, plan);
+  jsonOptions(j, plan);
   j.key("params");
   j.beginArray();
   for (uint32_t i = 0; i < size(plan.params()); ++i)
@@ -223,188 +428,10 @@ std::string printJson(const plan::Plan &plan) {
   j.endArray();
   jsonQkClip(j, v);
 
-  if (v.reached(plan::Stage::partition)) {
-    j.key("units");
-    j.beginArray();
-    for (uint32_t i = 0; i < size(plan.units()); ++i) {
-      const plan::Unit *u = plan.units()->Get(i);
-      j.beginObject();
-      j.field("name", u->name());
-      j.field("layer", u->layer());
-      j.field("cost", u->cost());
-      j.field("slot", u->slot());
-      j.key("owner_slot");
-      jsonSlot(j, v.slotShard(u->slot()), v.slotReplicate(u->slot()));
-      if (v.D > 1)
-        j.field("data_index", u->data_index()); // 1.4
-      j.field("owner_rank",
-              v.ownerRank(v.slotShard(u->slot()), v.slotReplicate(u->slot()), u->data_index()));
-      jsonNames(j, v, "params", u->params());
-      j.endObject();
-    }
-    j.endArray();
-  }
-
-  if (v.reached(plan::Stage::group)) {
-    j.key("sharding_groups");
-    j.beginObject();
-    jsonNames(j, v, "no_comm", plan.no_comm());
-    j.key("comm");
-    j.beginArray();
-    for (uint32_t i = 0; i < size(plan.comm_groups()); ++i) {
-      const plan::CommGroup *g = plan.comm_groups()->Get(i);
-      j.beginObject();
-      j.field("key", g->key());
-      jsonNames(j, v, "params", g->params());
-      jsonInlineList(j, "shard_dims", g->shard_dims());
-      jsonInlineList(j, "replicate_mesh_dims", g->replicate_mesh_dims());
-      j.key("replicate_groups");
-      j.beginArray(true);
-      const ListedReplicateGroups l = listReplicateGroups(v, *g);
-      for (const std::vector<int64_t> &ranks : l.groups) {
-        j.beginArray(true);
-        for (int64_t r : ranks)
-          j.value(r);
-        j.endArray();
-      }
-      j.endArray();
-      // 1.5: a list cut at kMaxListed ranks says how many groups of how
-      // many ranks there are.
-      if (l.cut) {
-        j.field("replicate_group_count", l.count);
-        j.field("replicate_group_size", l.size);
-      }
-      j.endObject();
-    }
-    j.endArray();
-    j.endObject();
-  }
-
-  if (v.reached(plan::Stage::hooks)) {
-    bool laidOut = v.reached(plan::Stage::layout);
-    j.key("hook_groups");
-    j.beginArray();
-    for (uint32_t i = 0; i < size(plan.hook_groups()); ++i) {
-      const plan::HookGroup *h = plan.hook_groups()->Get(i);
-      j.beginObject();
-      j.field("name", h->name());
-      jsonNames(j, v, "params", h->params());
-      if (laidOut) {
-        j.field("buffer_bytes", h->buffer_bytes());
-        j.field("reduce_buffer_bytes", h->reduce_buffer_bytes());
-        j.key("segments");
-        j.beginArray();
-        for (uint32_t k = 0; k < size(h->segments()); ++k) {
-          const plan::Segment *s = h->segments()->Get(k);
-          j.beginObject();
-          j.field("owner_rank", s->owner_rank());
-          j.key("owner_slot");
-          jsonSlot(j, s->owner_shard(), s->owner_replicate());
-          if (v.D > 1)
-            j.field("owner_data_index", s->owner_data_index()); // 1.4
-          j.field("offset", s->offset());
-          j.field("bytes", s->bytes());
-          j.field("reduce_offset", s->reduce_offset());
-          j.field("reduce_bytes", s->reduce_bytes());
-          jsonNames(j, v, "params", s->params());
-          j.endObject();
-        }
-        j.endArray();
-      }
-      j.endObject();
-    }
-    j.endArray();
-  }
-
-  if (v.reached(plan::Stage::partition) && plan.stats()) {
-    const plan::Stats *s = plan.stats();
-    j.key("stats");
-    j.beginObject();
-    j.field("slots", s->slots());
-    // One load per fine slot up to common::kRankListLimit slots, else
-    // "slot_load_runs": [[first, last, load], ...] of equal loads (1.6).
-    const common::SlotLoads loads(s);
-    if (loads.size() <= common::kRankListLimit) {
-      j.key("slot_load");
-      j.beginArray(true);
-      for (const auto &r : loads.runs())
-        for (int64_t i = r.first; i < r.end; ++i)
-          j.value(r.load);
-      j.endArray();
-    } else {
-      j.key("slot_load_runs");
-      j.beginArray();
-      for (const auto &r : loads.runs()) {
-        j.beginArray(true);
-        j.value(r.first);
-        j.value(r.end - 1);
-        j.value(r.load);
-        j.endArray();
-      }
-      j.endArray();
-    }
-    j.field("total_cost", s->total_cost());
-    j.field("lower_bound", s->lower_bound());
-    j.field("max_load", s->max_load());
-    j.field("imbalance", s->imbalance());
-    j.field("lpt_max_load", s->lpt_max_load());
-    j.field("refinement_moves", s->refinement_moves());
-    j.field("layer_rule_violations", s->layer_rule_violations());
-    j.field("muon_params", s->muon_params());
-    j.field("adamw_params", s->adamw_params());
-    j.field("muon_elements", s->muon_elements());
-    j.field("adamw_elements", s->adamw_elements());
-    if (s->lower_bound_kind()) {
-      j.field("lower_bound_kind", str(s->lower_bound_kind()));
-      j.field("simple_lower_bound", s->simple_lower_bound());
-      j.field("small_unit_cap", s->small_unit_cap());
-      j.field("optimal", s->optimal());
-    }
-    if (s->lower_bound_kind() && v.reached(plan::Stage::layout))
-      j.field("max_owners_per_hook_group", s->max_owners_per_hook_group());
-    if (v.reached(plan::Stage::layout)) {
-      j.key("ranks");
-      j.beginArray();
-      // One object per rank up to common::kRankListLimit ranks, then one
-      // per run of equal figures, its ranks from "rank" to "last_rank".
-      common::RankRows(v.p).forEachListed(
-          [&](int64_t first, int64_t end, const plan::RankFigures *r) {
-        j.beginObject();
-        j.field("rank", first);
-        if (end - first > 1)
-          j.field("last_rank", end - 1);
-        j.field("owned_params", r->owned_params());
-        j.field("owned_elements", r->owned_elements());
-        j.field("master_bytes", r->master_bytes());
-        j.field("momentum_bytes", r->momentum_bytes());
-        j.field("peak_buffer_bytes", r->peak_buffer_bytes());
-        j.field("ns_flops", r->ns_flops());
-        j.field("broadcast_send_bytes", r->broadcast_send_bytes());
-        j.field("broadcast_recv_bytes", r->broadcast_recv_bytes());
-        j.field("reduce_send_bytes", r->reduce_send_bytes());
-        j.field("reduce_recv_bytes", r->reduce_recv_bytes());
-        j.field("replicate_send_bytes", r->replicate_send_bytes());
-        j.field("replicate_recv_bytes", r->replicate_recv_bytes());
-        j.field("allreduce_bytes", r->allreduce_bytes());
-        j.field("gather_send_bytes", r->gather_send_bytes());
-        j.field("gather_recv_bytes", r->gather_recv_bytes());
-        j.field("scatter_send_bytes", r->scatter_send_bytes());
-        j.field("scatter_recv_bytes", r->scatter_recv_bytes());
-        j.field("data_allreduce_bytes", r->data_allreduce_bytes());
-        j.field("allgather_send_bytes", r->allgather_send_bytes()); // 1.3
-        j.field("allgather_recv_bytes", r->allgather_recv_bytes());
-        j.field("reduce_scatter_send_bytes", r->reduce_scatter_send_bytes());
-        j.field("reduce_scatter_recv_bytes", r->reduce_scatter_recv_bytes());
-        j.field("value_bytes", r->value_bytes());
-        j.field("adam_moment_bytes", r->adam_moment_bytes());
-        j.field("grad_bytes", r->grad_bytes());
-        j.field("memory_bytes", r->memory_bytes());
-        j.endObject();
-      });
-      j.endArray();
-    }
-    j.endObject();
-  }
+  jsonUnits(j, v, plan);
+  jsonShardingGroups(j, v, plan);
+  jsonHookGroups(j, v, plan);
+  jsonStats(j, v, plan);
   j.endObject();
   j.out += '\n';
   return j.out;

@@ -109,6 +109,191 @@ std::string quotedOr(const flatbuffers::String *s, const char *none) {
   return "'" + s->str() + "'";
 }
 
+void textOptions(const plan::Plan &plan, std::string &o) {
+  const plan::Options *op = plan.options();
+  if (!op)
+    return;
+  o += "options: mode=" + enumName(op->mode(), plan::EnumNameMode) +
+       " replicate_async=" + boolName(op->replicate_async()) +
+       " small_param_threshold=" + num(op->small_param_threshold()) +
+       " hook_boundary=" + quotedOr(op->hook_boundary(), "default") +
+       " muon_include=" + quotedOr(op->muon_include(), "none") +
+       " muon_exclude=" + quotedOr(op->muon_exclude(), "none") +
+       " alignment=" + num(int64_t(op->alignment())) +
+       " cost_model=" + enumName(op->cost_model(), plan::EnumNameCostModel);
+  if (op->cost_table() && op->cost_table()->size())
+    o += " cost_table=" + quotedOr(op->cost_table(), "none");
+  o += " qk_clip_tau=" + num(op->qk_clip_tau()) +
+       " adamw_route=" + routePolicyName(op->route_policy()) +
+       " sharded_threshold=" + num(op->sharded_threshold()) + "\n";
+  if (const plan::OptimizerDefaults *od = op->optimizer())
+    o += "optimizer: lr=" + num(od->lr()) + " momentum=" + num(od->momentum()) +
+         " nesterov=" + boolName(od->nesterov()) +
+         " weight_decay=" + num(od->weight_decay()) +
+         " ns_steps=" + num(int64_t(od->ns_steps())) +
+         " ns_coefficients=" + enumName(od->ns_coefficients(), plan::EnumNameNsCoefficients) +
+         " lr_scale=" + enumName(od->lr_scale(), plan::EnumNameLrScale) +
+         " adamw_lr=" + num(od->adamw_lr()) + " adamw_betas=" + num(od->adamw_beta1()) +
+         "," + num(od->adamw_beta2()) + " adamw_eps=" + num(od->adamw_eps()) +
+         " adamw_weight_decay=" + num(od->adamw_weight_decay()) + "\n";
+}
+
+void textUnits(const View &v, const plan::Plan &plan, std::string &o) {
+  if (!v.reached(plan::Stage::partition))
+    return;
+  o += "units:\n";
+  for (uint32_t i = 0; i < size(plan.units()); ++i) {
+    const plan::Unit *u = plan.units()->Get(i);
+    o += "unit " + num(int64_t(i)) + " " + str(u->name()) +
+         " layer=" + orDash(str(u->layer())) + " cost=" + num(u->cost()) +
+         " slot=" + num(int64_t(u->slot())) +
+         v.dataString(u->data_index(), firstParamDataDims(v, u->params())) +
+         " params=" + num(int64_t(size(u->params()))) + "\n";
+  }
+}
+
+void textShardingGroups(const View &v, const plan::Plan &plan, std::string &o) {
+  if (!v.reached(plan::Stage::group))
+    return;
+  o += "sharding_groups:\n";
+  o += "no_comm: " + num(int64_t(size(plan.no_comm()))) + " params\n";
+  for (uint32_t i = 0; i < size(plan.no_comm()); ++i)
+    o += "  no_comm " + v.paramName(plan.no_comm()->Get(i)) + "\n";
+  for (uint32_t i = 0; i < size(plan.comm_groups()); ++i) {
+    const plan::CommGroup *g = plan.comm_groups()->Get(i);
+    o += "comm " + str(g->key()) + " params=" + nameList(v, g->params()) +
+         " replicate_groups=[";
+    const ListedReplicateGroups l = listReplicateGroups(v, *g);
+    for (size_t j = 0; j < l.groups.size(); ++j) {
+      o += j ? ",[" : "[";
+      for (size_t k = 0; k < l.groups[j].size(); ++k)
+        o += (k ? "," : "") + num(l.groups[j][k]);
+      o += static_cast<int64_t>(l.groups[j].size()) < l.size ? ",...]" : "]";
+    }
+    // A cut list says so and how many groups of how many ranks there are.
+    o += l.cut ? ",...] groups=" + num(l.count) + " ranks_per_group=" + num(l.size) +
+                     " (listing cut at " + num(kMaxListed) + " ranks)\n"
+               : "]\n";
+  }
+}
+
+void textHookGroups(const View &v, const plan::Plan &plan, std::string &o) {
+  if (!v.reached(plan::Stage::hooks))
+    return;
+  bool laidOut = v.reached(plan::Stage::layout);
+  o += "hook_groups:\n";
+  for (uint32_t i = 0; i < size(plan.hook_groups()); ++i) {
+    const plan::HookGroup *h = plan.hook_groups()->Get(i);
+    o += "hook " + str(h->name()) + " params=" + num(int64_t(size(h->params())));
+    if (laidOut)
+      o += " buffer_bytes=" + num(h->buffer_bytes()) +
+           " reduce_buffer_bytes=" + num(h->reduce_buffer_bytes());
+    o += '\n';
+    if (!laidOut)
+      continue;
+    for (uint32_t j = 0; j < size(h->segments()); ++j) {
+      const plan::Segment *s = h->segments()->Get(j);
+      o += "  segment owner=" + num(int64_t(s->owner_rank())) + " slot=(" +
+           num(int64_t(s->owner_shard())) + "," + num(int64_t(s->owner_replicate())) + ")" +
+           v.dataString(s->owner_data_index(), firstParamDataDims(v, s->params())) +
+           " offset=" + num(s->offset()) + " bytes=" + num(s->bytes()) +
+           " reduce_offset=" + num(s->reduce_offset()) +
+           " reduce_bytes=" + num(s->reduce_bytes()) +
+           " params=" + nameList(v, s->params()) + "\n";
+    }
+  }
+}
+
+void textSlotLoads(const View &v, const plan::Stats &stats, std::string &o) {
+  // Fine slots: slot * D + data index; one line each up to
+  // common::kRankListLimit slots, then one per run of equal loads
+  // ("slots A-B load=X"), so the listing follows the partition, not the
+  // world size.
+  const common::SlotLoads loads(&stats);
+  const auto &runs = loads.runs();
+  const int64_t nLoad = loads.size();
+  for (size_t k = 0; k < runs.size() && nLoad > common::kRankListLimit;) {
+    size_t e = k + 1; // an old plan's per-slot entries merge here too
+    while (e < runs.size() && runs[e].load == runs[k].load)
+      ++e;
+    const int64_t first = runs[k].first, last = runs[e - 1].end - 1;
+    o += (first == last ? "slot " + num(first)
+                        : "slots " + num(first) + "-" + num(last)) +
+         " load=" + num(runs[k].load) + "\n";
+    k = e;
+  }
+  for (int64_t i = 0; i < nLoad && nLoad <= common::kRankListLimit; ++i) {
+    const int64_t slot = i / v.D, d = i % v.D;
+    int64_t sh = v.slotShard(slot), re = v.slotReplicate(slot);
+    o += "slot " + num(int64_t(i)) + " (" + num(sh) + "," + num(re) +
+         (v.D > 1 ? "," + num(d) : std::string()) +
+         ") rank=" + num(v.ownerRank(sh, re, d)) + " load=" + num(loads.at(i)) +
+         "\n";
+  }
+}
+
+void textRankRows(const View &v, std::string &o) {
+  // One line per rank up to common::kRankListLimit ranks, then per run
+  // of equal figures ("ranks A-B").
+  common::RankRows(v.p).forEachListed(
+      [&](int64_t first, int64_t end, const plan::RankFigures *r) {
+      o += (end - first == 1 ? "rank " + num(first)
+                             : "ranks " + num(first) + "-" + num(end - 1)) +
+           " owned_params=" + num(int64_t(r->owned_params())) +
+           " owned_elements=" + num(r->owned_elements()) +
+           " master_bytes=" + num(r->master_bytes()) +
+           " momentum_bytes=" + num(r->momentum_bytes()) +
+           " peak_buffer_bytes=" + num(r->peak_buffer_bytes()) +
+           " ns_flops=" + num(r->ns_flops()) +
+           " broadcast_send=" + num(r->broadcast_send_bytes()) +
+           " broadcast_recv=" + num(r->broadcast_recv_bytes()) +
+           " reduce_send=" + num(r->reduce_send_bytes()) +
+           " reduce_recv=" + num(r->reduce_recv_bytes()) +
+           " replicate_send=" + num(r->replicate_send_bytes()) +
+           " replicate_recv=" + num(r->replicate_recv_bytes()) +
+           " allreduce=" + num(r->allreduce_bytes()) +
+           " gather_send=" + num(r->gather_send_bytes()) +
+           " gather_recv=" + num(r->gather_recv_bytes()) +
+           " scatter_send=" + num(r->scatter_send_bytes()) +
+           " scatter_recv=" + num(r->scatter_recv_bytes()) +
+           (r->data_allreduce_bytes()
+                ? " data_allreduce=" + num(r->data_allreduce_bytes())
+                : std::string()) +
+           " allgather_send=" + num(r->allgather_send_bytes()) +
+           " allgather_recv=" + num(r->allgather_recv_bytes()) +
+           " reduce_scatter_send=" + num(r->reduce_scatter_send_bytes()) +
+           " reduce_scatter_recv=" + num(r->reduce_scatter_recv_bytes()) +
+           " value_bytes=" + num(r->value_bytes()) +
+           " adam_moment_bytes=" + num(r->adam_moment_bytes()) +
+           " grad_bytes=" + num(r->grad_bytes()) +
+           " memory_bytes=" + num(r->memory_bytes()) + "\n";
+    });
+}
+
+void textStats(const View &v, const plan::Plan &plan, std::string &o) {
+  if (!v.reached(plan::Stage::partition) || !plan.stats())
+    return;
+  const plan::Stats *s = plan.stats();
+  o += "stats:\n";
+  o += "slots=" + num(int64_t(s->slots())) + " total_cost=" + num(s->total_cost()) +
+       " lower_bound=" + num(s->lower_bound()) + " max_load=" + num(s->max_load()) +
+       " imbalance=" + fixed4(s->imbalance()) + " lpt_max_load=" + num(s->lpt_max_load()) +
+       " refinement_moves=" + num(int64_t(s->refinement_moves())) +
+       " layer_rule_violations=" + num(int64_t(s->layer_rule_violations()));
+  if (s->lower_bound_kind()) { // format 1.1
+    o += " lower_bound_kind=" + str(s->lower_bound_kind()) +
+         " simple_lower_bound=" + num(s->simple_lower_bound()) +
+         " small_unit_cap=" + num(s->small_unit_cap());
+    if (v.reached(plan::Stage::layout))
+      o += " max_owners_per_hook_group=" + num(int64_t(s->max_owners_per_hook_group()));
+    if (s->optimal())
+      o += " optimal";
+  }
+  o += "\n";
+  textSlotLoads(v, *s, o);
+  textRankRows(v, o);
+}
+
 } // namespace
 
 std::string printText(const plan::Plan &plan) {
@@ -130,178 +315,17 @@ std::string printText(const plan::Plan &plan) {
       o += " data_carrying=" + carrying + " data_parallel_size=" + num(m->data_parallel_size());
   }
   o += "\n";
-  if (const plan::Options *op = plan.options()) {
-    o += "options: mode=" + enumName(op->mode(), plan::EnumNameMode) +
-         " replicate_async=" + boolName(op->replicate_async()) +
-         " small_param_threshold=" + num(op->small_param_threshold()) +
-         " hook_boundary=" + quotedOr(op->hook_boundary(), "default") +
-         " muon_include=" + quotedOr(op->muon_include(), "none") +
-         " muon_exclude=" + quotedOr(op->muon_exclude(), "none") +
-         " alignment=" + num(int64_t(op->alignment())) +
-         " cost_model=" + enumName(op->cost_model(), plan::EnumNameCostModel);
-    if (op->cost_table() && op->cost_table()->size())
-      o += " cost_table=" + quotedOr(op->cost_table(), "none");
-    o += " qk_clip_tau=" + num(op->qk_clip_tau()) +
-         " adamw_route=" + routePolicyName(op->route_policy()) +
-         " sharded_threshold=" + num(op->sharded_threshold()) + "\n";
-    if (const plan::OptimizerDefaults *od = op->optimizer())
-      o += "optimizer: lr=" + num(od->lr()) + " momentum=" + num(od->momentum()) +
-           " nesterov=" + boolName(od->nesterov()) +
-           " weight_decay=" + num(od->weight_decay()) +
-           " ns_steps=" + num(int64_t(od->ns_steps())) +
-           " ns_coefficients=" + enumName(od->ns_coefficients(), plan::EnumNameNsCoefficients) +
-           " lr_scale=" + enumName(od->lr_scale(), plan::EnumNameLrScale) +
-           " adamw_lr=" + num(od->adamw_lr()) + " adamw_betas=" + num(od->adamw_beta1()) +
-           "," + num(od->adamw_beta2()) + " adamw_eps=" + num(od->adamw_eps()) +
-           " adamw_weight_decay=" + num(od->adamw_weight_decay()) + "\n";
-  }
-
+  textOptions(plan, o);
   o += "params:\n";
   for (uint32_t i = 0; i < size(plan.params()); ++i) {
     textParam(v, *plan.params()->Get(i), o);
     o += '\n';
   }
   textQkClip(v, o);
-
-  if (v.reached(plan::Stage::partition)) {
-    o += "units:\n";
-    for (uint32_t i = 0; i < size(plan.units()); ++i) {
-      const plan::Unit *u = plan.units()->Get(i);
-      o += "unit " + num(int64_t(i)) + " " + str(u->name()) +
-           " layer=" + orDash(str(u->layer())) + " cost=" + num(u->cost()) +
-           " slot=" + num(int64_t(u->slot())) +
-           v.dataString(u->data_index(), firstParamDataDims(v, u->params())) +
-           " params=" + num(int64_t(size(u->params()))) + "\n";
-    }
-  }
-
-  if (v.reached(plan::Stage::group)) {
-    o += "sharding_groups:\n";
-    o += "no_comm: " + num(int64_t(size(plan.no_comm()))) + " params\n";
-    for (uint32_t i = 0; i < size(plan.no_comm()); ++i)
-      o += "  no_comm " + v.paramName(plan.no_comm()->Get(i)) + "\n";
-    for (uint32_t i = 0; i < size(plan.comm_groups()); ++i) {
-      const plan::CommGroup *g = plan.comm_groups()->Get(i);
-      o += "comm " + str(g->key()) + " params=" + nameList(v, g->params()) +
-           " replicate_groups=[";
-      const ListedReplicateGroups l = listReplicateGroups(v, *g);
-      for (size_t j = 0; j < l.groups.size(); ++j) {
-        o += j ? ",[" : "[";
-        for (size_t k = 0; k < l.groups[j].size(); ++k)
-          o += (k ? "," : "") + num(l.groups[j][k]);
-        o += static_cast<int64_t>(l.groups[j].size()) < l.size ? ",...]" : "]";
-      }
-      // A cut list says so and how many groups of how many ranks there are.
-      o += l.cut ? ",...] groups=" + num(l.count) + " ranks_per_group=" + num(l.size) +
-                       " (listing cut at " + num(kMaxListed) + " ranks)\n"
-                 : "]\n";
-    }
-  }
-
-  if (v.reached(plan::Stage::hooks)) {
-    bool laidOut = v.reached(plan::Stage::layout);
-    o += "hook_groups:\n";
-    for (uint32_t i = 0; i < size(plan.hook_groups()); ++i) {
-      const plan::HookGroup *h = plan.hook_groups()->Get(i);
-      o += "hook " + str(h->name()) + " params=" + num(int64_t(size(h->params())));
-      if (laidOut)
-        o += " buffer_bytes=" + num(h->buffer_bytes()) +
-             " reduce_buffer_bytes=" + num(h->reduce_buffer_bytes());
-      o += '\n';
-      if (!laidOut)
-        continue;
-      for (uint32_t j = 0; j < size(h->segments()); ++j) {
-        const plan::Segment *s = h->segments()->Get(j);
-        o += "  segment owner=" + num(int64_t(s->owner_rank())) + " slot=(" +
-             num(int64_t(s->owner_shard())) + "," + num(int64_t(s->owner_replicate())) + ")" +
-             v.dataString(s->owner_data_index(), firstParamDataDims(v, s->params())) +
-             " offset=" + num(s->offset()) + " bytes=" + num(s->bytes()) +
-             " reduce_offset=" + num(s->reduce_offset()) +
-             " reduce_bytes=" + num(s->reduce_bytes()) +
-             " params=" + nameList(v, s->params()) + "\n";
-      }
-    }
-  }
-
-  if (v.reached(plan::Stage::partition) && plan.stats()) {
-    const plan::Stats *s = plan.stats();
-    o += "stats:\n";
-    o += "slots=" + num(int64_t(s->slots())) + " total_cost=" + num(s->total_cost()) +
-         " lower_bound=" + num(s->lower_bound()) + " max_load=" + num(s->max_load()) +
-         " imbalance=" + fixed4(s->imbalance()) + " lpt_max_load=" + num(s->lpt_max_load()) +
-         " refinement_moves=" + num(int64_t(s->refinement_moves())) +
-         " layer_rule_violations=" + num(int64_t(s->layer_rule_violations()));
-    if (s->lower_bound_kind()) { // format 1.1
-      o += " lower_bound_kind=" + str(s->lower_bound_kind()) +
-           " simple_lower_bound=" + num(s->simple_lower_bound()) +
-           " small_unit_cap=" + num(s->small_unit_cap());
-      if (v.reached(plan::Stage::layout))
-        o += " max_owners_per_hook_group=" + num(int64_t(s->max_owners_per_hook_group()));
-      if (s->optimal())
-        o += " optimal";
-    }
-    o += "\n";
-    // Fine slots: slot * D + data index; one line each up to
-    // common::kRankListLimit slots, then one per run of equal loads
-    // ("slots A-B load=X"), so the listing follows the partition, not the
-    // world size.
-    const common::SlotLoads loads(s);
-    const auto &runs = loads.runs();
-    const int64_t nLoad = loads.size();
-    for (size_t k = 0; k < runs.size() && nLoad > common::kRankListLimit;) {
-      size_t e = k + 1; // an old plan's per-slot entries merge here too
-      while (e < runs.size() && runs[e].load == runs[k].load)
-        ++e;
-      const int64_t first = runs[k].first, last = runs[e - 1].end - 1;
-      o += (first == last ? "slot " + num(first)
-                          : "slots " + num(first) + "-" + num(last)) +
-           " load=" + num(runs[k].load) + "\n";
-      k = e;
-    }
-    for (int64_t i = 0; i < nLoad && nLoad <= common::kRankListLimit; ++i) {
-      const int64_t slot = i / v.D, d = i % v.D;
-      int64_t sh = v.slotShard(slot), re = v.slotReplicate(slot);
-      o += "slot " + num(int64_t(i)) + " (" + num(sh) + "," + num(re) +
-           (v.D > 1 ? "," + num(d) : std::string()) +
-           ") rank=" + num(v.ownerRank(sh, re, d)) + " load=" + num(loads.at(i)) +
-           "\n";
-    }
-    // One line per rank up to common::kRankListLimit ranks, then per run
-    // of equal figures ("ranks A-B").
-    common::RankRows(v.p).forEachListed(
-        [&](int64_t first, int64_t end, const plan::RankFigures *r) {
-        o += (end - first == 1 ? "rank " + num(first)
-                               : "ranks " + num(first) + "-" + num(end - 1)) +
-             " owned_params=" + num(int64_t(r->owned_params())) +
-             " owned_elements=" + num(r->owned_elements()) +
-             " master_bytes=" + num(r->master_bytes()) +
-             " momentum_bytes=" + num(r->momentum_bytes()) +
-             " peak_buffer_bytes=" + num(r->peak_buffer_bytes()) +
-             " ns_flops=" + num(r->ns_flops()) +
-             " broadcast_send=" + num(r->broadcast_send_bytes()) +
-             " broadcast_recv=" + num(r->broadcast_recv_bytes()) +
-             " reduce_send=" + num(r->reduce_send_bytes()) +
-             " reduce_recv=" + num(r->reduce_recv_bytes()) +
-             " replicate_send=" + num(r->replicate_send_bytes()) +
-             " replicate_recv=" + num(r->replicate_recv_bytes()) +
-             " allreduce=" + num(r->allreduce_bytes()) +
-             " gather_send=" + num(r->gather_send_bytes()) +
-             " gather_recv=" + num(r->gather_recv_bytes()) +
-             " scatter_send=" + num(r->scatter_send_bytes()) +
-             " scatter_recv=" + num(r->scatter_recv_bytes()) +
-             (r->data_allreduce_bytes()
-                  ? " data_allreduce=" + num(r->data_allreduce_bytes())
-                  : std::string()) +
-             " allgather_send=" + num(r->allgather_send_bytes()) +
-             " allgather_recv=" + num(r->allgather_recv_bytes()) +
-             " reduce_scatter_send=" + num(r->reduce_scatter_send_bytes()) +
-             " reduce_scatter_recv=" + num(r->reduce_scatter_recv_bytes()) +
-             " value_bytes=" + num(r->value_bytes()) +
-             " adam_moment_bytes=" + num(r->adam_moment_bytes()) +
-             " grad_bytes=" + num(r->grad_bytes()) +
-             " memory_bytes=" + num(r->memory_bytes()) + "\n";
-      });
-  }
+  textUnits(v, plan, o);
+  textShardingGroups(v, plan, o);
+  textHookGroups(v, plan, o);
+  textStats(v, plan, o);
   return o;
 }
 
