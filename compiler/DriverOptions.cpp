@@ -94,11 +94,10 @@ bool checkOptimizerFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
     ok = false;
   }
   const std::pair<const char *, std::pair<double, const common::HyperRange *>> hypers[] = {
-      {"--lr", {f.lr, &common::kRateRange}},
-      {"--momentum", {f.momentum, &common::kDecayRange}},
-      {"--weight-decay", {f.weightDecay, &common::kRateRange}},
-      {"--adamw-lr", {f.adamwLr, &common::kRateRange}},
-      {"--adamw-weight-decay", {f.adamwWeightDecay, &common::kRateRange}}};
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+  {"--" flag, {f.camel, &common::range}},
+#include "common/HyperParams.def"
+  };
   for (const auto &[flag, valueAndRange] : hypers) {
     const auto &[value, range] = valueAndRange;
     if (std::string e = common::hyperRangeError(flag, value, *range); !e.empty()) {
@@ -112,15 +111,13 @@ bool checkOptimizerFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
     diags.error("--qk-clip-tau=" + std::string(text) + " must be a finite number > 0");
     ok = false;
   }
-  o.optimizer.lr = f.lr;
-  o.optimizer.momentum = f.momentum;
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+  o.optimizer.camel = f.camel;
+#include "common/HyperParams.def"
   o.optimizer.nesterov = f.nesterov;
-  o.optimizer.weightDecay = f.weightDecay;
   o.optimizer.nsSteps = static_cast<int>(f.nsSteps);
   o.optimizer.polarExpress = f.polarExpress;
   o.optimizer.matchRmsAdamW = f.matchRmsAdamW;
-  o.optimizer.adamwLr = f.adamwLr;
-  o.optimizer.adamwWeightDecay = f.adamwWeightDecay;
   o.qkClipTau = f.qkClipTau;
   return ok;
 }

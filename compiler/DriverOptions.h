@@ -42,14 +42,14 @@ struct DriverFlags {
   bool costModelGiven = false;
   std::string costTable;
 
-  // The optimizer defaults recorded in the plan.
-  double lr = 0.02, momentum = 0.95;
+  // The optimizer defaults recorded in the plan: the hyper-parameters that
+  // have a flag (common/HyperParams.def), then the others.
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help) double camel = def;
+#include "common/HyperParams.def"
   bool nesterov = true;
-  double weightDecay = 0.0;
   unsigned nsSteps = 5;
   bool polarExpress = false;
   bool matchRmsAdamW = false;
-  double adamwLr = 1e-3, adamwWeightDecay = 0.0;
   double qkClipTau = 100.0;
 
   // The memory check of the written plan: a device size ("80GiB"), or a

@@ -188,14 +188,14 @@ struct Stats {
 };
 
 struct OptimizerDefaults {
-  double lr = 0.02, momentum = 0.95;
+  // The real-valued hyper-parameters (common/HyperParams.def).
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help) double camel = def;
+#define DMUON_HYPER_FIXED DMUON_HYPER_SCHEDULED
+#include "common/HyperParams.def"
   bool nesterov = true;
-  double weightDecay = 0.0;
   int nsSteps = 5;
   bool polarExpress = false;
   bool matchRmsAdamW = false;
-  double adamwLr = 1e-3, adamwBeta1 = 0.9, adamwBeta2 = 0.999, adamwEps = 1e-8,
-         adamwWeightDecay = 0.0;
 };
 
 struct Options {

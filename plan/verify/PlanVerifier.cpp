@@ -38,15 +38,11 @@ std::string Checker::run(bool requireComplete) {
                std::to_string(static_cast<int>(od->lr_scale()));
       // The runtime applies these unless its options override them.
       const std::tuple<const char *, double, const common::HyperRange &> hypers[] = {
-          {"options.optimizer.lr", od->lr(), common::kRateRange},
-          {"options.optimizer.momentum", od->momentum(), common::kDecayRange},
-          {"options.optimizer.weight_decay", od->weight_decay(), common::kRateRange},
-          {"options.optimizer.adamw_lr", od->adamw_lr(), common::kRateRange},
-          {"options.optimizer.adamw_beta1", od->adamw_beta1(), common::kDecayRange},
-          {"options.optimizer.adamw_beta2", od->adamw_beta2(), common::kDecayRange},
-          {"options.optimizer.adamw_eps", od->adamw_eps(), common::kEpsRange},
-          {"options.optimizer.adamw_weight_decay", od->adamw_weight_decay(),
-           common::kRateRange}};
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+  {"options.optimizer." #name, od->name(), common::range},
+#define DMUON_HYPER_FIXED DMUON_HYPER_SCHEDULED
+#include "common/HyperParams.def"
+      };
       for (const auto &[name, value, range] : hypers)
         if (std::string e = common::hyperRangeError(name, value, range); !e.empty())
           return e;

@@ -38,10 +38,12 @@ void dmuon_runtime_options_init(dmuon_runtime_options_t *o) {
   o->mode = DMUON_MODE_FROM_PLAN;
   o->replicate_async = -1;
   o->manage_adamw = 1;
-  o->lr = o->momentum = o->weight_decay = nan;
+  // NaN: the plan's value, for every real-valued hyper-parameter.
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help) o->name = nan;
+#define DMUON_HYPER_FIXED DMUON_HYPER_SCHEDULED
+#include "common/HyperParams.def"
   o->nesterov = -1;
   o->ns_steps = -1;
-  o->adamw_lr = o->adamw_beta1 = o->adamw_beta2 = o->adamw_eps = o->adamw_weight_decay = nan;
   o->accumulation = DMUON_ACCUMULATION_LOCAL;
   o->max_grad_norm = 0;
   o->clip_policy = DMUON_CLIP_ADAMW_ONLY;
@@ -177,7 +179,8 @@ void dmuon_hyper_params_init(dmuon_hyper_params_t *p) {
   *p = {};
   p->struct_size = sizeof *p;
   p->version = DMUON_HYPER_PARAMS_VERSION;
-  p->lr = p->momentum = p->weight_decay = p->adamw_lr = p->adamw_weight_decay = nan;
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help) p->name = nan;
+#include "common/HyperParams.def"
 }
 
 dmuon_status_t dmuon_runtime_set_hyper_params(dmuon_runtime_t rt, const dmuon_hyper_params_t *p) {

@@ -45,11 +45,10 @@ Status writeManifest(const std::string &dir, const Manifest &m) {
   if (m.hasHyper) {
     // Hex floats: the values come back bit for bit.
     const std::pair<const char *, double> hyper[] = {
-        {"lr", m.hyper.lr},
-        {"momentum", m.hyper.momentum},
-        {"weight_decay", m.hyper.weight_decay},
-        {"adamw_lr", m.hyper.adamw_lr},
-        {"adamw_weight_decay", m.hyper.adamw_weight_decay}};
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+  {#name, m.hyper.name},
+#include "common/HyperParams.def"
+    };
     char hex[40];
     for (const auto &[key, value] : hyper) {
       std::snprintf(hex, sizeof hex, "%a", value);
@@ -178,14 +177,15 @@ Status parseManifest(const std::string &text, const std::string &path, Manifest 
       if (!count(kMaxCount, out.stepsSkipped))
         return bad("steps_skipped must be an integer between 0 and 2^53");
     } else if (key.rfind("hyper_", 0) == 0) {
-      const std::pair<double *, const common::HyperRange *> slot =
-          key == "hyper_lr"                   ? std::pair{&out.hyper.lr, &common::kRateRange}
-          : key == "hyper_momentum"           ? std::pair{&out.hyper.momentum, &common::kDecayRange}
-          : key == "hyper_weight_decay"       ? std::pair{&out.hyper.weight_decay, &common::kRateRange}
-          : key == "hyper_adamw_lr"           ? std::pair{&out.hyper.adamw_lr, &common::kRateRange}
-          : key == "hyper_adamw_weight_decay" ? std::pair{&out.hyper.adamw_weight_decay,
-                                                          &common::kRateRange}
-                                              : std::pair<double *, const common::HyperRange *>{};
+      const std::tuple<const char *, double *, const common::HyperRange *> slots[] = {
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+  {"hyper_" #name, &out.hyper.name, &common::range},
+#include "common/HyperParams.def"
+      };
+      std::pair<double *, const common::HyperRange *> slot{};
+      for (const auto &[k, target, range] : slots)
+        if (key == k)
+          slot = {target, range};
       if (!slot.first)
         return bad("unknown key");
       char *end = nullptr;

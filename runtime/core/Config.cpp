@@ -38,10 +38,13 @@ Status Config::resolve(const plan::Plan &plan, const dmuon_runtime_options_t &o,
   c.z3 = o.mode == DMUON_MODE_FROM_PLAN ? c.planZ3 : o.mode == DMUON_MODE_Z3;
   c.replicateAsync = o.replicate_async < 0 ? popts.replicate_async() : o.replicate_async != 0;
   c.manageAdamW = o.manage_adamw != 0;
+  // Each real-valued hyper-parameter: the runtime's option, else the plan's,
+  // else (a plan without optimizer defaults) the table's default.
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+  c.group.field = static_cast<float>(pick(o.name, od ? od->name() : def));
+#define DMUON_HYPER_FIXED DMUON_HYPER_SCHEDULED
+#include "common/HyperParams.def"
   MuonHyper &m = c.muon;
-  m.lr = static_cast<float>(pick(o.lr, od ? od->lr() : 0.02));
-  m.momentum = static_cast<float>(pick(o.momentum, od ? od->momentum() : 0.95));
-  m.weightDecay = static_cast<float>(pick(o.weight_decay, od ? od->weight_decay() : 0.0));
   m.nesterov = o.nesterov < 0 ? (od ? od->nesterov() : true) : o.nesterov != 0;
   c.planNsSteps = od ? od->ns_steps() : 5;
   m.nsSteps = o.ns_steps < 0 ? c.planNsSteps : o.ns_steps;
@@ -49,13 +52,6 @@ Status Config::resolve(const plan::Plan &plan, const dmuon_runtime_options_t &o,
   m.coefficients = od && od->ns_coefficients() == plan::NsCoefficients::polar_express
                        ? kernels::NsCoefficients::PolarExpress
                        : kernels::NsCoefficients::Original;
-  AdamWHyper &a = c.adamw;
-  a.lr = static_cast<float>(pick(o.adamw_lr, od ? od->adamw_lr() : 1e-3));
-  a.beta1 = static_cast<float>(pick(o.adamw_beta1, od ? od->adamw_beta1() : 0.9));
-  a.beta2 = static_cast<float>(pick(o.adamw_beta2, od ? od->adamw_beta2() : 0.999));
-  a.eps = static_cast<float>(pick(o.adamw_eps, od ? od->adamw_eps() : 1e-8));
-  a.weightDecay =
-      static_cast<float>(pick(o.adamw_weight_decay, od ? od->adamw_weight_decay() : 0.0));
   const int accumulation = rawValue(o.accumulation), clip = rawValue(o.clip_policy),
             form = rawValue(o.momentum_form);
   m.emaMomentum = form == DMUON_MOMENTUM_EMA;
@@ -80,14 +76,12 @@ Status Config::resolve(const plan::Plan &plan, const dmuon_runtime_options_t &o,
     const char *name;
     double value;
     const common::HyperRange &range;
-  } hypers[] = {{"options.lr", o.lr, common::kRateRange},
-                {"options.momentum", o.momentum, common::kDecayRange},
-                {"options.weight_decay", o.weight_decay, common::kRateRange},
-                {"options.adamw_lr", o.adamw_lr, common::kRateRange},
-                {"options.adamw_beta1", o.adamw_beta1, common::kDecayRange},
-                {"options.adamw_beta2", o.adamw_beta2, common::kDecayRange},
-                {"options.adamw_eps", o.adamw_eps, common::kEpsRange},
-                {"options.adamw_weight_decay", o.adamw_weight_decay, common::kRateRange}};
+  } hypers[] = {
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+  {"options." #name, o.name, common::range},
+#define DMUON_HYPER_FIXED DMUON_HYPER_SCHEDULED
+#include "common/HyperParams.def"
+  };
   for (const auto &h : hypers)
     if (verdict && !std::isnan(h.value))
       if (std::string e = common::hyperRangeError(h.name, h.value, h.range); !e.empty())

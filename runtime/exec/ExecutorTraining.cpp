@@ -54,16 +54,12 @@ Status Executor::beginMicroBatch(bool isLast) {
 
 Status Executor::setHyperParams(const dmuon_hyper_params_t &h) {
   Config next = config_;
-  Status verdict = takeValue(h.lr, "lr", common::kRateRange, next.muon.lr);
-  if (verdict)
-    verdict = takeValue(h.momentum, "momentum", common::kDecayRange, next.muon.momentum);
-  if (verdict)
-    verdict = takeValue(h.weight_decay, "weight_decay", common::kRateRange, next.muon.weightDecay);
-  if (verdict)
-    verdict = takeValue(h.adamw_lr, "adamw_lr", common::kRateRange, next.adamw.lr);
-  if (verdict)
-    verdict = takeValue(h.adamw_weight_decay, "adamw_weight_decay", common::kRateRange,
-                        next.adamw.weightDecay);
+  Status verdict = Status::ok();
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+  if (verdict)                                                                                     \
+    verdict = takeValue(h.name, #name, common::range, next.group.field);
+#include "common/HyperParams.def"
+
   DMUON_RETURN_IF_ERROR(
       agreeOnSetting(*backend_, verdict, next.hyperHash(), "set_hyper_params"));
   config_.muon = next.muon;
@@ -72,11 +68,10 @@ Status Executor::setHyperParams(const dmuon_hyper_params_t &h) {
 }
 
 void Executor::hyperParams(dmuon_hyper_params_t &out) const {
-  out.lr = config_.muon.lr;
-  out.momentum = config_.muon.momentum;
-  out.weight_decay = config_.muon.weightDecay;
-  out.adamw_lr = config_.adamw.lr;
-  out.adamw_weight_decay = config_.adamw.weightDecay;
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+  out.name = config_.group.field;
+#include "common/HyperParams.def"
+
 }
 
 Status Executor::setParamGroupScale(const std::string &pattern, double lrScale,

@@ -147,13 +147,12 @@ cl::opt<bool> verifyEach("verify-each",
                          cl::init(false), cl::cat(category));
 
 cl::OptionCategory optimCategory("Optimizer defaults recorded in the plan");
-cl::opt<double> lr("lr", cl::desc("Muon learning rate"), cl::init(0.02), cl::cat(optimCategory));
-cl::opt<double> momentum("momentum", cl::desc("Muon momentum"), cl::init(0.95),
-                         cl::cat(optimCategory));
+// One flag per scheduled hyper-parameter (common/HyperParams.def).
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+  cl::opt<double> camel(flag, cl::desc(help), cl::init(def), cl::cat(optimCategory));
+#include "common/HyperParams.def"
 cl::opt<bool> nesterov("nesterov", cl::desc("Nesterov momentum"), cl::init(true),
                        cl::cat(optimCategory));
-cl::opt<double> weightDecay("weight-decay", cl::desc("Muon decoupled weight decay"),
-                            cl::init(0.0), cl::cat(optimCategory));
 cl::opt<unsigned> nsSteps("ns-steps", cl::desc("Newton-Schulz iterations"), cl::init(5),
                           cl::cat(optimCategory));
 cl::opt<bool> polarExpress("polar-express",
@@ -162,10 +161,6 @@ cl::opt<bool> polarExpress("polar-express",
 cl::opt<bool> matchRmsAdamW("match-rms-adamw",
                             cl::desc("LR scale 0.2*sqrt(max(m,n)) instead of sqrt(max(1,m/n))"),
                             cl::init(false), cl::cat(optimCategory));
-cl::opt<double> adamwLr("adamw-lr", cl::desc("AdamW learning rate"), cl::init(1e-3),
-                        cl::cat(optimCategory));
-cl::opt<double> adamwWeightDecay("adamw-weight-decay", cl::desc("AdamW weight decay"),
-                                 cl::init(0.0), cl::cat(optimCategory));
 cl::opt<double> qkClipTau(
     "qk-clip-tau",
     cl::desc("QK-Clip threshold on the per-head max attention logit (manifest qk_clip pairs)"),
@@ -198,15 +193,12 @@ dmuon::DriverFlags readFlags() {
   f.costModel = costModel;
   f.costModelGiven = costModel.getNumOccurrences() > 0;
   f.costTable = costTable;
-  f.lr = lr;
-  f.momentum = momentum;
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help) f.camel = camel;
+#include "common/HyperParams.def"
   f.nesterov = nesterov;
-  f.weightDecay = weightDecay;
   f.nsSteps = nsSteps;
   f.polarExpress = polarExpress;
   f.matchRmsAdamW = matchRmsAdamW;
-  f.adamwLr = adamwLr;
-  f.adamwWeightDecay = adamwWeightDecay;
   f.qkClipTau = qkClipTau;
   f.deviceMemory = deviceMemory;
   f.cluster = clusterFile;
