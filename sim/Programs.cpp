@@ -14,32 +14,16 @@ namespace dmuon::sim {
 // ------------------------------------------------------------------ mesh
 
 MeshView MeshView::of(const plan::Plan &p, int64_t devicesPerNode) {
-  MeshView m;
-  const plan::Mesh *mesh = p.mesh();
-  if (mesh && mesh->dims())
-    for (const plan::MeshDim *d : *mesh->dims()) {
-      m.sizes.push_back(std::max(1, d->size()));
-      m.carriesData.push_back(d->carries_data());
-    }
-  if (mesh) {
-    m.shardDim = mesh->shard_dim();
-    m.replicateDim = mesh->replicate_dim();
-  }
-  m.world = 1;
-  for (int64_t s : m.sizes)
-    m.world *= s;
+  MeshView m(p);
+  m.world = m.ranks();
   m.devicesPerNode = std::max<int64_t>(1, devicesPerNode);
   return m;
-}
-
-std::vector<int64_t> MeshView::coord(int64_t rank) const {
-  return common::rowMajorCoord(sizes, rank);
 }
 
 int64_t MeshView::groupSize(const std::vector<int> &dims) const {
   int64_t n = 1;
   for (int d : dims)
-    n *= sizes[static_cast<size_t>(d)];
+    n *= this->dims[static_cast<size_t>(d)];
   return n;
 }
 
@@ -50,10 +34,10 @@ bool MeshView::spansNodes(int64_t rank, const std::vector<int> &dims) const {
   std::vector<int64_t> lo = coord(rank), hi = lo;
   for (int d : dims) {
     lo[static_cast<size_t>(d)] = 0;
-    hi[static_cast<size_t>(d)] = sizes[static_cast<size_t>(d)] - 1;
+    hi[static_cast<size_t>(d)] = this->dims[static_cast<size_t>(d)] - 1;
   }
-  return common::rowMajorRank(sizes, lo) / devicesPerNode !=
-         common::rowMajorRank(sizes, hi) / devicesPerNode;
+  return common::rowMajorRank(this->dims, lo) / devicesPerNode !=
+         common::rowMajorRank(this->dims, hi) / devicesPerNode;
 }
 
 std::vector<int> MeshView::shardDims() const {
@@ -64,7 +48,7 @@ std::vector<int> MeshView::replicateDims() const {
 }
 std::vector<int> MeshView::dataParallelDims() const {
   std::vector<int> dims;
-  for (int i = 0; i < static_cast<int>(sizes.size()); ++i)
+  for (int i = 0; i < static_cast<int>(this->dims.size()); ++i)
     if (i == shardDim || i == replicateDim || carriesData[static_cast<size_t>(i)])
       dims.push_back(i);
   return dims;
@@ -78,7 +62,7 @@ std::vector<int> segmentColumnDims(const plan::Plan &p, const plan::Segment &seg
   const plan::Param *first = p.params()->Get(seg.params()->Get(0));
   if (first->data_dims())
     for (int d : *first->data_dims())
-      if (d >= 0 && d < static_cast<int>(mesh.sizes.size()))
+      if (d >= 0 && d < static_cast<int>(mesh.dims.size()))
         dims.push_back(d);
   std::sort(dims.begin(), dims.end());
   return dims;
@@ -121,13 +105,13 @@ bool runsNs(const plan::Param &q, const MeshView &mesh, const std::vector<int64_
     dims.push_back(d);
   if (q.data_dims())
     for (int d : *q.data_dims())
-      if (d >= 0 && d < static_cast<int>(mesh.sizes.size()))
+      if (d >= 0 && d < static_cast<int>(mesh.dims.size()))
         dims.push_back(d);
   for (int d : dims)
     if (coord[static_cast<size_t>(d)] != owner[static_cast<size_t>(d)])
       return false;
   const int g = q.gather_mesh_dim();
-  return g < 0 || g >= static_cast<int>(mesh.sizes.size()) ||
+  return g < 0 || g >= static_cast<int>(mesh.dims.size()) ||
          coord[static_cast<size_t>(g)] == q.compute_index();
 }
 
@@ -160,7 +144,7 @@ double allNsSeconds(const plan::Plan &p, const PlanDigest &d, const Cluster &c) 
 
 std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh) {
   auto d = std::make_unique<PlanDigest>();
-  const int64_t G = mesh.shardDim >= 0 ? mesh.sizes[static_cast<size_t>(mesh.shardDim)] : 1;
+  const int64_t G = mesh.shardDim >= 0 ? mesh.dims[static_cast<size_t>(mesh.shardDim)] : 1;
   const size_t n = p.hook_groups() ? p.hook_groups()->size() : 0;
   d->groups.resize(n);
   d->columns.assign(static_cast<size_t>(G), std::vector<std::vector<ColumnTraffic>>(n));
@@ -176,8 +160,8 @@ std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh
         d->muonElements += el;
         d->muonNsFlops += q->cost();
         if (q->gather_mesh_dim() >= 0 &&
-            q->gather_mesh_dim() < static_cast<int>(mesh.sizes.size()))
-          d->gatherSize = mesh.sizes[static_cast<size_t>(q->gather_mesh_dim())];
+            q->gather_mesh_dim() < static_cast<int>(mesh.dims.size()))
+          d->gatherSize = mesh.dims[static_cast<size_t>(q->gather_mesh_dim())];
       }
       const int g = q->hook_group();
       if (g < 0 || static_cast<size_t>(g) >= n) {
@@ -344,7 +328,7 @@ Program dmuonProgram(const plan::Plan &p, const PlanDigest &d, const MeshView &m
   }
   const plan::RankFigures *f = common::RankRows(p).ofRank(rank);
   const std::vector<int> dp = mesh.dataParallelDims();
-  std::vector<int> all(mesh.sizes.size());
+  std::vector<int> all(mesh.dims.size());
   for (size_t i = 0; i < all.size(); ++i)
     all[i] = static_cast<int>(i);
   // Executor::step: the replicated params' all-reduce and the gradient norm
@@ -412,7 +396,7 @@ Program baselineProgram(Baseline b, const plan::Plan &p, const PlanDigest &d,
   const int64_t rank = 0;
   const std::vector<int> shard = mesh.shardDims(), repl = mesh.replicateDims();
   const std::vector<int> dp = mesh.dataParallelDims();
-  std::vector<int> all(mesh.sizes.size());
+  std::vector<int> all(mesh.dims.size());
   for (size_t i = 0; i < all.size(); ++i)
     all[i] = static_cast<int>(i);
   const double G = static_cast<double>(mesh.groupSize(shard));

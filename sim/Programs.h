@@ -8,6 +8,7 @@
 #include "sim/Program.h"
 
 #include "dmuon/plan_generated.h"
+#include "plan/PlanView.h"
 
 #include <memory>
 #include <string>
@@ -15,18 +16,16 @@
 
 namespace dmuon::sim {
 
-// The plan's mesh as the simulator needs it: dim sizes, which dims are
-// which, and where nodes begin (ranks are row-major, a node holds
+// The plan's mesh (plan/PlanView.h) as the simulator needs it, with where
+// nodes begin (ranks are row-major, a node holds
 // devices_per_node consecutive ranks).
-struct MeshView {
-  std::vector<int64_t> sizes;
-  std::vector<bool> carriesData;
-  int shardDim = -1, replicateDim = -1;
+struct MeshView : PlanView {
+  explicit MeshView(const plan::Plan &p) : PlanView(p) {}
+
   int64_t world = 1, devicesPerNode = 1;
 
   static MeshView of(const plan::Plan &p, int64_t devicesPerNode);
   int64_t nodes() const { return (world + devicesPerNode - 1) / devicesPerNode; }
-  std::vector<int64_t> coord(int64_t rank) const;
   // Ranks of the group of `rank` that varies `dims` (every other coordinate
   // fixed), and whether it spans more than one node.
   int64_t groupSize(const std::vector<int> &dims) const;

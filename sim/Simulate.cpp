@@ -65,7 +65,7 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
   // Pass 1: each rank alone. The replicate bound of a rank is what the
   // ranks of its shard column reached (the owners among them send), the
   // global bound what every rank reached.
-  const int64_t G = mesh.shardDim >= 0 ? mesh.sizes[static_cast<size_t>(mesh.shardDim)] : 1;
+  const int64_t G = mesh.shardDim >= 0 ? mesh.dims[static_cast<size_t>(mesh.shardDim)] : 1;
   std::vector<Arrivals> byColumn(static_cast<size_t>(G));
   Arrivals global;
   auto shardOf = [&](int64_t r) {

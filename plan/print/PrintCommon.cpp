@@ -93,24 +93,6 @@ std::vector<int64_t> smallestLocalShape(const plan::Param &q, const plan::Mesh *
   return uneven ? smallest : std::vector<int64_t>{};
 }
 
-MeshView::MeshView(const plan::Plan &p) {
-  if (const plan::Mesh *m = p.mesh()) {
-    for (uint32_t i = 0; i < size(m->dims()); ++i) {
-      dims.push_back(m->dims()->Get(i)->size());
-      dimNames.push_back(str(m->dims()->Get(i)->name()));
-      carriesData.push_back(m->dims()->Get(i)->carries_data());
-    }
-    shardDim = m->shard_dim();
-    replicateDim = m->replicate_dim();
-    G = m->num_shards() > 0 ? m->num_shards() : 1;
-    R = m->num_replicas() > 0 ? m->num_replicas() : 1;
-    if (planHas(p, PlanFeature::DataCarryingDims))
-      for (size_t i = 0; i < dims.size(); ++i)
-        if (carriesData[i] && dims[i] > 0)
-          D *= dims[i];
-  }
-}
-
 ListedReplicateGroups listReplicateGroups(const MeshView &m, const plan::CommGroup &g) {
   ListedReplicateGroups out;
   int64_t budget = kMaxListed;
@@ -144,15 +126,6 @@ ListedReplicateGroups listReplicateGroups(const MeshView &m, const plan::CommGro
   }
   out.cut = out.cut || static_cast<int64_t>(out.groups.size()) < out.count;
   return out;
-}
-
-int64_t MeshView::slotRank(int64_t s, int64_t r) const {
-  return common::slotRank(dims, shardDim, replicateDim, s, r);
-}
-
-int64_t MeshView::ownerRank(int64_t s, int64_t r, int64_t d) const {
-  return common::ownerRank(
-      dims, shardDim, replicateDim, [&](int i) { return D > 1 && carriesData[i]; }, s, r, d);
 }
 
 std::string MeshView::dataString(int64_t d, const flatbuffers::Vector<int32_t> *onDims) const {

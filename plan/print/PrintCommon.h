@@ -16,6 +16,7 @@
 #include "common/ReplicateGroups.h"
 #include "common/Routes.h"
 #include "dmuon/plan_generated.h"
+#include "plan/PlanView.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -83,20 +84,10 @@ bool localDiffers(const plan::Param &q);
 // every rank's slice is local_shape.
 std::vector<int64_t> smallestLocalShape(const plan::Param &q, const plan::Mesh *mesh);
 
-// The plan's mesh: dim sizes and names, ownership dims, G shards x R
-// replicas (at least 1 each, whatever an unverified plan says).
-struct MeshView {
-  explicit MeshView(const plan::Plan &p);
+// The plan's mesh (plan/PlanView.h) with what the printers spell of it.
+struct MeshView : PlanView {
+  explicit MeshView(const plan::Plan &p) : PlanView(p) {}
 
-  int64_t slots() const { return G * R; }
-  int64_t slotShard(int64_t slot) const { return slot < 0 ? -1 : slot % G; }
-  int64_t slotReplicate(int64_t slot) const { return slot < 0 ? -1 : slot / G; }
-  // Rank of owner slot (s, r) with every other mesh dim at 0 (row-major).
-  int64_t slotRank(int64_t s, int64_t r) const;
-  // Rank of owner (s, r, data index d): the data-carrying dims at d's
-  // coordinates (plan 1.4 on; D = 1 before).
-  int64_t ownerRank(int64_t s, int64_t r, int64_t d) const;
-  int64_t fineSlots() const { return G * R * D; }
   // Data index d's coordinates on `onDims` as " data=(ep=1)" or
   // " data=(ep=1,cp=0)"; empty without such dims.
   std::string dataString(int64_t d, const flatbuffers::Vector<int32_t> *onDims) const;
@@ -111,13 +102,6 @@ struct MeshView {
   std::string replicateName() const {
     return replicateDim >= 0 ? dimNames[replicateDim] : "dp_replicate";
   }
-
-  std::vector<int64_t> dims;
-  std::vector<std::string> dimNames;
-  std::vector<bool> carriesData;
-  int shardDim = -1, replicateDim = -1;
-  int64_t G = 1, R = 1;
-  int64_t D = 1; // data indices: the data-carrying dims' sizes multiplied (1.4 on)
 };
 
 // The most ranks (or lines) one listing of the text and JSON forms shows; a
