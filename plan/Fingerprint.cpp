@@ -5,7 +5,6 @@
 
 namespace dmuon::planfile {
 
-
 namespace {
 
 constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;

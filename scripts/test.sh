@@ -42,6 +42,6 @@ if [[ $all -eq 1 ]]; then
   stage "sanitizer build"
   scripts/sanitize.sh
   stage "fuzzers"
-  FUZZ_SECONDS=${FUZZ_SECONDS:-30} scripts/fuzz.sh
+  scripts/fuzz.sh
 fi
 stage "done"

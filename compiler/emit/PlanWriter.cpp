@@ -25,7 +25,6 @@
 
 namespace dmuon {
 
-
 namespace {
 
 using flatbuffers::FlatBufferBuilder;

@@ -5,7 +5,6 @@
 
 namespace dmuon::planfile::print {
 
-
 // Model state first (masters, momentum, values, moments), then what a step
 // holds for a while (gradients, buffers).
 const MemoryCategory kMemoryCategories[kNumMemoryCategories] = {

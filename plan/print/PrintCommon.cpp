@@ -152,7 +152,7 @@ std::string MeshView::meshString() const {
 }
 
 std::string MeshView::coords(int64_t rank) const {
-  const std::vector<int64_t> c = common::rowMajorCoord(dims, rank);
+  const std::vector<int64_t> c = coord(rank);
   std::string o = "(";
   for (size_t i = 0; i < c.size(); ++i)
     o.append(i ? "," : "").append(num(c[i]));

@@ -25,7 +25,6 @@
 
 namespace dmuon::planfile::print {
 
-
 using common::hex64;
 using common::size;
 using common::str;

@@ -18,7 +18,6 @@
 
 namespace dmuon::planfile::detail {
 
-
 using common::size;
 using common::str;
 

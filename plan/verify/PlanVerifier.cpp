@@ -17,7 +17,6 @@
 
 namespace dmuon::planfile {
 
-
 namespace detail {
 
 std::string Checker::run(bool requireComplete) {

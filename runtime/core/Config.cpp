@@ -10,7 +10,6 @@
 
 namespace dmuon::rt {
 
-
 namespace {
 
 double pick(double override, double planValue) {

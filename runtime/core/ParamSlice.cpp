@@ -9,7 +9,6 @@
 
 namespace dmuon::rt {
 
-
 Status paramSlice(const plan::Plan &plan, int index, int rank, dmuon_param_slice_t &out) {
   const plan::Param &p = *plan.params()->Get(static_cast<flatbuffers::uoffset_t>(index));
   const plan::Mesh &mesh = *plan.mesh();

@@ -8,7 +8,6 @@
 
 namespace dmuon::rt {
 
-
 namespace {
 
 // Whether `p` is Replicate on a data-carrying dim of more than one rank.

@@ -4,7 +4,6 @@
 
 namespace dmuon::rt {
 
-
 // ------------------------------------------------------------------ set-up
 
 Status Executor::create(const LoadedPlan &plan, const dmuon_runtime_options_t &options,

@@ -22,7 +22,6 @@
 
 namespace dmuon::rt {
 
-
 namespace {
 
 std::string shardName(uint64_t planFingerprint, int64_t step, uint64_t nonce, int rank) {

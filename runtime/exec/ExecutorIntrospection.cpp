@@ -7,7 +7,6 @@
 
 namespace dmuon::rt {
 
-
 Status Executor::gatherParam(const std::string &name, float *out, int64_t numel) {
   int i;
   DMUON_RETURN_IF_ERROR(findParam(name, i));

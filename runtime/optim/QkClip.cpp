@@ -6,7 +6,6 @@
 
 namespace dmuon::rt {
 
-
 Status QkClip::init(const Context &ctx, std::vector<ParamRt> &params) {
   ctx_ = &ctx;
   params_ = &params;

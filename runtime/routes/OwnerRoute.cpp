@@ -2,7 +2,6 @@
 
 namespace dmuon::rt {
 
-
 Status OwnerRoute::init(const Context &ctx, std::vector<ParamRt> &params,
                         ShardedRoute &sharded) {
   ctx_ = &ctx;

@@ -3,7 +3,6 @@
 
 namespace dmuon::rt {
 
-
 namespace {
 
 PackedType packedType(const ParamRt &p) {

@@ -16,7 +16,6 @@
 
 namespace dmuon::plan_test {
 
-
 inline Param makeParam(const std::string &name, std::vector<int64_t> shape, Role role, size_t ndims) {
   Param p;
   p.name = name;
