@@ -103,26 +103,27 @@ bool firstModelParallelCopy(const plan::Param &pp, const Topology &topo,
 // and `dataDims`, in mesh order; Communicator::Replicate when that is all).
 Status ownerColumn(const plan::Param &pp, const plan::Unit &unit, const std::vector<int> &dataDims,
                    Topology &topo, Backend &backend, ParamRt &p) {
-  p.so = unit.slot() % topo.G;
-  p.ro = unit.slot() / topo.G;
+  OwnerPlace &own = p.owner;
+  own.so = unit.slot() % topo.G;
+  own.ro = unit.slot() / topo.G;
   p.group = pp.hook_group();
   std::vector<int> owner = topo.withDataIndex(unit.data_index());
   if (topo.shardDim >= 0)
-    owner[topo.shardDim] = p.so;
+    owner[topo.shardDim] = own.so;
   if (topo.replicateDim >= 0)
-    owner[topo.replicateDim] = p.ro;
+    owner[topo.replicateDim] = own.ro;
   std::vector<int> dims;
   for (int d = 0; d < static_cast<int>(topo.dimSizes.size()); ++d)
     if ((d == topo.replicateDim ||
          std::find(dataDims.begin(), dataDims.end(), d) != dataDims.end()) &&
         topo.dimSizes[d] > 1)
       dims.push_back(d);
-  OwnerColumn &col = p.column;
+  OwnerColumn &col = own.column;
   col.size = topo.sizeAlong(dims);
   col.root = topo.indexAlong(dims, owner);
   col.mine = topo.indexAlong(dims, topo.coord);
-  p.keepsMaster = p.so == topo.s;
-  p.isOwner = p.keepsMaster && col.mine == col.root;
+  own.keepsMaster = own.so == topo.s;
+  own.isOwner = own.keepsMaster && col.mine == col.root;
   if (dims.size() == 1 && dims[0] == topo.replicateDim)
     col.group = Communicator::Replicate;
   else if (col.size > 1)
@@ -146,20 +147,7 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
     p.plan = &pp;
     p.name = pp.name()->str();
     p.muon = pp.role() == plan::Role::muon;
-    switch (common::effectiveRoute(pp)) {
-    case plan::Route::owner:
-      p.route = Route::Owner;
-      break;
-    case plan::Route::sharded:
-      p.route = Route::Sharded;
-      break;
-    case plan::Route::host:
-      p.route = Route::Host;
-      break;
-    case plan::Route::replicated:
-      p.route = Route::Replicated;
-      break;
-    }
+    p.route = common::effectiveRoute(pp);
     // A model-parallel param is held as this rank's local shard, padded to
     // the largest coordinate's.
     const bool local = pp.local_shape() && pp.local_shape()->size();
@@ -188,23 +176,24 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
                                                         : kernels::NsForm::ThreeGemm;
     if (p.muon && pp.group() == plan::ShardingGroupKind::comm) {
       const int d = pp.gather_mesh_dim(), td = pp.gather_tensor_dim();
-      p.comm = true;
-      DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, {d}, p.gatherGroup));
-      p.gatherSize = topo.dimSizes[d];
-      p.gatherCoord = topo.coord[d];
-      p.computeIndex = pp.compute_index();
+      MatrixGather &gather = p.gather;
+      gather.active = true;
+      DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, {d}, gather.group));
+      gather.size = topo.dimSizes[d];
+      gather.coord = topo.coord[d];
+      gather.computeIndex = pp.compute_index();
       for (int k = 0; k < static_cast<int>(slice.shape.size()); ++k) {
         if (k < td)
-          p.concatOuter *= slice.shape[k];
+          gather.concatOuter *= slice.shape[k];
         else if (k > td)
-          p.concatInner *= slice.shape[k];
+          gather.concatInner *= slice.shape[k];
       }
       // The rows of td each gather coordinate holds: td chunked by the mesh
       // dims before d first (the same for the whole gather group), then by d.
       std::vector<int64_t> c = coordOf(topo);
-      for (int k = 0; k < p.gatherSize; ++k) {
+      for (int k = 0; k < gather.size; ++k) {
         c[d] = k;
-        p.concatChunks.push_back(common::localSliceOf(full, layout, c).shape[td]);
+        gather.chunks.push_back(common::localSliceOf(full, layout, c).shape[td]);
       }
     }
     // The data-carrying dims it is Replicate on (the verifier checked the
@@ -213,22 +202,23 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
     std::vector<int> dataDims;
     if (pp.data_dims() && planHas(plan.root(), PlanFeature::DataCarryingDims))
       dataDims.assign(pp.data_dims()->begin(), pp.data_dims()->end());
-    if (p.route == Route::Owner) {
+    if (p.route == plan::Route::owner) {
       DMUON_RETURN_IF_ERROR(ownerColumn(pp, *units->Get(pp.unit()), dataDims, topo, backend, p));
-      p.countsInNorm = p.isOwner && firstModelParallelCopy(pp, topo, dataDims);
+      p.countsInNorm = p.owner.isOwner && firstModelParallelCopy(pp, topo, dataDims);
       continue;
     }
-    p.alongSize = topo.sizeAlong(dataDims);
-    if (p.alongSize > 1)
-      DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, dataDims, p.alongData));
-    if (p.route == Route::Sharded) {
+    p.along.size = topo.sizeAlong(dataDims);
+    if (p.along.size > 1)
+      DMUON_RETURN_IF_ERROR(topo.groupAlong(backend, dataDims, p.along.group));
+    if (p.route == plan::Route::sharded) {
+      FlatShard &shard = p.shard;
       p.group = pp.hook_group();
-      p.shardElements = pp.shard_elements();
-      p.shardBegin = std::min(p.numel, static_cast<int64_t>(topo.s) * p.shardElements);
-      p.shardReal = std::min(p.shardElements, p.numel - p.shardBegin);
+      shard.elements = pp.shard_elements();
+      shard.begin = std::min(p.numel, static_cast<int64_t>(topo.s) * shard.elements);
+      shard.real = std::min(shard.elements, p.numel - shard.begin);
       // Every replicate row holds the same shards: row 0 counts them.
       p.countsInNorm = topo.r == 0 && firstModelParallelCopy(pp, topo);
-    } else if (p.route == Route::Host) {
+    } else if (p.route == plan::Route::host) {
       p.bound = true; // nothing of it is the runtime's
     } else {
       p.countsInNorm = topo.s == 0 && topo.r == 0 && firstModelParallelCopy(pp, topo);

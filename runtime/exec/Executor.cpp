@@ -28,16 +28,18 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &opt
   DMUON_RETURN_IF_ERROR(topo_.createOwnershipGroups(*backend_));
   DMUON_RETURN_IF_ERROR(buildParams(plan, topo_, *backend_, params_));
   ctx_.emplace(Context{plan, topo_, config_, *device_, *backend_, counters_, memory_});
-  const auto *hooks = plan.root().hook_groups();
-  DMUON_RETURN_IF_ERROR(
-      shardedRoute_.init(*ctx_, params_, hooks ? static_cast<int>(hooks->size()) : 0));
-  DMUON_RETURN_IF_ERROR(ownerRoute_.init(*ctx_, params_, shardedRoute_));
+  DMUON_RETURN_IF_ERROR(optimizers_.assign(*ctx_, params_));
+  DMUON_RETURN_IF_ERROR(ownerRoute_.init(*ctx_, params_));
+  DMUON_RETURN_IF_ERROR(shardedRoute_.init(*ctx_, params_));
   DMUON_RETURN_IF_ERROR(replicatedRoute_.init(*ctx_, params_));
-  DMUON_RETURN_IF_ERROR(ownerStep_.init(*ctx_, params_));
+  routes_ = {&ownerRoute_, &shardedRoute_, &replicatedRoute_};
+  routeOf_.assign(static_cast<size_t>(plan::Route::MAX) + 1, nullptr);
+  routeOf_[static_cast<size_t>(plan::Route::owner)] = &ownerRoute_;
+  routeOf_[static_cast<size_t>(plan::Route::sharded)] = &shardedRoute_;
+  routeOf_[static_cast<size_t>(plan::Route::replicated)] = &replicatedRoute_;
+  DMUON_RETURN_IF_ERROR(hooks_.init(*ctx_, routes_));
   DMUON_RETURN_IF_ERROR(gradNorm_.init(*ctx_));
-  DMUON_RETURN_IF_ERROR(qkClip_.init(*ctx_, params_));
-  phases_.assign(ownerRoute_.numGroups(), HookPhase{});
-  return Status::ok();
+  return qkClip_.init(*ctx_, params_);
 }
 
 // Agree first, decide after: every rank sees every rank's fingerprint, world
@@ -85,15 +87,11 @@ Status Executor::findParam(const std::string &name, int &index) const {
 }
 
 Status Executor::checkGroup(int g, const char *call) const {
-  if (g < 0 || g >= ownerRoute_.numGroups())
+  if (g < 0 || g >= hooks_.numGroups())
     return invalidArgument(std::string(call) + ": hook group " + std::to_string(g) +
                            " is out of range (the plan has " +
-                           std::to_string(ownerRoute_.numGroups()) + ")");
+                           std::to_string(hooks_.numGroups()) + ")");
   return Status::ok();
-}
-
-std::string Executor::groupLabel(int g) const {
-  return "hook group " + std::to_string(g) + " ('" + ownerRoute_.groupName(g) + "')";
 }
 
 // ---------------------------------------------------------------- binding
@@ -123,7 +121,7 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
                            "; dmuon_plan_param_slice says which slice)");
   if (started_)
     return invalidState("bind_param('" + name + "') after training started");
-  if (p.route == Route::Host)
+  if (p.route == plan::Route::host)
     return Status::ok(); // the host's own: nothing here to bind
   // Everything is allocated before anything is replaced, so a failed bind
   // leaves the param as it was. The owner route keeps the master on the
@@ -131,36 +129,32 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
   // sharded route this rank's shard of everything; the replicated route all
   // of it everywhere.
   MemoryAccounts &acct = memory_;
-  const bool owner = p.route == Route::Owner;
-  const bool sharded = p.route == Route::Sharded;
+  const bool owner = p.route == plan::Route::owner;
+  const bool sharded = p.route == plan::Route::sharded;
   // Held padded to the largest model-parallel slice (Params.h); the
   // padding stays zero.
-  const int64_t held = sharded ? p.shardElements : p.numel;
-  const size_t bytes = static_cast<size_t>(held) * sizeof(float);
-  const int64_t shardOwn = std::max<int64_t>(0, std::min(p.shardReal, numel - p.shardBegin));
-  const bool keepsMaster = !owner || p.keepsMaster;
-  const bool steps = !owner || p.isOwner;
-  DeviceArray master, momentum, m, v, gradShard;
-  if (keepsMaster) {
+  const size_t bytes = static_cast<size_t>(p.heldElements()) * sizeof(float);
+  const int64_t shardOwn =
+      std::max<int64_t>(0, std::min(p.shard.real, numel - p.shard.begin));
+  DeviceArray master, gradShard;
+  std::vector<DeviceArray> state(p.state.size());
+  if (p.keepsValues()) {
     DMUON_RETURN_IF_ERROR(master.allocate(*device_, bytes, owner ? &acct.masters : &acct.values));
     if (!sharded || shardOwn > 0) // a shard past the rank's own slice is padding alone
       DMUON_RETURN_IF_ERROR(device_->upload(
-          master.bytes(), values + (sharded ? p.shardBegin : 0),
+          master.bytes(), values + (sharded ? p.shard.begin : 0),
           static_cast<size_t>(sharded ? shardOwn : numel) * sizeof(float)));
   }
-  if (steps && p.muon)
-    DMUON_RETURN_IF_ERROR(momentum.allocate(*device_, bytes, &acct.momentum));
-  if (steps && !p.muon) {
-    DMUON_RETURN_IF_ERROR(m.allocate(*device_, bytes, &acct.adamMoments));
-    DMUON_RETURN_IF_ERROR(v.allocate(*device_, bytes, &acct.adamMoments));
+  if (p.stepsHere()) {
+    const std::span<const StateField> fields = p.optimizer->fields();
+    for (size_t k = 0; k < fields.size(); ++k)
+      DMUON_RETURN_IF_ERROR(state[k].allocate(*device_, bytes, &(acct.*fields[k].account)));
   }
   if (sharded)
     DMUON_RETURN_IF_ERROR(gradShard.allocate(*device_, bytes, &acct.grads));
   p.master = std::move(master);
-  p.momentum = std::move(momentum);
-  p.adamM = std::move(m);
-  p.adamV = std::move(v);
-  p.gradShard = std::move(gradShard);
+  p.state = std::move(state);
+  p.shard.grad = std::move(gradShard);
   p.bound = true;
   return Status::ok();
 }
@@ -168,18 +162,18 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
 Status Executor::paramView(int i, void **out) {
   ParamRt &p = params_[i];
   const std::string &name = p.name;
-  if (p.route == Route::Host)
+  if (p.route == plan::Route::host)
     return invalidArgument("param '" + name +
                            "' travels the host route: the runtime holds nothing of it");
-  if (p.route == Route::Replicated) {
+  if (p.route == plan::Route::replicated) {
     if (!p.bound)
       return invalidState("param '" + name + "' is not bound yet");
     *out = p.master.bytes();
     return Status::ok();
   }
-  uint8_t *packed = ownerRoute_.packedValues(p);
+  uint8_t *packed = hooks_.packedValues(p);
   if (!packed)
-    return invalidState("param '" + name + "' is not unsharded: its " + groupLabel(p.group) +
+    return invalidState("param '" + name + "' is not unsharded: its " + hooks_.label(p.group) +
                         " is between hooks (call pre_forward or pre_backward first)");
   *out = packed;
   return Status::ok();
@@ -188,17 +182,17 @@ Status Executor::paramView(int i, void **out) {
 Status Executor::gradView(int i, float **out) {
   ParamRt &p = params_[i];
   const std::string &name = p.name;
-  if (p.route == Route::Host)
+  if (p.route == plan::Route::host)
     return invalidArgument("param '" + name +
                            "' travels the host route: the runtime holds no gradient of it");
-  if (p.route == Route::Replicated) {
-    *out = replicatedRoute_.gradSlot(p);
+  if (p.route == plan::Route::replicated) {
+    *out = replicatedRoute_.gradSlot(i);
     return Status::ok();
   }
-  float *slot = ownerRoute_.gradSlot(p);
+  float *slot = hooks_.gradSlot(p);
   if (!slot)
     return invalidState("no gradient buffer for param '" + name + "': its " +
-                        groupLabel(p.group) +
+                        hooks_.label(p.group) +
                         " is not between pre_backward and post_backward");
   *out = slot;
   return Status::ok();
@@ -211,21 +205,10 @@ Status Executor::preForward(int g) {
   DMUON_RETURN_IF_ERROR(checkAllBound("pre_forward"));
   if (!inMicroBatch_)
     DMUON_RETURN_IF_ERROR(startMicroBatch());
-  HookPhase &ph = phases_[g];
-  if (ph.forwardStarted)
-    return invalidState("pre_forward(" + std::to_string(g) + ") called twice in one step for " +
-                        groupLabel(g) + "; call step() between steps");
-  for (const HookPhase &other : phases_)
-    if (other.backwardStarted)
-      return invalidState("pre_forward(" + std::to_string(g) +
-                          ") after backward started; call step() first");
-  DMUON_RETURN_IF_ERROR(ownerRoute_.unshard(g));
-  started_ = true;
-  ph.forwardStarted = true;
-  // Forward prefetch: the next group's broadcast overlaps this one's compute.
-  if (g + 1 < ownerRoute_.numGroups() && !phases_[g + 1].forwardStarted)
-    DMUON_RETURN_IF_ERROR(ownerRoute_.unshard(g + 1));
-  return ownerRoute_.waitUnshard(g);
+  const Status unsharded = hooks_.preForward(g);
+  if (hooks_.forwardStarted(g))
+    started_ = true;
+  return unsharded;
 }
 
 // A micro-batch starts with its first pre_forward; the one before it must
@@ -237,9 +220,8 @@ Status Executor::startMicroBatch() {
                           "(or declare a micro-batch not the last with "
                           "dmuon_runtime_begin_micro_batch)");
     if (!config_.accumulateLocally) // its reduce completes before the next one's
-      DMUON_RETURN_IF_ERROR(ownerRoute_.finishReduce());
-    for (HookPhase &ph : phases_)
-      ph = HookPhase{};
+      DMUON_RETURN_IF_ERROR(hooks_.finishReduce());
+    hooks_.newMicroBatch();
   }
   currentLast_ = nextLast_;
   nextLast_ = true;
@@ -250,66 +232,44 @@ Status Executor::startMicroBatch() {
 
 Status Executor::postForward(int g) {
   DMUON_RETURN_IF_ERROR(checkGroup(g, "post_forward"));
-  HookPhase &ph = phases_[g];
-  if (!ph.forwardStarted || ph.forwardDone)
-    return invalidState("post_forward(" + std::to_string(g) + ") without a matching pre_forward");
-  ph.forwardDone = true;
-  if (config_.z3)
-    ownerRoute_.reshard(g);
-  return Status::ok();
+  return hooks_.postForward(g, config_.z3);
 }
 
 Status Executor::preBackward(int g) {
   DMUON_RETURN_IF_ERROR(checkGroup(g, "pre_backward"));
-  HookPhase &ph = phases_[g];
-  if (!ph.forwardDone)
-    return invalidState("pre_backward(" + std::to_string(g) + ") before post_forward of " +
-                        groupLabel(g));
-  if (ph.backwardStarted)
-    return invalidState("pre_backward(" + std::to_string(g) + ") called twice in one step");
-  ph.backwardStarted = true;
-  DMUON_RETURN_IF_ERROR(ownerRoute_.unshard(g)); // Z3 re-broadcasts; Z2 kept the buffer
-  DMUON_RETURN_IF_ERROR(ownerRoute_.waitUnshard(g));
-  return ownerRoute_.beginBackward(g);
+  return hooks_.preBackward(g);
 }
 
 Status Executor::postBackward(int g) {
   DMUON_RETURN_IF_ERROR(checkGroup(g, "post_backward"));
-  HookPhase &ph = phases_[g];
-  if (!ph.backwardStarted || ph.backwardDone)
-    return invalidState("post_backward(" + std::to_string(g) +
-                        ") without a matching pre_backward");
   // Local accumulation keeps the gradients here until the last micro-batch.
-  DMUON_RETURN_IF_ERROR(ownerRoute_.endBackward(g, currentLast_ || !config_.accumulateLocally));
-  ph.backwardDone = true;
-  inMicroBatch_ = !std::all_of(phases_.begin(), phases_.end(),
-                               [](const HookPhase &p) { return p.backwardDone; });
+  DMUON_RETURN_IF_ERROR(hooks_.postBackward(g, currentLast_ || !config_.accumulateLocally));
+  inMicroBatch_ = !hooks_.backwardDone();
   return Status::ok();
 }
 
 Status Executor::finishBackward() {
   if (backwardFinished_)
     return Status::ok();
-  for (int g = 0; g < ownerRoute_.numGroups(); ++g)
-    if (!phases_[g].backwardDone)
-      return invalidState("finish_backward before post_backward of " + groupLabel(g));
+  if (const int g = hooks_.pendingBackward(); g >= 0)
+    return invalidState("finish_backward before post_backward of " + hooks_.label(g));
   if (!currentLast_)
     return invalidState("finish_backward after a micro-batch declared not the last; run the "
                         "step's last micro-batch first");
-  DMUON_RETURN_IF_ERROR(ownerRoute_.finishReduce());
+  DMUON_RETURN_IF_ERROR(hooks_.finishReduce());
   backwardFinished_ = true;
   return Status::ok();
 }
 
-// The replicated params' all-reduce and the norm's, once per step, after
-// every owner reduce.
+// The all-reduces outside the hooks and the norm's, once per step, after
+// every hook group's reduce.
 Status Executor::measureGradients() {
   if (gradientsMeasured_)
     return Status::ok();
   DMUON_RETURN_IF_ERROR(finishBackward());
-  DMUON_RETURN_IF_ERROR(shardedRoute_.sumAlongData());
-  DMUON_RETURN_IF_ERROR(replicatedRoute_.reduce());
-  DMUON_RETURN_IF_ERROR(gradNorm_.measure(params_, replicatedRoute_, norms_));
+  for (Route *r : routes_)
+    DMUON_RETURN_IF_ERROR(r->finishGradients());
+  DMUON_RETURN_IF_ERROR(gradNorm_.measure(params_, routeOf_, norms_));
   clipCoef_ = clipFactor(config_, norms_);
   normsValid_ = true;
   gradientsMeasured_ = true;
@@ -332,17 +292,15 @@ Status Executor::checkAllBound(const char *call) {
 Status Executor::step() {
   // A plan without hook groups (every param AdamW) has no hook to start
   // training with: there, the first step does.
-  if (!started_ && ownerRoute_.numGroups() > 0)
+  if (!started_ && hooks_.numGroups() > 0)
     return invalidState("step before any forward/backward (call the hooks first)");
   DMUON_RETURN_IF_ERROR(checkAllBound("step"));
   started_ = true;
   DMUON_RETURN_IF_ERROR(measureGradients());
   if (!norms_.finite()) {
     // Every rank saw the same sums, so every rank skips: nothing changes.
-    for (ParamRt &p : params_)
-      p.reducedGrad.release();
-    DMUON_RETURN_IF_ERROR(shardedRoute_.zeroGrads());
-    DMUON_RETURN_IF_ERROR(replicatedRoute_.zeroGrads());
+    for (Route *r : routes_)
+      DMUON_RETURN_IF_ERROR(r->zeroGrads());
     qkClip_.discard();
     endStep();
     ++stepsSkipped_;
@@ -350,22 +308,23 @@ Status Executor::step() {
                   "step skipped: a gradient element is NaN or Inf; no param or optimizer state "
                   "changed");
   }
-  DMUON_RETURN_IF_ERROR(gradNorm_.clip(params_, shardedRoute_, replicatedRoute_, clipCoef_));
+  DMUON_RETURN_IF_ERROR(gradNorm_.clip(routes_, clipCoef_));
   ++adamwStep_;
-  DMUON_RETURN_IF_ERROR(ownerStep_.step(adamwStep_));
-  DMUON_RETURN_IF_ERROR(qkClip_.apply()); // on the masters the broadcast below carries
-  DMUON_RETURN_IF_ERROR(ownerRoute_.broadcastReplicas());
-  DMUON_RETURN_IF_ERROR(shardedRoute_.step(adamwStep_));
-  DMUON_RETURN_IF_ERROR(replicatedRoute_.step(adamwStep_));
+  // Each route publishes as soon as it has stepped: the owners' replicate
+  // broadcasts fly while the other routes update.
+  for (Route *r : routes_) {
+    DMUON_RETURN_IF_ERROR(r->step(adamwStep_));
+    if (r == &ownerRoute_) // on the owners' masters, before publish() carries them
+      DMUON_RETURN_IF_ERROR(qkClip_.apply());
+    DMUON_RETURN_IF_ERROR(r->publish());
+  }
   endStep();
   ++stepsApplied_;
   return Status::ok();
 }
 
 void Executor::endStep() {
-  for (HookPhase &ph : phases_)
-    ph = HookPhase{};
-  ownerRoute_.endStep();
+  hooks_.endStep();
   backwardFinished_ = gradientsMeasured_ = false;
   inMicroBatch_ = false;
   microBatchesLastStep_ = std::max(1, microBatches_);
@@ -373,12 +332,6 @@ void Executor::endStep() {
   currentLast_ = true;
 }
 
-Status Executor::synchronize() {
-  for (int g = 0; g < ownerRoute_.numGroups(); ++g) {
-    DMUON_RETURN_IF_ERROR(ownerRoute_.waitUnshard(g));
-    DMUON_RETURN_IF_ERROR(ownerRoute_.waitReplicate(g));
-  }
-  return Status::ok();
-}
+Status Executor::synchronize() { return hooks_.synchronize(); }
 
 } // namespace dmuon::rt

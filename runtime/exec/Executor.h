@@ -1,11 +1,14 @@
-// Executes a plan on one rank. The executor is the hook state machine the
-// host drives (bind, pre/post forward and backward, step) and the owner of
-// this rank's state; the work itself lives with its concern:
-//   routes/OwnerRoute      unshard / reshard / reduce / replicate broadcast
-//   routes/ShardedRoute    flat-sharded params: all-gather / reduce-scatter
-//   routes/ReplicatedRoute all-reduced params
-//   optim/OwnerStep        the owner-only Muon step (optim/GatheredMuon for
-//                          matrices sharded over a model-parallel dim)
+// Executes a plan on one rank. The executor is what the host drives (bind,
+// pre/post forward and backward, step) and the owner of this rank's state;
+// the work itself lives with its concern:
+//   exec/HookSchedule      each hook group's buffers and phases, calling
+//                          every route at each hook
+//   routes/Route           what moves how: OwnerRoute (broadcast / reduce to
+//                          the owner / replicate broadcast), ShardedRoute
+//                          (all-gather / reduce-scatter), ReplicatedRoute
+//                          (all-reduce)
+//   optim/Optimizer        the update rules: Muon (optim/GatheredMuon for
+//                          matrices sharded over a model-parallel dim), AdamW
 //   optim/GradNorm         the global gradient norm and clipping
 //   optim/QkClip           QK-Clip of query/key heads, after the owner step
 //   exec/ExecutorCheckpoint.cpp  saving and restoring the training state
@@ -18,8 +21,9 @@
 #include "checkpoint/CheckpointSlice.h"
 #include "core/Context.h"
 #include "core/Params.h"
+#include "exec/HookSchedule.h"
 #include "optim/GradNorm.h"
-#include "optim/OwnerStep.h"
+#include "optim/Optimizers.h"
 #include "optim/QkClip.h"
 #include "routes/OwnerRoute.h"
 #include "routes/ReplicatedRoute.h"
@@ -80,15 +84,9 @@ public:
   dmuon_comm_counters_t plannedCounters() const;
   void memory(dmuon_memory_report_t &out) const;
   void plannedMemory(dmuon_memory_report_t &out) const;
-  double nsFlops() const { return ownerStep_.nsFlops(); }
+  double nsFlops() const { return optimizers_.muon.nsFlops(); }
 
 private:
-  // Where each hook group is in this step's forward and backward.
-  struct HookPhase {
-    bool forwardStarted = false, forwardDone = false;
-    bool backwardStarted = false, backwardDone = false;
-  };
-
   Executor() = default;
   Status init(const LoadedPlan &plan, const dmuon_runtime_options_t &options);
   Status agreeOnCreate(const LoadedPlan &plan, const Status &verdict);
@@ -98,7 +96,6 @@ private:
   Status findParam(const std::string &name, int &index) const;
   Status checkGroup(int g, const char *call) const;
   Status checkAllBound(const char *call);
-  std::string groupLabel(int g) const;
   bool midStep() const;
   uint64_t modelFingerprint() const;
   Status localSlices(std::vector<ckpt::LocalBoxes> &out) const;
@@ -117,13 +114,16 @@ private:
   std::optional<Context> ctx_;
 
   std::vector<ParamRt> params_;
+  OptimizerSet optimizers_;
   OwnerRoute ownerRoute_;
   ShardedRoute shardedRoute_;
   ReplicatedRoute replicatedRoute_;
-  OwnerStep ownerStep_;
+  // Every route, in the order they are called; and by plan::Route (null:
+  // the host's).
+  std::vector<Route *> routes_, routeOf_;
+  HookSchedule hooks_;
   GradNorm gradNorm_;
   QkClip qkClip_;
-  std::vector<HookPhase> phases_;
   bool allBound_ = false, started_ = false, backwardFinished_ = false;
   // Micro-batches: whether one is between its first pre_forward and its
   // last post_backward, how many this step has run, whether the current

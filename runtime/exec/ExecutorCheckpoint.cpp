@@ -1,5 +1,6 @@
-// Checkpoints of the executor's training state: masters, Muon momentum and
-// AdamW moments by param name (checkpoint/CheckpointFile.h), whatever their route.
+// Checkpoints of the executor's training state: values and each update
+// rule's state (Muon's momentum, AdamW's moments: optim/Optimizer.h) by
+// param name (checkpoint/CheckpointFile.h), whatever their route.
 // Each entry holds the chunk of the full param that its writer's local state
 // is (the whole param unless it is sharded on a model-parallel dim; one
 // entry per box where a StridedShard makes that state several), and a
@@ -70,7 +71,7 @@ Status Executor::localSlices(std::vector<ckpt::LocalBoxes> &out) const {
   const std::vector<int64_t> coord = common::rowMajorCoord(sizes, topo_.rank);
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamRt &p = params_[i];
-    if (p.route == Route::Host)
+    if (p.route == plan::Route::host)
       continue;
     out[i] = ckpt::boxesOf(
         common::localIntervalsOf(fullShape(p), common::shardLayoutOf(*p.plan, mesh), coord));
@@ -93,7 +94,7 @@ Status Executor::localSlices(std::vector<ckpt::LocalBoxes> &out) const {
 // (gathered over its dp_shard group; every member calls this).
 Status Executor::gatherShards(const ParamRt &p, const DeviceArray &shard, bool writes,
                               std::vector<float> &whole) {
-  const size_t count = static_cast<size_t>(p.shardElements);
+  const size_t count = static_cast<size_t>(p.shard.elements);
   DeviceArray all;
   DMUON_RETURN_IF_ERROR(all.allocate(*device_, count * sizeof(float) * topo_.G));
   if (topo_.G > 1) {
@@ -111,12 +112,8 @@ Status Executor::gatherShards(const ParamRt &p, const DeviceArray &shard, bool w
 }
 
 bool Executor::midStep() const {
-  if (microBatches_ > 0) // gradients of this step are accumulating
-    return true;
-  for (const HookPhase &ph : phases_)
-    if (ph.forwardStarted || ph.backwardStarted)
-      return true;
-  return false;
+  // Gradients of this step are accumulating, or a hook group has started.
+  return microBatches_ > 0 || hooks_.anyStarted();
 }
 
 // Every rank learns whether every rank succeeded, so all return together.
@@ -171,18 +168,19 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
   // anything can fail locally (every rank joins its group's gathers).
   struct WholeState {
     size_t index;
-    std::vector<float> value, m, v;
+    std::vector<float> value;
+    std::vector<std::vector<float>> state; // per field of the param's rule
   };
   std::vector<WholeState> wholes;
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamRt &p = params_[i];
-    if (p.route != Route::Sharded)
+    if (p.route != plan::Route::sharded)
       continue;
-    WholeState w{i, {}, {}, {}};
+    WholeState w{i, {}, std::vector<std::vector<float>>(p.state.size())};
     const bool writes = p.countsInNorm && topo_.s == 0;
     DMUON_RETURN_IF_ERROR(gatherShards(p, p.master, writes, w.value));
-    DMUON_RETURN_IF_ERROR(gatherShards(p, p.adamM, writes, w.m));
-    DMUON_RETURN_IF_ERROR(gatherShards(p, p.adamV, writes, w.v));
+    for (size_t k = 0; k < p.state.size(); ++k)
+      DMUON_RETURN_IF_ERROR(gatherShards(p, p.state[k], writes, w.state[k]));
     if (writes)
       wholes.push_back(std::move(w));
   }
@@ -220,17 +218,16 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
     // first shard of row 0 the gathered sharded state.
     std::vector<size_t> mine;
     for (size_t i = 0; i < params_.size(); ++i)
-      if (params_[i].countsInNorm &&
-          (params_[i].route == Route::Owner || params_[i].route == Route::Replicated))
+      if (params_[i].countsInNorm && (params_[i].route == plan::Route::owner ||
+                                      params_[i].route == plan::Route::replicated))
         mine.push_back(i);
     for (const WholeState &w : wholes) {
       if (!local)
         break;
       local = write(w.index, ckpt::Kind::Value, w.value);
-      if (local)
-        local = write(w.index, ckpt::Kind::AdamM, w.m);
-      if (local)
-        local = write(w.index, ckpt::Kind::AdamV, w.v);
+      const std::span<const StateField> fields = params_[w.index].optimizer->fields();
+      for (size_t k = 0; local && k < fields.size(); ++k)
+        local = write(w.index, fields[k].kind, w.state[k]);
     }
     for (size_t k = 0; local && k < mine.size(); ++k) {
       if (k == mine.size() / 2 && ckpt::crashInjectedFor(topo_.rank))
@@ -238,15 +235,9 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
       const size_t i = mine[k];
       const ParamRt &p = params_[i];
       local = add(i, ckpt::Kind::Value, p.master);
-      if (p.muon) {
-        if (local)
-          local = add(i, ckpt::Kind::Momentum, p.momentum);
-      } else {
-        if (local)
-          local = add(i, ckpt::Kind::AdamM, p.adamM);
-        if (local)
-          local = add(i, ckpt::Kind::AdamV, p.adamV);
-      }
+      const std::span<const StateField> fields = p.optimizer->fields();
+      for (size_t f = 0; local && f < fields.size(); ++f)
+        local = add(i, fields[f].kind, p.state[f]);
     }
     if (local)
       local = writer.commit();
@@ -288,7 +279,8 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
   // a refused checkpoint leaves the runtime as it was.
   struct Staged {
     ParamRt *param;
-    std::vector<float> value, momentum, m, v;
+    std::vector<float> value;
+    std::vector<std::vector<float>> state; // per field of the param's rule
   };
   std::vector<Staged> staged;
   ckpt::Manifest manifest;
@@ -318,30 +310,26 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
   };
   for (size_t i = 0; local && i < params_.size(); ++i) {
     ParamRt &p = params_[i];
-    if (p.route == Route::Host)
+    if (p.route == plan::Route::host)
       continue;
-    Staged st{&p, {}, {}, {}, {}};
-    const bool owner = p.route == Route::Owner;
-    if (p.keepsMaster || !owner)
+    Staged st{&p, {}, std::vector<std::vector<float>>(p.state.size())};
+    if (p.keepsValues())
       local = fetch(i, ckpt::Kind::Value, st.value);
-    if (p.muon) {
-      if (local && p.isOwner)
-        local = fetch(i, ckpt::Kind::Momentum, st.momentum);
-    } else if (p.isOwner || !owner) {
-      if (local)
-        local = fetch(i, ckpt::Kind::AdamM, st.m);
-      if (local)
-        local = fetch(i, ckpt::Kind::AdamV, st.v);
-    }
+    const std::span<const StateField> fields = p.optimizer->fields();
+    for (size_t k = 0; local && p.stepsHere() && k < fields.size(); ++k)
+      local = fetch(i, fields[k].kind, st.state[k]);
+    std::vector<std::vector<float> *> arrays{&st.value};
+    for (std::vector<float> &field : st.state)
+      arrays.push_back(&field);
     // Held padded to the largest model-parallel slice (Params.h).
-    for (std::vector<float> *own : {&st.value, &st.momentum, &st.m, &st.v})
+    for (std::vector<float> *own : arrays)
       if (!own->empty())
         own->resize(static_cast<size_t>(p.numel), 0.0f);
-    if (p.route == Route::Sharded) // this rank's shard of each, padded
-      for (std::vector<float> *whole : {&st.value, &st.m, &st.v}) {
-        std::vector<float> shard(static_cast<size_t>(p.shardElements), 0.0f);
+    if (p.route == plan::Route::sharded) // this rank's shard of each, padded
+      for (std::vector<float> *whole : arrays) {
+        std::vector<float> shard(static_cast<size_t>(p.shard.elements), 0.0f);
         if (!whole->empty())
-          std::copy_n(whole->begin() + p.shardBegin, p.shardReal, shard.begin());
+          std::copy_n(whole->begin() + p.shard.begin, p.shard.real, shard.begin());
         *whole = std::move(shard);
       }
     staged.push_back(std::move(st));
@@ -359,14 +347,14 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
   };
   for (Staged &st : staged) {
     ParamRt &p = *st.param;
-    const bool owner = p.route == Route::Owner;
+    const bool owner = p.route == plan::Route::owner;
     DMUON_RETURN_IF_ERROR(put(p.master, st.value, owner ? memory_.masters : memory_.values));
-    DMUON_RETURN_IF_ERROR(put(p.momentum, st.momentum, memory_.momentum));
-    DMUON_RETURN_IF_ERROR(put(p.adamM, st.m, memory_.adamMoments));
-    DMUON_RETURN_IF_ERROR(put(p.adamV, st.v, memory_.adamMoments));
-    if (p.route == Route::Sharded && !p.gradShard.live())
-      DMUON_RETURN_IF_ERROR(p.gradShard.allocate(
-          *device_, static_cast<size_t>(p.shardElements) * sizeof(float), &memory_.grads));
+    const std::span<const StateField> fields = p.optimizer->fields();
+    for (size_t k = 0; k < fields.size(); ++k)
+      DMUON_RETURN_IF_ERROR(put(p.state[k], st.state[k], memory_.*fields[k].account));
+    if (p.route == plan::Route::sharded && !p.shard.grad.live())
+      DMUON_RETURN_IF_ERROR(p.shard.grad.allocate(
+          *device_, static_cast<size_t>(p.shard.elements) * sizeof(float), &memory_.grads));
     p.bound = true;
   }
   adamwStep_ = manifest.adamwStep;

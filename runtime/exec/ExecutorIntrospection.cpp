@@ -22,15 +22,15 @@ Status Executor::gatherParam(const std::string &name, float *out, int64_t numel)
   // Moved padded (Params.h), handed out without the padding.
   const size_t bytes = static_cast<size_t>(p.numel) * sizeof(float);
   const size_t own = static_cast<size_t>(p.sliceNumel) * sizeof(float);
-  if (p.route == Route::Host)
+  if (p.route == plan::Route::host)
     return invalidArgument("gather_param('" + name +
                            "'): the param travels the host route; the runtime holds nothing "
                            "of it");
-  if (p.route == Route::Replicated)
+  if (p.route == plan::Route::replicated)
     return device_->download(out, p.master.bytes(), own);
-  if (p.route == Route::Sharded) {
+  if (p.route == plan::Route::sharded) {
     // Every shard of the dp_shard group, gathered in a temporary buffer.
-    const size_t shardBytes = static_cast<size_t>(p.shardElements) * sizeof(float);
+    const size_t shardBytes = static_cast<size_t>(p.shard.elements) * sizeof(float);
     DeviceArray all;
     DMUON_RETURN_IF_ERROR(all.allocate(*device_, shardBytes * static_cast<size_t>(topo_.G)));
     DMUON_RETURN_IF_ERROR(device_->copy(all.bytes() + static_cast<size_t>(topo_.s) * shardBytes,
@@ -46,14 +46,14 @@ Status Executor::gatherParam(const std::string &name, float *out, int64_t numel)
   // group (on the owner's column: it keeps one, current once its replicate
   // broadcast has landed), broadcast over the group in a temporary device
   // buffer (collectives work on device memory).
-  DMUON_RETURN_IF_ERROR(ownerRoute_.waitReplicate(p.group));
+  DMUON_RETURN_IF_ERROR(ownerRoute_.waitPublished(p.group));
   DeviceArray tmp;
   DMUON_RETURN_IF_ERROR(tmp.allocate(*device_, bytes));
-  if (topo_.s == p.so && topo_.r == p.ro)
+  if (topo_.s == p.owner.so && topo_.r == p.owner.ro)
     DMUON_RETURN_IF_ERROR(device_->copy(tmp.bytes(), p.master.bytes(), bytes));
   RequestId id;
   DMUON_RETURN_IF_ERROR(backend_->broadcast(Communicator::DataParallel, tmp.bytes(), bytes,
-                                            topo_.dataParallelRank(p.so, p.ro), id));
+                                            topo_.dataParallelRank(p.owner.so, p.owner.ro), id));
   DMUON_RETURN_IF_ERROR(backend_->wait(id));
   return device_->download(out, tmp.bytes(), own);
 }
@@ -63,10 +63,11 @@ Status Executor::paramState(const std::string &name, dmuon_param_state_t &out) c
   DMUON_RETURN_IF_ERROR(findParam(name, i));
   const ParamRt &p = params_[i];
   out = {};
-  out.is_owner = p.isOwner;
+  out.is_owner = p.owner.isOwner;
   out.has_owned_data = p.master.live();
-  out.has_reduced_grad = p.reducedGrad.live();
-  out.has_momentum = p.momentum.live();
+  out.has_reduced_grad = p.owner.reducedGrad.live();
+  const DeviceArray *momentum = stateOf(p, ckpt::Kind::Momentum);
+  out.has_momentum = momentum && momentum->live();
   if (p.master.live()) {
     std::vector<uint8_t> host(p.master.size());
     DMUON_RETURN_IF_ERROR(device_->download(host.data(), p.master.bytes(), host.size()));
@@ -95,8 +96,8 @@ dmuon_comm_counters_t Executor::plannedCounters() const {
   // once per reduce) and along the data-carrying dims (once per step).
   uint64_t shardPhase2 = 0;
   for (const ParamRt &p : params_)
-    if (p.route == Route::Sharded && topo_.R > 1)
-      shardPhase2 += static_cast<uint64_t>(p.shardElements) * sizeof(float);
+    if (p.route == plan::Route::sharded && topo_.R > 1)
+      shardPhase2 += static_cast<uint64_t>(p.shard.elements) * sizeof(float);
   const uint64_t allreduce = f->allreduce_bytes() -
                              (config_.manageAdamW ? 0 : replicatedRoute_.allReduceBytesPerStep()) +
                              shardPhase2 * (reduces - 1) + f->data_allreduce_bytes();

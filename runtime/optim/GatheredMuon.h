@@ -15,7 +15,8 @@ struct GatherScratch {
   DeviceArray u, ortho, chunks, full;
 };
 
-Status gatheredMuonStep(const Context &ctx, ParamRt &p, const MuonHyper &h,
+// Muon on `p` from its averaged gradient `grad`.
+Status gatheredMuonStep(const Context &ctx, ParamRt &p, const float *grad, const MuonHyper &h,
                         GatherScratch &scratch);
 
 } // namespace dmuon::rt

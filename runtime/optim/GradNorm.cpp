@@ -16,26 +16,19 @@ Status GradNorm::init(const Context &ctx) {
   return sums_.allocate(ctx.device, 2 * sizeof(double));
 }
 
-Status GradNorm::measure(const std::vector<ParamRt> &params, const ReplicatedRoute &replicated,
+Status GradNorm::measure(const std::vector<ParamRt> &params, const std::vector<Route *> &routes,
                          GradNorms &out) {
   Device &dev = ctx_->device;
   auto *sums = reinterpret_cast<double *>(sums_.bytes());
   DMUON_RETURN_IF_ERROR(dev.zero(sums, 2 * sizeof(double)));
-  for (const ParamRt &p : params) {
-    if (!p.countsInNorm)
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParamRt &p = params[i];
+    Route *route = routes[static_cast<size_t>(p.route)];
+    if (!p.countsInNorm || !route)
       continue;
-    const float *grad = nullptr;
-    int64_t n = p.numel;
-    if (p.route == Route::Owner) {
-      grad = p.reducedGrad.floats();
-    } else if (p.route == Route::Sharded) {
-      grad = p.gradShard.floats(); // its padding is zero
-      n = p.shardElements;
-    } else if (p.route == Route::Replicated && ctx_->config.manageAdamW) {
-      grad = replicated.gradSlot(p);
-    }
-    if (grad)
-      DMUON_RETURN_IF_ERROR(dev.addSumOfSquares(grad, n, sums + (p.muon ? 0 : 1)));
+    const GradView grad = route->averagedGrad(static_cast<int>(i));
+    if (grad.data)
+      DMUON_RETURN_IF_ERROR(dev.addSumOfSquares(grad.data, grad.count, sums + (p.muon ? 0 : 1)));
   }
   RequestId id;
   DMUON_RETURN_IF_ERROR(ctx_->backend.allReduceSum(Communicator::World, sums, 2, id));
@@ -47,20 +40,16 @@ Status GradNorm::measure(const std::vector<ParamRt> &params, const ReplicatedRou
   return Status::ok();
 }
 
-Status GradNorm::clip(std::vector<ParamRt> &params, ShardedRoute &sharded,
-                      ReplicatedRoute &replicated, double factor) {
+Status GradNorm::clip(const std::vector<Route *> &routes, double factor) {
   if (factor >= 1.0)
     return Status::ok();
-  const auto f = static_cast<float>(factor);
   // AdamW gradients are clipped under every policy that clips; Muon's only
   // under `all`.
   const bool muonToo = ctx_->config.clipPolicy == DMUON_CLIP_ALL;
-  for (ParamRt &p : params)
-    if ((muonToo || !p.muon) && p.reducedGrad.live())
-      DMUON_RETURN_IF_ERROR(
-          ctx_->device.scaleCopy(p.reducedGrad.floats(), p.reducedGrad.floats(), f, p.numel));
-  DMUON_RETURN_IF_ERROR(sharded.scaleGrads(f));
-  return replicated.scaleGrads(f);
+  for (Route *route : routes)
+    if (route)
+      DMUON_RETURN_IF_ERROR(route->scaleGrads(static_cast<float>(factor), muonToo));
+  return Status::ok();
 }
 
 } // namespace dmuon::rt

@@ -10,8 +10,7 @@
 
 #include "core/Context.h"
 #include "core/Params.h"
-#include "routes/ReplicatedRoute.h"
-#include "routes/ShardedRoute.h"
+#include "routes/Route.h"
 
 #include <cmath>
 #include <vector>
@@ -33,11 +32,12 @@ double clipFactor(const Config &config, const GradNorms &norms);
 class GradNorm {
 public:
   Status init(const Context &ctx);
-  Status measure(const std::vector<ParamRt> &params, const ReplicatedRoute &replicated,
+  // `routes[r]` is the route of the params whose plan::Route is r (null:
+  // the host's). Summed in plan order, the same on every mesh and route.
+  Status measure(const std::vector<ParamRt> &params, const std::vector<Route *> &routes,
                  GradNorms &out);
   // Scales the gradients the policy clips by `factor`.
-  Status clip(std::vector<ParamRt> &params, ShardedRoute &sharded, ReplicatedRoute &replicated,
-              double factor);
+  Status clip(const std::vector<Route *> &routes, double factor);
 
 private:
   const Context *ctx_ = nullptr;

@@ -84,7 +84,7 @@ Status QkClip::apply() {
 
 Status QkClip::scaleHead(int param, int headDim, int head, double scale) {
   ParamRt &p = (*params_)[param];
-  if (!p.isOwner) // each owner rescales its own param (on every model-parallel shard)
+  if (!p.owner.isOwner) // each owner rescales its own param (on every model-parallel shard)
     return Status::ok();
   const int64_t n = int64_t(headDim) * p.localCols;
   float *rows = p.master.floats() + int64_t(head) * n;

@@ -1,5 +1,7 @@
 #include "routes/ReplicatedRoute.h"
 
+#include "optim/Optimizer.h"
+
 #include <algorithm>
 
 namespace dmuon::rt {
@@ -10,27 +12,28 @@ Status ReplicatedRoute::init(const Context &ctx, std::vector<ParamRt> &params) {
   // Members summed along the same data-carrying dims sit next to each other,
   // so each such sum is one collective.
   std::vector<int> order;
+  offsets_.assign(params.size(), 0);
   for (size_t i = 0; i < params.size(); ++i)
-    if (params[i].route == Route::Replicated)
+    if (params[i].route == plan::Route::replicated)
       order.push_back(static_cast<int>(i));
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return static_cast<int>(params[a].alongData) < static_cast<int>(params[b].alongData);
+    return static_cast<int>(params[a].along.group) < static_cast<int>(params[b].along.group);
   });
   for (int i : order) {
     ParamRt &p = params[i];
-    p.gradOffset = elements_;
+    offsets_[i] = elements_;
     elements_ += static_cast<size_t>(p.numel);
     members_.push_back(i);
-    if (p.alongSize <= 1)
+    if (p.along.size <= 1)
       continue;
-    if (alongRuns_.empty() || alongRuns_.back().group != p.alongData)
-      alongRuns_.push_back({p.alongData, p.gradOffset, 0});
+    if (alongRuns_.empty() || alongRuns_.back().group != p.along.group)
+      alongRuns_.push_back({p.along.group, offsets_[i], 0});
     alongRuns_.back().elements += static_cast<size_t>(p.numel);
   }
   return grad_.allocate(ctx.device, elements_ * sizeof(float), &ctx.memory.grads);
 }
 
-Status ReplicatedRoute::reduce() {
+Status ReplicatedRoute::finishGradients() {
   const Topology &t = ctx_->topo;
   if (!ctx_->config.manageAdamW || members_.empty() || t.dataParallelSize == 1)
     return Status::ok();
@@ -55,6 +58,12 @@ Status ReplicatedRoute::reduce() {
                                 static_cast<int64_t>(elements_));
 }
 
+GradView ReplicatedRoute::averagedGrad(int index) {
+  if (!ctx_->config.manageAdamW)
+    return {};
+  return {gradSlot(index), (*params_)[index].numel};
+}
+
 uint64_t ReplicatedRoute::allReduceBytesPerStep() const {
   const Topology &t = ctx_->topo;
   uint64_t bytes = t.G * t.R > 1 ? gradBytes() : 0;
@@ -64,7 +73,6 @@ uint64_t ReplicatedRoute::allReduceBytesPerStep() const {
 }
 
 Status ReplicatedRoute::step(int64_t adamwStep) {
-  Device &dev = ctx_->device;
   // The documented contract when the host opts out: gradients start each
   // step at zero.
   if (!ctx_->config.manageAdamW || members_.empty())
@@ -72,7 +80,7 @@ Status ReplicatedRoute::step(int64_t adamwStep) {
   for (int i : members_) {
     ParamRt &p = (*params_)[i];
     DMUON_RETURN_IF_ERROR(
-        adamwUpdate(dev, p, ctx_->config.adamw, grad_.floats() + p.gradOffset, p.numel, adamwStep));
+        p.optimizer->step(*ctx_, p, grad_.floats() + offsets_[i], p.numel, adamwStep));
   }
   return zeroGrads();
 }
