@@ -15,6 +15,7 @@
 namespace dmuon {
 
 struct PlanView {
+  PlanView() = default; // a mesh of one rank
   explicit PlanView(const plan::Plan &p);
 
   int64_t slots() const { return G * R; }

@@ -16,7 +16,7 @@ namespace dmuon::planfile::detail {
 std::string Checker::checkUnits() {
   if (!p_.units())
     return {};
-  int64_t slots = G_ * R_;
+  int64_t slots = mesh_.slots();
   for (uint32_t i = 0; i < p_.units()->size(); ++i) {
     const plan::Unit *u = p_.units()->Get(i);
     auto unitName = [&] { return "unit " + std::to_string(i) + " '" + str(u->name()) + "'"; };
@@ -41,7 +41,7 @@ std::string Checker::checkGroups() {
     std::string who = "comm group " + std::to_string(i) + " '" + str(g->key()) + "'";
     if (auto e = paramList(who, g->params()); !e.empty())
       return e;
-    int64_t ndims = static_cast<int64_t>(dimSizes_.size());
+    int64_t ndims = static_cast<int64_t>(mesh_.dims.size());
     if (g->replicate_mesh_dims())
       for (int32_t d : *g->replicate_mesh_dims())
         if (auto e = range(who, ": replicate mesh dim", d, ndims, "mesh dims", false);
@@ -52,9 +52,9 @@ std::string Checker::checkGroups() {
         if (!rl->ranks())
           continue;
         for (int32_t r : *rl->ranks())
-          if (r < 0 || r >= world_)
+          if (r < 0 || r >= mesh_.ranks())
             return who + ": replicate group rank " + std::to_string(r) +
-                   " out of range (world size " + std::to_string(world_) + ")";
+                   " out of range (world size " + std::to_string(mesh_.ranks()) + ")";
       }
   }
   return {};
@@ -141,7 +141,7 @@ std::string Checker::checkSegmentParams(const plan::HookGroup &h, int64_t hi, co
                                         const Who &sw) {
   if (!s.params())
     return sw + " has no params vector";
-  const int64_t slot = s.owner_shard() + s.owner_replicate() * G_;
+  const int64_t slot = s.owner_shard() + s.owner_replicate() * mesh_.G;
   if (auto e = ownerRankMatchesSlot(sw, s.owner_rank(), s.owner_shard(), s.owner_replicate(),
                                     s.owner_data_index());
       !e.empty())
@@ -192,9 +192,9 @@ std::string Checker::checkSegmentParams(const plan::HookGroup &h, int64_t hi, co
 
 std::string Checker::checkStats() {
   const plan::Stats *s = p_.stats();
-  const int64_t slots = G_ * R_ * D_;
+  const int64_t slots = mesh_.fineSlots();
   const std::string slotsWhy =
-      D_ > 1 ? " (num_shards*num_replicas*" + std::to_string(D_) + " data indices)"
+      mesh_.D > 1 ? " (num_shards*num_replicas*" + std::to_string(mesh_.D) + " data indices)"
              : " (num_shards*num_replicas)";
   if (!s) {
     if (reached(plan::Stage::partition))
@@ -256,17 +256,17 @@ std::string Checker::checkRankRows() {
   if (complete() || (rows && rows->size() != 0)) {
     if (!rows)
       return runs ? std::string("stats.rank_runs is missing")
-                  : "stats.ranks is missing, expected " + std::to_string(world_) +
+                  : "stats.ranks is missing, expected " + std::to_string(mesh_.ranks()) +
                         " entries (world size)";
     if (runs && rows->size() == 0)
-      return "stats.rank_runs is empty, expected runs covering " + std::to_string(world_) +
+      return "stats.rank_runs is empty, expected runs covering " + std::to_string(mesh_.ranks()) +
              " ranks (world size)";
-    if (runs && static_cast<int64_t>(rows->size()) > world_)
+    if (runs && static_cast<int64_t>(rows->size()) > mesh_.ranks())
       return "stats.rank_runs has " + std::to_string(rows->size()) + " runs, more than the " +
-             std::to_string(world_) + " ranks (world size)";
-    if (!runs && static_cast<int64_t>(rows->size()) != world_)
+             std::to_string(mesh_.ranks()) + " ranks (world size)";
+    if (!runs && static_cast<int64_t>(rows->size()) != mesh_.ranks())
       return "stats.ranks has " + std::to_string(rows->size()) +
-             " entries, expected " + std::to_string(world_) + " (world size)";
+             " entries, expected " + std::to_string(mesh_.ranks()) + " (world size)";
     for (uint32_t i = 0; i < rows->size(); ++i) {
       const plan::RankFigures *r = rows->Get(i);
       auto rowName = [&] { return std::string(field) + "[" + std::to_string(i) + "]"; };
@@ -278,9 +278,9 @@ std::string Checker::checkRankRows() {
       if (runs && i > 0 && r->rank() <= rows->Get(i - 1)->rank())
         return who + " starts at rank " + std::to_string(r->rank()) +
                ", not after the previous run's " + std::to_string(rows->Get(i - 1)->rank());
-      if (runs && r->rank() >= world_)
+      if (runs && r->rank() >= mesh_.ranks())
         return who + " starts at rank " + std::to_string(r->rank()) + ", past the world size " +
-               std::to_string(world_);
+               std::to_string(mesh_.ranks());
       if (runs && i > 0 && common::sameRankFigures(*r, *rows->Get(i - 1)))
         return who + " has the figures of the run before it (adjacent runs must differ)";
       if (!std::isfinite(r->ns_flops()) || r->ns_flops() < 0)

@@ -97,7 +97,7 @@ std::string matrixStr(int64_t b, int64_t r, int64_t c) {
 std::string Checker::checkParams() {
   if (!p_.params())
     return {};
-  uint32_t ndims = static_cast<uint32_t>(dimSizes_.size());
+  uint32_t ndims = static_cast<uint32_t>(mesh_.dims.size());
   // The first param of each name, for the duplicate-name check; its slot
   // for a name is prefetched a few params ahead.
   std::optional<common::FirstSeenTable> byName;
@@ -246,7 +246,7 @@ std::string Checker::checkDataDims(const plan::Param &q, const Who &who) const {
   if (q.owner_data_index() <= 0)
     return {};
   const std::vector<int64_t> coord = common::dataCoordsOf(
-      dimSizes_, q.owner_data_index(), [&](int i) { return dataDim_[i]; });
+      mesh_.dims, q.owner_data_index(), [&](int i) { return mesh_.carriesData[i]; });
   for (size_t i = coord.size(); i-- > 0;) {
     const int64_t c = coord[i];
     if (c != 0 && std::find(want.begin(), want.end(), static_cast<int>(i)) == want.end())
@@ -286,11 +286,11 @@ std::string Checker::checkCompleteParam(const plan::Param &q, const Who &who) {
     return who + " travels the owner route but has no unit";
   const plan::Unit *u = p_.units()->Get(static_cast<uint32_t>(q.unit()));
   const int64_t slot = u->slot();
-  if (slot < 0 || slot >= G_ * R_)
+  if (slot < 0 || slot >= mesh_.slots())
     return who + ": unit " + std::to_string(q.unit()) + " '" + str(u->name()) + "' slot " +
-           std::to_string(slot) + " out of range (plan has " + std::to_string(G_ * R_) +
+           std::to_string(slot) + " out of range (plan has " + std::to_string(mesh_.slots()) +
            " owner slots)";
-  if (q.owner_shard() != slot % G_ || q.owner_replicate() != slot / G_)
+  if (q.owner_shard() != slot % mesh_.G || q.owner_replicate() != slot / mesh_.G)
     return who + ": owner slot (" + std::to_string(q.owner_shard()) + "," +
            std::to_string(q.owner_replicate()) + ") is not its unit's slot " + slotStr(slot);
   if (q.owner_data_index() != u->data_index())
@@ -340,7 +340,7 @@ std::string Checker::checkCompleteParam(const plan::Param &q, const Who &who) {
   // size they hold between them (chunks of local_shape's size there, the
   // last ones possibly smaller).
   if (q.group() == plan::ShardingGroupKind::comm) {
-    const int64_t k = dimSizes_[static_cast<size_t>(q.gather_mesh_dim())];
+    const int64_t k = mesh_.dims[static_cast<size_t>(q.gather_mesh_dim())];
     const int32_t t = q.gather_tensor_dim();
     const bool inRange = t >= 0 && t < static_cast<int32_t>(q.shape()->size()) &&
                          q.local_shape() && t < static_cast<int32_t>(q.local_shape()->size());
@@ -364,12 +364,12 @@ std::string Checker::checkShardedParam(const plan::Param &q, int64_t local,
                                        const Who &who) {
   if (q.hook_group() < 0 || q.unit() >= 0)
     return who + " travels the sharded route but has no hook_group, or has a unit";
-  const int64_t shard = common::shardElements(local, G_);
+  const int64_t shard = common::shardElements(local, mesh_.G);
   if (q.shard_elements() != shard)
     return who + ": shard_elements is " + std::to_string(q.shard_elements()) + ", expected " +
            std::to_string(shard) + " (" + std::to_string(local) + " local elements over " +
-           std::to_string(G_) + " shards)";
-  const int64_t padded = shard * G_;
+           std::to_string(mesh_.G) + " shards)";
+  const int64_t padded = shard * mesh_.G;
   const int64_t elemBytes = common::dtypeBytes(q.dtype());
   if (q.bytes() != padded * elemBytes || q.reduce_bytes() != padded * common::kReduceElementBytes)
     return who + ": bytes/reduce_bytes are " + std::to_string(q.bytes()) + "/" +
@@ -391,7 +391,7 @@ std::string Checker::checkShardedParam(const plan::Param &q, int64_t local,
 // (from group on) gathers over a model-parallel mesh dim that Shards the
 // tensor dim it names, and (from layout on) has a compute index on that dim.
 std::string Checker::checkModelParallel(const plan::Param &q, const Who &who) {
-  const int64_t ndims = static_cast<int64_t>(dimSizes_.size());
+  const int64_t ndims = static_cast<int64_t>(mesh_.dims.size());
   if (reached(plan::Stage::validate)) {
     if (!q.local_shape())
       return who + " has no local_shape";
@@ -432,7 +432,7 @@ std::string Checker::checkModelParallel(const plan::Param &q, const Who &who) {
   if (g < 0 || g >= ndims)
     return who + ": gather_mesh_dim " + std::to_string(g) + " out of range (mesh has " +
            std::to_string(ndims) + " dims)";
-  if (g == shardDim_ || g == replicateDim_)
+  if (g == mesh_.shardDim || g == mesh_.replicateDim)
     return who + ": gather_mesh_dim " + std::to_string(g) + " is a data-parallel mesh dim";
   const int32_t t = q.gather_tensor_dim();
   const plan::Placement *pl =
@@ -444,10 +444,10 @@ std::string Checker::checkModelParallel(const plan::Param &q, const Who &who) {
     return who + ": gather_tensor_dim " + std::to_string(t) +
            " is not the tensor dim its gather mesh dim " + std::to_string(g) + " shards";
   if (reached(plan::Stage::layout) &&
-      (q.compute_index() < 0 || q.compute_index() >= dimSizes_[g]))
+      (q.compute_index() < 0 || q.compute_index() >= mesh_.dims[g]))
     return who + ": compute_index " + std::to_string(q.compute_index()) +
            " out of range (gather mesh dim " + std::to_string(g) + " has size " +
-           std::to_string(dimSizes_[g]) + ")";
+           std::to_string(mesh_.dims[g]) + ")";
   return {};
 }
 

@@ -9,6 +9,7 @@
 
 #include "common/MeshIndex.h"
 #include "common/PlanAccess.h"
+#include "plan/PlanView.h"
 #include "dmuon/plan_generated.h"
 
 #include <cstdint>
@@ -70,8 +71,8 @@ private:
   // --stop-after plan is printed, never executed).
   bool complete() const { return p_.stage() == plan::Stage::complete; }
   std::string slotStr(int64_t slot) const {
-    return std::to_string(slot) + " (" + std::to_string(slot % G_) + "," +
-           std::to_string(slot / G_) + ")";
+    return std::to_string(slot) + " (" + std::to_string(slot % mesh_.G) + "," +
+           std::to_string(slot / mesh_.G) + ")";
   }
   bool reached(plan::Stage s) const {
     return static_cast<int>(p_.stage()) >= static_cast<int>(s);
@@ -104,41 +105,39 @@ private:
 
   const plan::Plan &p_;
   const uint8_t *base_;
-  int64_t world_ = 1, G_ = 1, R_ = 1;
+  // The mesh, once checkMesh has passed it.
+  PlanView mesh_;
   int64_t numParams_ = 0, numUnits_ = 0, numComm_ = 0, numHooks_ = 0;
-  std::vector<int64_t> dimSizes_;
-  std::vector<bool> dataDim_; // per mesh dim: carries data
-  int64_t D_ = 1; // data indices (1.4 on: the data-carrying dims' sizes multiplied)
   // Complete plans: how many segments list each param.
   std::vector<int> segmentsOf_;
   int64_t adamwElements_ = 0;
-  int shardDim_ = -1, replicateDim_ = -1;
 
   int64_t ownerRank(int64_t s, int64_t r, int64_t d) const {
     return common::ownerRank(
-        dimSizes_, shardDim_, replicateDim_, [&](int i) { return dataDim_[i]; }, s, r, d);
+        mesh_.dims, mesh_.shardDim, mesh_.replicateDim,
+        [&](int i) { return mesh_.carriesData[i]; }, s, r, d);
   }
   std::string dataIndexInRange(const Who &who, int64_t d) const {
-    if (d < 0 || d >= D_)
+    if (d < 0 || d >= mesh_.D)
       return who + ": data index " + std::to_string(d) + " out of range (plan has " +
-             std::to_string(D_) + (D_ == 1 ? " data index)" : " data indices)");
+             std::to_string(mesh_.D) + (mesh_.D == 1 ? " data index)" : " data indices)");
     return {};
   }
   // The owner fields of a param or segment: "<who>: owner_rank 9 out of
   // range (world size 8)" and the like, or empty.
   std::string ownerRankInRange(const Who &who, int64_t rank) const {
-    if (rank < 0 || rank >= world_)
+    if (rank < 0 || rank >= mesh_.ranks())
       return who + ": owner_rank " + std::to_string(rank) + " out of range (world size " +
-             std::to_string(world_) + ")";
+             std::to_string(mesh_.ranks()) + ")";
     return {};
   }
   std::string ownerSlotInRange(const Who &who, int64_t shard, int64_t replicate) const {
-    if (shard < 0 || shard >= G_)
+    if (shard < 0 || shard >= mesh_.G)
       return who + ": owner_shard " + std::to_string(shard) + " out of range (mesh has " +
-             std::to_string(G_) + " shards)";
-    if (replicate < 0 || replicate >= R_)
+             std::to_string(mesh_.G) + " shards)";
+    if (replicate < 0 || replicate >= mesh_.R)
       return who + ": owner_replicate " + std::to_string(replicate) +
-             " out of range (mesh has " + std::to_string(R_) + " replicas)";
+             " out of range (mesh has " + std::to_string(mesh_.R) + " replicas)";
     return {};
   }
   // The owner rank is the rank of the owner (shard, replicate, data index).
@@ -149,7 +148,7 @@ private:
       return who + ": owner_rank " + std::to_string(rank) + " is not the rank " +
              std::to_string(want) + " of its owner slot (" + std::to_string(shard) + "," +
              std::to_string(replicate) +
-             (D_ > 1 ? ", data index " + std::to_string(dataIndex) : std::string()) + ")";
+             (mesh_.D > 1 ? ", data index " + std::to_string(dataIndex) : std::string()) + ")";
     return {};
   }
   // The data-carrying dims a param is Replicate on, ascending: what its
@@ -157,8 +156,8 @@ private:
   std::vector<int> expectedDataDims(const plan::Param &q) const {
     std::vector<int> dims;
     const auto *pls = q.placements();
-    for (size_t d = 0; d < dataDim_.size(); ++d)
-      if (dataDim_[d] && pls && d < pls->size() &&
+    for (size_t d = 0; d < mesh_.carriesData.size(); ++d)
+      if (mesh_.carriesData[d] && pls && d < pls->size() &&
           pls->Get(static_cast<uint32_t>(d))->kind() == plan::PlacementKind::replicate)
         dims.push_back(static_cast<int>(d));
     return dims;

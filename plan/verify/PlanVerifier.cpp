@@ -122,13 +122,11 @@ std::string Checker::checkMesh() {
     product *= d->size();
     if (product > kMaxWorld)
       return "mesh has more than " + std::to_string(kMaxWorld) + " ranks";
-    dimSizes_.push_back(d->size());
-    dataDim_.push_back(d->carries_data());
   }
   if (m->world_size() != product)
     return "mesh world_size is " + std::to_string(m->world_size()) +
            " but its dims multiply to " + std::to_string(product);
-  int n = static_cast<int>(dimSizes_.size());
+  int n = static_cast<int>(m->dims()->size());
   if (m->shard_dim() < -1 || m->shard_dim() >= n)
     return "mesh shard_dim " + std::to_string(m->shard_dim()) + " out of range (mesh has " +
            std::to_string(n) + " dims)";
@@ -137,10 +135,10 @@ std::string Checker::checkMesh() {
            " out of range (mesh has " + std::to_string(n) + " dims)";
   if (m->shard_dim() >= 0 && m->shard_dim() == m->replicate_dim())
     return "mesh shard_dim and replicate_dim are both " + std::to_string(m->shard_dim());
-  shardDim_ = m->shard_dim();
-  replicateDim_ = m->replicate_dim();
-  int64_t g = shardDim_ < 0 ? 1 : dimSizes_[shardDim_];
-  int64_t r = replicateDim_ < 0 ? 1 : dimSizes_[replicateDim_];
+  const int shardDim = m->shard_dim(), replicateDim = m->replicate_dim();
+  auto sizeOf = [&](int i) { return m->dims()->Get(static_cast<uint32_t>(i))->size(); };
+  int64_t g = shardDim < 0 ? 1 : sizeOf(shardDim);
+  int64_t r = replicateDim < 0 ? 1 : sizeOf(replicateDim);
   if (m->num_shards() != g)
     return "mesh num_shards is " + std::to_string(m->num_shards()) + ", expected " +
            std::to_string(g) + " (the size of its shard dim)";
@@ -148,17 +146,13 @@ std::string Checker::checkMesh() {
     return "mesh num_replicas is " + std::to_string(m->num_replicas()) + ", expected " +
            std::to_string(r) + " (the size of its replicate dim)";
   for (int i = 0; i < n; ++i)
-    if (dataDim_[i] && (i == shardDim_ || i == replicateDim_))
+    if (m->dims()->Get(static_cast<uint32_t>(i))->carries_data() &&
+        (i == shardDim || i == replicateDim))
       return "mesh dim '" + str(m->dims()->Get(static_cast<uint32_t>(i))->name()) +
              "' is an ownership dim and cannot carry data";
-  // Owners pick coordinates on the data-carrying dims from 1.4 on.
-  if (planHas(p_, PlanFeature::DataCarryingDims))
-    for (int i = 0; i < n; ++i)
-      if (dataDim_[i])
-        D_ *= dimSizes_[i];
-  world_ = product;
-  G_ = g;
-  R_ = r;
+  // Now what every later check reads the mesh through (owners pick
+  // coordinates on the data-carrying dims from 1.4 on: PlanView::D).
+  mesh_ = PlanView(p_);
   return {};
 }
 

@@ -1,23 +1,23 @@
 #include "core/Topology.h"
 
 #include "common/MeshIndex.h"
+#include "plan/PlanView.h"
 
 namespace dmuon::rt {
 
-Topology Topology::of(const dmuon::plan::Mesh &mesh, int rank) {
+Topology Topology::of(const dmuon::plan::Plan &plan, int rank) {
+  const PlanView view(plan);
   Topology t;
   t.rank = rank;
-  t.G = mesh.num_shards();
-  t.R = mesh.num_replicas();
-  t.shardDim = mesh.shard_dim();
-  t.replicateDim = mesh.replicate_dim();
-  for (const dmuon::plan::MeshDim *d : *mesh.dims()) {
-    t.dimSizes.push_back(d->size());
-    t.carriesData.push_back(d->carries_data());
-  }
-  t.dataParallelSize =
-      mesh.data_parallel_size() > 0 ? mesh.data_parallel_size() : int64_t(t.G) * t.R;
-  for (int64_t c : common::rowMajorCoord(t.dimSizes, rank))
+  t.G = static_cast<int>(view.G);
+  t.R = static_cast<int>(view.R);
+  t.shardDim = view.shardDim;
+  t.replicateDim = view.replicateDim;
+  t.dimSizes.assign(view.dims.begin(), view.dims.end());
+  t.carriesData = view.carriesData;
+  const int64_t dataParallel = plan.mesh()->data_parallel_size();
+  t.dataParallelSize = dataParallel > 0 ? dataParallel : int64_t(t.G) * t.R;
+  for (int64_t c : view.coord(rank))
     t.coord.push_back(static_cast<int>(c));
   t.s = t.shardDim >= 0 ? t.coord[t.shardDim] : 0;
   t.r = t.replicateDim >= 0 ? t.coord[t.replicateDim] : 0;

@@ -1,7 +1,7 @@
-// Where this rank sits in the plan's mesh: its coordinate (row-major over the
-// mesh dims, as the plan's rank order), its owner slot (s, r) on the
-// ownership dims, and the communicators the routes use. The only place the
-// runtime turns coordinates into ranks.
+// Where this rank sits in the plan's mesh (plan/PlanView.h): its coordinate
+// (row-major over the mesh dims, as the plan's rank order), its owner slot
+// (s, r) on the ownership dims, and the communicators the routes use. The
+// only place the runtime turns coordinates into ranks.
 #ifndef DMUON_RUNTIME_CORE_TOPOLOGY_H
 #define DMUON_RUNTIME_CORE_TOPOLOGY_H
 
@@ -27,7 +27,8 @@ struct Topology {
   // Mesh dims -> the communicator along them (created once each).
   std::map<std::vector<int>, Communicator> along;
 
-  static Topology of(const dmuon::plan::Mesh &mesh, int rank);
+  // From the plan's mesh as every reader sees it (plan/PlanView.h).
+  static Topology of(const dmuon::plan::Plan &plan, int rank);
 
   // Row-major rank of a full coordinate.
   int rankOf(const std::vector<int> &c) const;

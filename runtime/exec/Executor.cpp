@@ -24,7 +24,7 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &opt
   DMUON_RETURN_IF_ERROR(agreeOnCreate(plan, verdict));
   DMUON_RETURN_IF_ERROR(checkExecutable(plan));
 
-  topo_ = Topology::of(*plan.root().mesh(), backend_->worldRank());
+  topo_ = Topology::of(plan.root(), backend_->worldRank());
   DMUON_RETURN_IF_ERROR(topo_.createOwnershipGroups(*backend_));
   DMUON_RETURN_IF_ERROR(buildParams(plan, topo_, *backend_, params_));
   ctx_.emplace(Context{plan, topo_, config_, *device_, *backend_, counters_, memory_});
