@@ -42,6 +42,7 @@
 #ifndef DMUON_DMUON_H
 #define DMUON_DMUON_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -214,8 +215,17 @@ typedef enum dmuon_backend {
   DMUON_BACKEND_NCCL = 2  /* GPU: NCCL collectives, CUDA kernels */
 } dmuon_backend_t;
 
+/* A setting the host leaves unset holds the unset value of its type, as the
+ * *_init functions write it (NCCL's NCCL_CONFIG_UNDEF_* are the model):
+ * DMUON_UNSET for int and enum fields, DMUON_UNSET_REAL (a NaN) for
+ * real-valued ones. In dmuon_runtime_options_t an unset field takes the
+ * plan's value (device: the communicator's); in dmuon_hyper_params_t it
+ * keeps the current one. */
+#define DMUON_UNSET (-1)
+#define DMUON_UNSET_REAL NAN
+
 typedef enum dmuon_mode {
-  DMUON_MODE_FROM_PLAN = -1,
+  DMUON_MODE_FROM_PLAN = DMUON_UNSET,
   DMUON_MODE_Z3 = 0, /* free packed buffers after forward, re-broadcast for backward */
   DMUON_MODE_Z2 = 1  /* keep packed buffers from forward through backward */
 } dmuon_mode_t;
@@ -252,8 +262,8 @@ typedef enum dmuon_momentum_form {
 
 #define DMUON_RUNTIME_OPTIONS_VERSION 2
 
-/* Hyper-parameters: a NaN (or -1 for the integer/bool ones) takes the plan's
- * default. Initialize with dmuon_runtime_options_init. A struct of an older
+/* Fields left unset (DMUON_UNSET, DMUON_UNSET_REAL) take the plan's value.
+ * Initialize with dmuon_runtime_options_init. A struct of an older
  * version (smaller struct_size) is accepted; its missing fields take their
  * defaults. */
 typedef struct dmuon_runtime_options {
@@ -265,19 +275,19 @@ typedef struct dmuon_runtime_options {
    * sub-communicators and never frees the host's. */
   void *communicator;
   void *stream;        /* NCCL: the host's compute cudaStream_t; unused for MPI */
-  /* NCCL: the CUDA device ordinal; -1 (default): the communicator's device
+  /* NCCL: the CUDA device ordinal; DMUON_UNSET (default): the communicator's device
    * (ncclCommCuDevice). It must equal the communicator's device and the
    * stream's, or create fails with DMUON_ERROR_INVALID_ARGUMENT. Every call
    * runs on it and leaves the calling thread's current device as it was.
    * Unused for MPI. */
   int device;
   dmuon_mode_t mode;
-  int replicate_async; /* -1: plan, 0: sync, 1: async */
+  int replicate_async; /* DMUON_UNSET: plan, 0: sync, 1: async */
   int manage_adamw;    /* 1 (default): the runtime averages and updates adamw params */
-  double lr, momentum, weight_decay;
-  int nesterov;        /* -1: plan */
-  int ns_steps;        /* -1: plan */
-  double adamw_lr, adamw_beta1, adamw_beta2, adamw_eps, adamw_weight_decay;
+  double lr, momentum, weight_decay; /* DMUON_UNSET_REAL: plan */
+  int nesterov;        /* DMUON_UNSET: plan, 0 or 1 */
+  int ns_steps;        /* DMUON_UNSET: plan */
+  double adamw_lr, adamw_beta1, adamw_beta2, adamw_eps, adamw_weight_decay; /* ditto */
   /* Seconds to wait for any one collective before giving up with
    * DMUON_ERROR_BACKEND (0: wait forever). After a timeout the runtime only
    * refuses further work and can be destroyed; with NCCL its communicators
@@ -356,8 +366,9 @@ DMUON_API dmuon_status_t dmuon_runtime_begin_micro_batch(dmuon_runtime_t runtime
 
 #define DMUON_HYPER_PARAMS_VERSION 1
 
-/* The hyper-parameters a schedule changes. For set, a NaN leaves a value as
- * it is; initialize with dmuon_hyper_params_init. */
+/* The hyper-parameters a schedule changes. For set, an unset value
+ * (DMUON_UNSET_REAL) is left as it is; initialize with
+ * dmuon_hyper_params_init. */
 typedef struct dmuon_hyper_params {
   size_t struct_size; /* sizeof(dmuon_hyper_params_t) */
   uint32_t version;   /* DMUON_HYPER_PARAMS_VERSION */

@@ -30,20 +30,20 @@ void dmuon_runtime_options_init(dmuon_runtime_options_t *o) {
   if (!o)
     return;
   std::memset(o, 0, sizeof *o);
-  const double nan = std::numeric_limits<double>::quiet_NaN();
   o->struct_size = sizeof *o;
   o->version = DMUON_RUNTIME_OPTIONS_VERSION;
   o->backend = DMUON_BACKEND_MPI;
-  o->device = -1; // NCCL: the communicator's device
+  o->device = DMUON_UNSET; // NCCL: the communicator's device
   o->mode = DMUON_MODE_FROM_PLAN;
-  o->replicate_async = -1;
+  o->replicate_async = DMUON_UNSET;
   o->manage_adamw = 1;
-  // NaN: the plan's value, for every real-valued hyper-parameter.
-#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help) o->name = nan;
+  // Unset: the plan's value, for every real-valued hyper-parameter.
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+  o->name = DMUON_UNSET_REAL;
 #define DMUON_HYPER_FIXED DMUON_HYPER_SCHEDULED
 #include "common/HyperParams.def"
-  o->nesterov = -1;
-  o->ns_steps = -1;
+  o->nesterov = DMUON_UNSET;
+  o->ns_steps = DMUON_UNSET;
   o->accumulation = DMUON_ACCUMULATION_LOCAL;
   o->max_grad_norm = 0;
   o->clip_policy = DMUON_CLIP_ADAMW_ONLY;
@@ -175,11 +175,11 @@ dmuon_status_t dmuon_runtime_begin_micro_batch(dmuon_runtime_t rt, int is_last) 
 void dmuon_hyper_params_init(dmuon_hyper_params_t *p) {
   if (!p)
     return;
-  const double nan = std::numeric_limits<double>::quiet_NaN();
   *p = {};
   p->struct_size = sizeof *p;
   p->version = DMUON_HYPER_PARAMS_VERSION;
-#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help) p->name = nan;
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+  p->name = DMUON_UNSET_REAL;
 #include "common/HyperParams.def"
 }
 

@@ -12,8 +12,12 @@ namespace dmuon::rt {
 
 namespace {
 
-double pick(double override, double planValue) {
-  return std::isnan(override) ? planValue : override;
+// The C ABI's one rule (dmuon.h, DMUON_UNSET): an unset field takes the
+// plan's value.
+bool unset(double v) { return std::isnan(v); }
+bool unset(int v) { return v == DMUON_UNSET; }
+template <typename T, typename P> P pick(T option, P planValue) {
+  return unset(option) ? planValue : static_cast<P>(option);
 }
 
 // A C enum field as the host wrote it: an int that may hold any value (a C++
@@ -35,18 +39,18 @@ Status Config::resolve(const plan::Plan &plan, const dmuon_runtime_options_t &o,
   const plan::OptimizerDefaults *od = popts.optimizer();
   c.planZ3 = popts.mode() == plan::Mode::z3;
   c.z3 = o.mode == DMUON_MODE_FROM_PLAN ? c.planZ3 : o.mode == DMUON_MODE_Z3;
-  c.replicateAsync = o.replicate_async < 0 ? popts.replicate_async() : o.replicate_async != 0;
+  c.replicateAsync = pick(o.replicate_async, popts.replicate_async() ? 1 : 0) != 0;
   c.manageAdamW = o.manage_adamw != 0;
   // Each real-valued hyper-parameter: the runtime's option, else the plan's,
   // else (a plan without optimizer defaults) the table's default.
 #define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
-  c.group.field = static_cast<float>(pick(o.name, od ? od->name() : def));
+  c.group.field = static_cast<float>(pick(o.name, double(od ? od->name() : def)));
 #define DMUON_HYPER_FIXED DMUON_HYPER_SCHEDULED
 #include "common/HyperParams.def"
   MuonHyper &m = c.muon;
-  m.nesterov = o.nesterov < 0 ? (od ? od->nesterov() : true) : o.nesterov != 0;
+  m.nesterov = pick(o.nesterov, (od ? od->nesterov() : true) ? 1 : 0) != 0;
   c.planNsSteps = od ? od->ns_steps() : 5;
-  m.nsSteps = o.ns_steps < 0 ? c.planNsSteps : o.ns_steps;
+  m.nsSteps = pick(o.ns_steps, c.planNsSteps);
   m.matchRmsAdamW = od && od->lr_scale() == plan::LrScale::match_rms_adamw;
   m.coefficients = od && od->ns_coefficients() == plan::NsCoefficients::polar_express
                        ? kernels::NsCoefficients::PolarExpress
@@ -82,7 +86,7 @@ Status Config::resolve(const plan::Plan &plan, const dmuon_runtime_options_t &o,
 #include "common/HyperParams.def"
   };
   for (const auto &h : hypers)
-    if (verdict && !std::isnan(h.value))
+    if (verdict && !unset(h.value))
       if (std::string e = common::hyperRangeError(h.name, h.value, h.range); !e.empty())
         verdict = invalidArgument(e);
   if (!verdict)

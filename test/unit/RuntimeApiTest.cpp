@@ -205,6 +205,25 @@ TEST(RuntimeCreate, NcclWithoutAStreamOrPluginIsRefused) {
   dmuon_plan_destroy(plan);
 }
 
+// One rule for what a host leaves to the plan: DMUON_UNSET in int and enum
+// fields, DMUON_UNSET_REAL in real-valued ones, as the init functions write.
+TEST(RuntimeCreate, InitLeavesEveryPlanSettingUnset) {
+  dmuon_runtime_options_t o;
+  dmuon_runtime_options_init(&o);
+  EXPECT_EQ(DMUON_MODE_FROM_PLAN, DMUON_UNSET);
+  EXPECT_EQ(o.mode, DMUON_MODE_FROM_PLAN);
+  for (int field : {o.device, o.replicate_async, o.nesterov, o.ns_steps})
+    EXPECT_EQ(field, DMUON_UNSET);
+  for (double field : {o.lr, o.momentum, o.weight_decay, o.adamw_lr, o.adamw_beta1,
+                       o.adamw_beta2, o.adamw_eps, o.adamw_weight_decay})
+    EXPECT_TRUE(std::isnan(field));
+  EXPECT_TRUE(std::isnan(DMUON_UNSET_REAL));
+  dmuon_hyper_params_t h;
+  dmuon_hyper_params_init(&h);
+  for (double field : {h.lr, h.momentum, h.weight_decay, h.adamw_lr, h.adamw_weight_decay})
+    EXPECT_TRUE(std::isnan(field));
+}
+
 // options.device defaults to the communicator's device (-1); any other
 // negative ordinal is refused before the plugin makes a CUDA call, so this
 // runs without a GPU.

@@ -51,15 +51,18 @@ TEST(RuntimeLimits, EveryNumericOptionIsRangeChecked) {
        "options.adamw_eps=0 must be a finite fp32 number > 0"},
       {[](dmuon_runtime_options_t &o) { o.adamw_weight_decay = -0.5; },
        "options.adamw_weight_decay=-0.5"},
+      // Only DMUON_UNSET means "the plan's": another negative is an error.
+      {[](dmuon_runtime_options_t &o) { o.ns_steps = -2; }, "ns_steps=-2 must be"},
   };
   for (const auto &c : cases) {
     EXPECT_EQ(createWith(c.edit), DMUON_ERROR_INVALID_ARGUMENT) << c.expect;
     EXPECT_NE(lastError().find(c.expect), std::string::npos)
         << "expected: " << c.expect << "\n     got: " << lastError();
   }
-  // NaN leaves a hyper-parameter to the plan; the range's ends are allowed.
+  // Unset leaves a setting to the plan; the range's ends are allowed.
   EXPECT_EQ(createWith([](dmuon_runtime_options_t &o) {
-              o.lr = std::nan("");
+              o.lr = DMUON_UNSET_REAL;
+              o.ns_steps = DMUON_UNSET;
               o.momentum = 0;
               o.replicate_async = 1;
             }),
