@@ -1,7 +1,7 @@
-// dmuonc's options as the user gave them (DriverFlags), and their checks:
-// ranges, combinations that make no sense, and what each implies. The tool
-// binds these fields to its command line (driver/DmuoncMain.cpp); tests and
-// other front ends can fill them directly.
+// dmuonc's options as the user gave them (DriverFlags), the flags that bind
+// them (DriverFlags.cpp), and their checks: ranges, combinations that make
+// no sense, and what each implies. Tests and other front ends can fill the
+// fields directly.
 #ifndef DMUON_COMPILER_DRIVEROPTIONS_H
 #define DMUON_COMPILER_DRIVEROPTIONS_H
 
@@ -9,6 +9,7 @@
 #include "Pipeline.h"
 #include "plan/print/PlanPrinter.h"
 #include "support/Diagnostics.h"
+#include "support/OptionsBinder.h"
 
 #include <cstdint>
 #include <optional>
@@ -70,6 +71,11 @@ struct DriverConfig {
   bool autoMesh = false;
   bool modeGiven = false;
 };
+
+// Binds every field of `flags` to its dmuonc flag, listed in --help under
+// `main` or, for the optimizer defaults the plan records, `optimizer`.
+void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, llvm::cl::OptionCategory &main,
+                     llvm::cl::OptionCategory &optimizer);
 
 // Checks `flags` and fills `config`. Reports every problem it finds through
 // `diags` ("--flag=value must be ..."), and returns false if there was one.
