@@ -49,7 +49,8 @@ bool isDigits(std::string_view s) {
 // class listed again is taken off and placed anew. The result's slotOf is
 // the owner slot (s + r * G), `dataIndex` the data index per unit, and its
 // loads are per fine slot. The names of `all` are lent to each class's
-// problem and given back (copying a million names was 5% of the pass).
+// problem and given back: at a million units a copy of the names would be
+// a cost of its own, for nothing.
 PartitionResult partitionInOrder(const Mesh &mesh, const std::vector<std::vector<int>> &classDims,
                                  PartitionProblem &all, const std::vector<int> &unitClass,
                                  const PartitionOptions &opts, double target,

@@ -39,9 +39,9 @@ constexpr int kRefinePartners = 16;
 // larger of the two loads involved; never more than `maxViolations` layer
 // violations. A slot's unit list stays in the total order (cost
 // descending), which the bounded step's searches rely on. Lists exist only
-// for the slots that hold or held a unit (a vector per slot was 400 MB at
-// 2^24 slots with a dozen units), and the slots no step touched stay out of
-// SlotOrder's tree.
+// for the slots that hold or held a unit (a mesh may have 2^24 slots for a
+// dozen units: a list per slot would outweigh the problem), and the slots
+// no step touched stay out of SlotOrder's tree.
 void refine(const PartitionProblem &pb, const PartitionOptions &opt,
             const std::vector<int> &rankOf, const std::vector<int> &order,
             std::vector<int> &slotOf, std::vector<double> &load, LayerSlotCounts &counts,

@@ -38,9 +38,9 @@ struct PartitionKeyInfo {
 };
 
 // Counts per 64-bit key in one flat table: the partition keeps one entry per
-// (layer, slot) in use, a million at 1M params, where std::unordered_map's
-// node per entry and pointer chase per lookup were a third of the
-// partition's time. Never iterated, so the table's layout decides nothing.
+// (layer, slot) in use, a million at 1M params, where std::unordered_map
+// would allocate a node per entry and chase a pointer per lookup. Never
+// iterated, so the table's layout decides nothing.
 class FlatCounts {
 public:
   explicit FlatCounts(size_t expected = 0) { counts_.reserve(static_cast<unsigned>(expected)); }
@@ -106,8 +106,8 @@ inline uint64_t bigEndianBytes(const std::string &s, size_t at) {
 // unit's first 16 name bytes sit in its sort key: two keys whose prefixes
 // differ order as their names do (where a zero pad meets a byte, the padded
 // name is a prefix of the other, hence first), so names are read only when
-// prefixes tie; a comparison of a million units' heap-held names, each a
-// cache miss, was a quarter of the partition.
+// prefixes tie: a heap-held name costs a cache miss per comparison, and
+// the sort makes millions of them at a million units.
 inline std::vector<int> unitOrder(const PartitionProblem &pb) {
   struct Key {
     double cost;

@@ -1,10 +1,10 @@
 // The partitioner's slots in (load, index) order (passes/Partitioner.cpp).
 // LPT and the refinement touch at most a few slots per unit, and at 2^24
 // fine slots with a dozen units almost every slot keeps the load it started
-// with for the whole pass. A balanced tree of every slot (one node per slot:
-// 1.3 GB and most of the pass at 2^24 slots) is therefore replaced by a tree
-// of the touched slots plus the untouched ones in their fixed starting
-// order, read together as one sorted sequence. The order, and so every tie
+// with for the whole pass. So instead of a balanced tree of every slot (a
+// node per slot, which would outweigh the problem and its work), a tree
+// holds the touched slots and the untouched ones stay in their fixed
+// starting order, read together as one sorted sequence. The order, and so every tie
 // between equal loads (the lower index first), is exactly the one tree's.
 #ifndef DMUON_COMPILER_PASSES_SLOTORDER_H
 #define DMUON_COMPILER_PASSES_SLOTORDER_H

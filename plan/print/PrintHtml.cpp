@@ -145,9 +145,9 @@ private:
           (G == 1 ? "" : "s") +
           "; slot <i>i</i> = <i>r</i>\xC2\xB7G + <i>s</i>. Hover a cell for its rank and "
           "load; the busiest slot is outlined in red.</p>\n";
-    // Past a few pages of cells (an 8M-slot mesh made a 1.3 GB report) the
-    // grid says why it is left out; the load chart below still covers
-    // every slot.
+    // Past a few pages of cells (a mesh of millions of slots would make a
+    // report of gigabytes) the grid says why it is left out; the load chart
+    // below still covers every slot.
     if (G * R > kMaxGridCells) {
       o_ += "<p class=\"note\">" + i64(G * R) + " owner slots are more than the " +
             i64(kMaxGridCells) + " this grid draws; see the slot loads below.</p>\n</section>\n";

@@ -319,8 +319,8 @@ std::string Checker::checkCompleteParam(const plan::Param &q, const Who &who) {
     return {}; // AdamW on the owner: no matrix view
 
   // The matrix views the executor runs Newton-Schulz on.
-  // The views' text only for a message: a string per param was a tenth of
-  // verifying a plan of 1M params.
+  // The views' text only for a message: the checks run for every param, and
+  // formatting a string each time would cost more than they do.
   int64_t n;
   auto lv = [&] { return matrixStr(q.local_batch(), q.local_rows(), q.local_cols()); };
   if (!boundedProduct(q.local_batch(), q.local_rows(), q.local_cols(), n))

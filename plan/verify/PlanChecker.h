@@ -26,8 +26,9 @@ template <typename E> bool enumOk(E e, E lo, E hi) { return !flatbuffers::IsOutR
 
 // What a message is about ("param 'w'", "hook group 2 segment 5"), spelled
 // only when a check fails: the checks run for every param, unit and segment
-// (70k of each for Kimi K2), and building each name up front cost a third of
-// the verifier's time. Refers to a string or a callable that outlives it.
+// (tens of thousands of each in the largest models), and building each name
+// up front would cost more than the checks. Refers to a string or a
+// callable that outlives it.
 class Who {
 public:
   Who(const std::string &text) : obj_(&text), spell_(&spellString) {}

@@ -31,9 +31,8 @@ float *HookSchedule::gradSlot(const ParamRt &p) const {
   const Group &grp = groups_[p.group];
   // Outside backward the buffer belongs to the reduce (or waits for the
   // next micro-batch): no pointer into it is handed out.
-  return grp.inBackward
-             ? reinterpret_cast<float *>(grp.grad.bytes() + p.plan->reduce_offset())
-             : nullptr;
+  return grp.inBackward ? reinterpret_cast<float *>(grp.grad.bytes() + p.plan->reduce_offset())
+                        : nullptr;
 }
 
 // ------------------------------------------------------------------ hooks
@@ -87,8 +86,7 @@ Status HookSchedule::preBackward(int g) {
 Status HookSchedule::postBackward(int g, bool communicate) {
   Group &grp = groups_[g];
   if (!grp.backwardStarted || grp.backwardDone)
-    return invalidState("post_backward(" + std::to_string(g) +
-                        ") without a matching pre_backward");
+    return invalidState("post_backward(" + std::to_string(g) + ") without a matching pre_backward");
   DMUON_RETURN_IF_ERROR(endBackward(g, communicate));
   grp.backwardDone = true;
   return Status::ok();
