@@ -87,6 +87,11 @@ cl::opt<dmuon::RoutePolicy> adamwRoute(
                clEnumValN(dmuon::RoutePolicy::host, "host",
                           "the host manages them; the runtime leaves them alone")),
     cl::cat(category));
+cl::opt<bool> strictNames(
+    "strict-names",
+    cl::desc("An ONNX initializer whose torch parameter name cannot be recovered (a "
+             "constant-folded export) is an error, not a warning"),
+    cl::cat(category));
 cl::opt<unsigned long long> shardedThreshold(
     "sharded-threshold",
     cl::desc("With --adamw-route=auto, non-Muon params with at least this many elements "
@@ -182,6 +187,7 @@ dmuon::DriverFlags readFlags() {
   f.hookBoundary = hookBoundary;
   f.smallParamThreshold = smallParamThreshold;
   f.adamwRoute = adamwRoute;
+  f.strictNames = strictNames;
   f.shardedThreshold = shardedThreshold;
   f.shardedThresholdGiven = shardedThreshold.getNumOccurrences() > 0;
   f.muonInclude = muonInclude;
