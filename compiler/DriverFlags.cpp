@@ -33,7 +33,8 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
              cl::value_desc("pass"));
   binder.opt(flags.hookBoundary, "hook-boundary",
              cl::desc("Regex: hook on the lowest ancestor module whose path matches "
-                      "(default: layers.N / blocks.N / h.N, else the parent module)"),
+                      "(default: layers.N / blocks.N / h.N, else the model's repeated "
+                      "blocks, else the parent module)"),
              cl::value_desc("regex"));
   binder.opt(flags.smallParamThreshold, "small-param-threshold",
              cl::desc("Params with fewer elements merge per layer into one unit"));
@@ -51,6 +52,9 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
                                    "on every rank, gradients all-reduced"),
                         clEnumValN(RoutePolicy::host, "host",
                                    "the host manages them; the runtime leaves them alone")));
+  binder.opt(flags.strictNames, "strict-names",
+             cl::desc("An ONNX initializer whose torch parameter name cannot be recovered (a "
+                      "constant-folded export) is an error, not a warning"));
   binder.opt(flags.shardedThreshold, flags.shardedThresholdGiven, "sharded-threshold",
              cl::desc("With --adamw-route=auto, non-Muon params with at least this many elements "
                       "are sharded"));

@@ -77,6 +77,7 @@ bool checkPlanningFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
   o.smallParamThreshold = static_cast<int64_t>(f.smallParamThreshold);
   o.routePolicy = f.adamwRoute;
   o.shardedThreshold = static_cast<int64_t>(f.shardedThreshold);
+  o.strictNames = f.strictNames;
   o.hookBoundary = f.hookBoundary;
   o.muonInclude = f.muonInclude;
   o.muonExclude = f.muonExclude;

@@ -91,6 +91,9 @@ struct Param {
   // (gathered for NS) and the tensor dim it shards; -1 otherwise.
   int gatherMeshDim = -1, gatherTensorDim = -1;
   // partition
+  // The length of the name's prefix that is its default layer
+  // (passes/Blocks.cpp, assignDefaultLayers); -1 before it ran.
+  int64_t defaultLayerLen = -1;
   std::string layer;
   // The dense id of defaultLayerOf(name) among the moved params' layers,
   // for owner- and sharded-route params (-1 for others): the hook pass
@@ -213,6 +216,9 @@ struct Options {
   double qkClipTau = 100.0; // --qk-clip-tau
   RoutePolicy routePolicy = RoutePolicy::by_size; // --adamw-route
   int64_t shardedThreshold = 500'000;              // --sharded-threshold
+  // --strict-names: an ONNX initializer without its torch name is an error
+  // (the frontend's; not recorded in the plan).
+  bool strictNames = false;
 };
 
 // A query/key pair for QK-Clip (docs/manifest-format.md, `qk_clip`): the

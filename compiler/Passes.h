@@ -47,6 +47,13 @@ bool shardsMatrixDims(const Param &p, const Mesh &mesh, int meshDim);
 // Always a prefix of the name: the view is into `paramName`.
 std::string_view defaultLayerViewOf(std::string_view paramName);
 std::string defaultLayerOf(const std::string &paramName);
+// Every param's default layer, from the model's structure as well
+// (passes/Blocks.cpp): today's rule where it applies, else the repeated
+// blocks whatever their names. Sets Param::defaultLayerLen.
+void assignDefaultLayers(PlanModel &model);
+// The layer assignDefaultLayers gave `p` (defaultLayerViewOf(p.name) before
+// it ran): a view into p.name.
+std::string_view defaultLayerViewOf(const Param &p);
 
 } // namespace dmuon
 

@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: clang with libFuzzer
   libtorch-dev fortunes        # examples/gpt: PyTorch 1.13's C++ API (CPU), its training text
+  python3-torch python3-torchvision  # test/zoo: models exported with torch.onnx.export
   gnuplot-nox                  # scripts/gpt-loss-curves.sh: the loss picture
 )
 

@@ -3,9 +3,13 @@
 // files) is never touched, so models whose external data is absent work.
 //
 // Exporters rename weights after constant folding (`onnx::MatMul_507`); the
-// module path is then recovered from the first consuming node's name
-// (`/layers.0/linear1/MatMul` -> `layers.0.linear1.weight`), docs/dmuonc.md.
+// torch name and orientation are recovered where the graph proves them
+// (OnnxNames.cpp), and every initializer that cannot be named is reported,
+// an error under --strict-names. Buffers (BatchNorm running statistics,
+// masks no gradient reaches) are not planned; a note lists them
+// (docs/exporting-from-pytorch.md).
 #include "Frontend.h"
+#include "OnnxNames.h"
 #include "OnnxWire.h"
 #include "common/ParamNames.h"
 
@@ -42,84 +46,14 @@ std::optional<DType> dtypeOf(int32_t onnxType) {
   }
 }
 
-bool isComponent(std::string_view c) {
-  if (c.empty())
-    return false;
-  for (char ch : c)
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_')
-      return false;
-  return true;
-}
+using Use = OnnxUse;
 
-// `a.b.c`: one or more components of letters, digits and '_'.
-bool isModulePath(std::string_view s) {
-  if (s.empty())
-    return false;
-  size_t b = 0;
-  while (true) {
-    size_t e = s.find('.', b);
-    if (!isComponent(s.substr(b, e == std::string_view::npos ? e : e - b)))
-      return false;
-    if (e == std::string_view::npos)
-      return true;
-    b = e + 1;
-  }
-}
-
-// "/layers.0/linear1/MatMul" -> "layers.0.linear1"; empty if the node name
-// does not have that form.
-std::string modulePathOfNode(std::string_view node) {
-  if (node.size() < 2 || node[0] != '/')
-    return {};
-  size_t last = node.rfind('/');
-  if (last == 0)
-    return {}; // "/MatMul": the root module
-  std::string_view mod = node.substr(1, last - 1);
-  std::string path;
-  size_t b = 0;
-  while (true) {
-    size_t e = mod.find('/', b);
-    std::string_view comp = mod.substr(b, e == std::string_view::npos ? e : e - b);
-    if (!isModulePath(comp))
-      return {};
-    if (!path.empty())
-      path += '.';
-    path += comp;
-    if (e == std::string_view::npos)
-      break;
-    b = e + 1;
-  }
-  return path;
-}
-
-// Which attribute of the module an initializer is, from how it is consumed.
-const char *suffixFor(std::string_view op, int input, size_t ndim) {
-  if (op == "Gemm" || op == "Conv" || op == "ConvTranspose" || op == "LayerNormalization" ||
-      op == "BatchNormalization" || op == "InstanceNormalization" ||
-      op == "GroupNormalization") {
-    if (input == 1)
-      return "weight";
-    if (input == 2)
-      return "bias";
-  }
-  if (op == "MatMul" && input == 1)
-    return "weight";
-  if (op == "Gather" && input == 0)
-    return "weight"; // nn.Embedding
-  if (op == "Mul" && ndim == 1)
-    return "weight"; // a norm's scale written as Mul
-  if (op == "Add" && ndim == 1)
-    return "bias";
-  if (ndim >= 2)
-    return "weight";
-  if (ndim == 1)
-    return "bias";
-  return nullptr;
-}
-
-struct Use {
-  const OnnxNode *node = nullptr;
-  int input = -1;
+// What the frontend set apart or could not name, for its diagnostics.
+struct NameReport {
+  std::vector<std::pair<std::string, std::string>> buffers;     // name, why
+  std::vector<std::pair<std::string, std::string>> unrecovered; // name and shape, why
+  std::vector<std::string> bnFolded;                            // conv modules
+  int renamed = 0, recovered = 0;
 };
 
 class OnnxFrontend {
@@ -132,6 +66,7 @@ public:
 
 private:
   void findUses();
+  bool report(const NameReport &r);
 
   const std::string &path_;
   PlanModel &model_;
@@ -251,21 +186,25 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
         order_.push_back(static_cast<int>(k));
   }
 
-  // Names: every initializer's own name (index_) is taken; a recovered name
-  // must not collide with any of them or with an earlier recovered one.
-  std::unordered_set<std::string> recovered;
-
   model_.modelName = view_.graphName.empty() ? llvm::sys::path::stem(path_).str()
                                              : std::string(view_.graphName);
   model_.params.reserve(model_.params.size() + order_.size());
+  OnnxNameResolver resolver(view_, index_, inits_);
+  NameReport names;
   bool ok = true;
   for (int k : order_) {
     const OnnxInitializer &t = *inits_[k];
+    llvm::ArrayRef<int64_t> dims = view_.dimsOf(t);
+    std::vector<int64_t> shape(dims.begin(), dims.end());
+    const OnnxResolution r = resolver.resolve(k, firstUse_[k]);
+    if (r.kind == OnnxResolution::buffer) {
+      names.buffers.emplace_back(std::string(t.name), r.why);
+      continue;
+    }
     Param &p = model_.params.emplace_back();
     p.name = std::string(t.name);
     p.dtype = *dtypeOf(t.dataType);
-    llvm::ArrayRef<int64_t> dims = view_.dimsOf(t);
-    p.shape.assign(dims.begin(), dims.end());
+    p.shape = std::move(shape);
     for (int64_t d : p.shape)
       if (d < 0) {
         diags_.fileError(path_, "initializer '" + p.name + "' has a negative dim");
@@ -274,19 +213,17 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
       }
     p.placements.assign(model_.mesh.dims.size(), Placement{});
     p.conv = conv_[k];
-    const Use &use = firstUse_[k];
-    if (!isModulePath(t.name) && use.node) {
-      std::string mod = modulePathOfNode(use.node->name);
-      const char *suffix =
-          mod.empty() ? nullptr : suffixFor(use.node->opType, use.input, p.shape.size());
-      if (suffix) {
-        std::string candidate = mod + "." + suffix;
-        if (!index_.count(candidate) && recovered.insert(candidate).second) {
-          p.recovered = std::make_shared<const RecoveredName>(RecoveredName{
-              std::move(p.name), "recovered from node '" + std::string(use.node->name) + "'"});
-          p.name = std::move(candidate);
-        }
-      }
+    names.renamed += r.kind == OnnxResolution::recovered || r.kind == OnnxResolution::unrecovered;
+    if (r.kind == OnnxResolution::recovered) {
+      ++names.recovered;
+      p.recovered = std::make_shared<const RecoveredName>(RecoveredName{std::move(p.name), r.why});
+      p.name = r.name;
+      if (r.transpose)
+        std::swap(p.shape[p.shape.size() - 2], p.shape.back());
+      if (r.bnFolded)
+        names.bnFolded.push_back(p.name.substr(0, p.name.rfind('.')));
+    } else if (r.kind == OnnxResolution::unrecovered) {
+      names.unrecovered.emplace_back("'" + p.name + "' " + shapeString(p.shape), r.why);
     }
     if (std::string why = common::paramNameProblem(p.name); !why.empty()) {
       diags_.fileError(path_, "initializer name '" + common::printableName(p.name) + "' " + why +
@@ -294,7 +231,48 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
       ok = false;
     }
   }
-  return ok;
+  return report(names) && ok;
+}
+
+// Buffers get a note; names that cannot be given to torch's parameters a
+// warning each, and a folded export a warning that says how to export
+// instead: all errors under --strict-names (docs/exporting-from-pytorch.md).
+bool OnnxFrontend::report(const NameReport &r) {
+  if (!r.buffers.empty()) {
+    std::string list;
+    for (const auto &[name, why] : r.buffers)
+      list += "\n  " + name + ": " + why;
+    diags_.note(llvm::SMLoc(), "'" + path_ + "': " + std::to_string(r.buffers.size()) +
+                                   " initializers are buffers, not parameters, and are not "
+                                   "planned (no optimizer, route or memory):" + list);
+  }
+  const bool strict = model_.options.strictNames;
+  auto say = [&](const std::string &msg) {
+    if (strict)
+      diags_.fileError(path_, msg);
+    else
+      diags_.warning("'" + path_ + "': " + msg);
+  };
+  for (const auto &[what, why] : r.unrecovered)
+    say("initializer " + what + " has no torch parameter name and none can be recovered (" +
+        why + ")" + (strict ? "" : "; it is planned under this name"));
+  if (!r.bnFolded.empty()) {
+    std::string list;
+    for (size_t i = 0; i < r.bnFolded.size() && i < 8; ++i)
+      list += (i ? ", " : "") + r.bnFolded[i];
+    if (r.bnFolded.size() > 8)
+      list += ", ...";
+    say(std::to_string(r.bnFolded.size()) + " BatchNorms were folded into convolutions (" + list +
+        "): their weights and biases are not in the model");
+  }
+  if (r.renamed > 0)
+    say("the export was constant-folded: " + std::to_string(r.renamed) +
+        " initializers have names the exporter made (" + std::to_string(r.recovered) +
+        " recovered); folding also merges identical tensors and removes parameters, so the "
+        "plan may not list every torch parameter. Export with torch.onnx.export(..., "
+        "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False) to keep every "
+        "parameter as an initializer under its own name");
+  return !strict || (r.unrecovered.empty() && r.bnFolded.empty() && r.renamed == 0);
 }
 
 } // namespace

@@ -15,8 +15,10 @@ enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kBytes = 2, kStartGroup = 
 namespace field {
 constexpr uint32_t kModelGraph = 7;
 constexpr uint32_t kGraphNode = 1, kGraphName = 2, kGraphInitializer = 5;
-constexpr uint32_t kNodeInput = 1, kNodeName = 3, kNodeOpType = 4, kNodeAttribute = 5;
-constexpr uint32_t kAttributeGraph = 6, kAttributeGraphs = 11;
+constexpr uint32_t kNodeInput = 1, kNodeOutput = 2, kNodeName = 3, kNodeOpType = 4,
+                   kNodeAttribute = 5;
+constexpr uint32_t kAttributeName = 1, kAttributeInt = 3, kAttributeGraph = 6,
+                   kAttributeGraphs = 11;
 constexpr uint32_t kTensorDims = 1, kTensorDataType = 2, kTensorName = 8;
 } // namespace field
 
@@ -168,21 +170,39 @@ void countGraphFields(std::string_view msg, size_t &nodes, size_t &inits) {
 
 void append(OnnxNodeList &to, const OnnxNodeList &from) {
   const auto base = static_cast<uint32_t>(to.inputs.size());
+  const auto outBase = static_cast<uint32_t>(to.outputs.size());
+  const auto attrBase = static_cast<uint32_t>(to.attrs.size());
   to.inputs.insert(to.inputs.end(), from.inputs.begin(), from.inputs.end());
+  to.outputs.insert(to.outputs.end(), from.outputs.begin(), from.outputs.end());
+  to.attrs.insert(to.attrs.end(), from.attrs.begin(), from.attrs.end());
   for (OnnxNode n : from.nodes) {
     n.inputsBegin += base;
+    n.outputsBegin += outBase;
+    n.attrsBegin += attrBase;
     to.nodes.push_back(n);
   }
 }
 
 bool decodeGraph(std::string_view msg, int depth, OnnxNodeList &nodes, OnnxModelView *top);
 
-bool decodeAttribute(std::string_view msg, int depth, OnnxNodeList &nodes) {
+// `intAttr` receives the attribute's name and integer value (0 if it has none).
+bool decodeAttribute(std::string_view msg, int depth, OnnxNodeList &nodes,
+                     OnnxIntAttribute &intAttr) {
   // `g` (merged if repeated) is walked before `graphs`, whatever the order
   // on the wire.
   OnnxNodeList gNodes, graphsNodes;
   bool ok = true;
   bool decoded = forEachField(msg, depth, ok, [&](Reader &r, uint32_t number, uint32_t type) {
+    if (number == field::kAttributeName && type == kBytes) {
+      ok = r.bytes(intAttr.name);
+      return true;
+    }
+    if (number == field::kAttributeInt && type == kVarint) {
+      uint64_t v;
+      ok = r.varint(v);
+      intAttr.value = static_cast<int64_t>(v);
+      return true;
+    }
     if (type != kBytes || (number != field::kAttributeGraph && number != field::kAttributeGraphs))
       return false;
     std::string_view sub;
@@ -204,6 +224,8 @@ bool decodeNode(std::string_view msg, int depth, OnnxNodeList &nodes) {
   // Inputs are collected first: a subgraph's nodes follow this one, and
   // their inputs must not interleave with this node's.
   const size_t inputsBegin = nodes.inputs.size();
+  const size_t outputsBegin = nodes.outputs.size();
+  const size_t attrsBegin = nodes.attrs.size();
   OnnxNodeList attrNodes;
   bool ok = true;
   bool decoded = forEachField(msg, depth, ok, [&](Reader &r, uint32_t number, uint32_t type) {
@@ -215,21 +237,32 @@ bool decodeNode(std::string_view msg, int depth, OnnxNodeList &nodes) {
       ok = r.bytes(s);
       nodes.inputs.push_back(s);
       return true;
+    case field::kNodeOutput:
+      ok = r.bytes(s);
+      nodes.outputs.push_back(s);
+      return true;
     case field::kNodeName:
       ok = r.bytes(nodes.nodes[self].name);
       return true;
     case field::kNodeOpType:
       ok = r.bytes(nodes.nodes[self].opType);
       return true;
-    case field::kNodeAttribute:
-      ok = r.bytes(s) && decodeAttribute(s, depth + 1, attrNodes);
+    case field::kNodeAttribute: {
+      OnnxIntAttribute a;
+      ok = r.bytes(s) && decodeAttribute(s, depth + 1, attrNodes, a);
+      nodes.attrs.push_back(a);
       return true;
+    }
     default:
       return false;
     }
   });
   nodes.nodes[self].inputsBegin = static_cast<uint32_t>(inputsBegin);
   nodes.nodes[self].numInputs = static_cast<uint32_t>(nodes.inputs.size() - inputsBegin);
+  nodes.nodes[self].outputsBegin = static_cast<uint32_t>(outputsBegin);
+  nodes.nodes[self].numOutputs = static_cast<uint32_t>(nodes.outputs.size() - outputsBegin);
+  nodes.nodes[self].attrsBegin = static_cast<uint32_t>(attrsBegin);
+  nodes.nodes[self].numAttrs = static_cast<uint32_t>(nodes.attrs.size() - attrsBegin);
   append(nodes, attrNodes);
   return decoded;
 }

@@ -1,6 +1,7 @@
 // A decoder of the few ONNX fields the frontend reads, straight from the
 // protobuf wire format: the main graph's name, its initializers' names, data
-// types and dims, and every node's name, op type and inputs, subgraphs
+// types and dims, and every node's name, op type, inputs, outputs and integer
+// attributes, subgraphs
 // (If/Loop/Scan bodies) included. Everything else (tensor data, external
 // data entries, value infos, attribute values) is skipped as bytes, and the
 // strings are views into the input, so reading a large export allocates
@@ -23,17 +24,38 @@ struct OnnxInitializer {
   uint32_t dimsBegin = 0, numDims = 0;
 };
 
+// An integer attribute (AttributeProto.i): what tells a Gemm's transB or a
+// BatchNormalization's training_mode; other attribute values are skipped.
+struct OnnxIntAttribute {
+  std::string_view name;
+  int64_t value = 0;
+};
+
 struct OnnxNode {
   std::string_view name;
   std::string_view opType;
   uint32_t inputsBegin = 0, numInputs = 0;
+  uint32_t outputsBegin = 0, numOutputs = 0;
+  uint32_t attrsBegin = 0, numAttrs = 0;
 };
 
 struct OnnxNodeList {
   std::vector<OnnxNode> nodes;
   std::vector<std::string_view> inputs;
+  std::vector<std::string_view> outputs;
+  std::vector<OnnxIntAttribute> attrs;
   llvm::ArrayRef<std::string_view> inputsOf(const OnnxNode &n) const {
     return llvm::ArrayRef(inputs).slice(n.inputsBegin, n.numInputs);
+  }
+  llvm::ArrayRef<std::string_view> outputsOf(const OnnxNode &n) const {
+    return llvm::ArrayRef(outputs).slice(n.outputsBegin, n.numOutputs);
+  }
+  // The value of integer attribute `name`, or `otherwise`.
+  int64_t intAttribute(const OnnxNode &n, std::string_view name, int64_t otherwise) const {
+    for (const OnnxIntAttribute &a : llvm::ArrayRef(attrs).slice(n.attrsBegin, n.numAttrs))
+      if (a.name == name)
+        return a.value;
+    return otherwise;
   }
 };
 

@@ -37,7 +37,7 @@ std::optional<llvm::StringRef> matchingAncestor(llvm::StringRef name, llvm::Rege
 llvm::StringRef defaultBoundary(const Param &p) {
   if (!p.layer.empty())
     return p.layer;
-  return defaultLayerViewOf(p.name);
+  return defaultLayerViewOf(p);
 }
 
 } // namespace

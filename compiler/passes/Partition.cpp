@@ -258,7 +258,7 @@ size_t numberLayers(PlanModel &model) {
     if (prefetchLayers && i + kPrefetchAhead < model.params.size()) {
       const Param &ahead = model.params[i + kPrefetchAhead];
       if (ahead.route == Route::owner)
-        layerTable.prefetch(common::FirstSeenTable::hashOf(defaultLayerViewOf(ahead.name)));
+        layerTable.prefetch(common::FirstSeenTable::hashOf(defaultLayerViewOf(ahead)));
     }
     Param &p = model.params[i];
     p.layerId = -1;
@@ -266,7 +266,7 @@ size_t numberLayers(PlanModel &model) {
       shardedParams.push_back(static_cast<int>(i));
     if (p.route != Route::owner)
       continue;
-    p.layer = defaultLayerOf(p.name);
+    p.layer = std::string(defaultLayerViewOf(p));
     p.layerId = layerIdOf(p.layer);
   }
   // Sharded-route params take ids after every owner param's (so the
@@ -275,7 +275,7 @@ size_t numberLayers(PlanModel &model) {
   shardedLayers.reserve(shardedParams.size()); // the table's keys view these strings
   for (int i : shardedParams) {
     Param &p = model.params[i];
-    shardedLayers.push_back(defaultLayerOf(p.name));
+    shardedLayers.push_back(std::string(defaultLayerViewOf(p)));
     p.layerId = layerIdOf(shardedLayers.back());
   }
   return layerIds.size();
@@ -528,6 +528,7 @@ void recordPartition(PlanModel &model, const OwnerParams &owners, Attempt &best,
 } // namespace
 
 bool runPartition(PlanModel &model, Diagnostics &diags) {
+  assignDefaultLayers(model);
   const size_t numLayers = numberLayers(model);
   OwnerParams owners;
   if (!priceOwnerParams(model, numLayers, diags, owners))

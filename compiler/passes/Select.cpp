@@ -10,18 +10,33 @@ namespace dmuon {
 namespace {
 
 // Embeddings and output heads stay on AdamW by default (as in the Muon
-// reference): a whole path component named embed*, wte, wpe, lm_head or head.
+// reference): a whole path component named embed*, wte, wpe, lm_head or head;
+// so do what Muon's authors keep there with them although it has a matrix
+// shape: positional embeddings (ViT's pos_embedding), class and other learned
+// tokens ([1, 1, C]), relative position bias tables (Swin, T5) and
+// layer-scale gains.
 constexpr const char *kDefaultExclude =
-    "(^|[._])(embed[a-z_]*|embeddings|wte|wpe|lm_head|head)([._]|$)";
+    "(^|[._])(embed[a-z_]*|embeddings|wte|wpe|lm_head|head|pos_embed[a-z_]*|"
+    "[a-z_]*_token|relative_[a-z_]*bias[a-z_]*|layer_scale[a-z_0-9]*)([._]|$)";
 
 // The default pattern can only match a name containing one of these words;
 // checking for them first keeps the regex off almost every param (a 1T-param
 // MoE model has ~70,000 Muon matrices).
 bool mayMatchDefaultExclude(const std::string &name) {
-  for (const char *w : {"embed", "wte", "wpe", "head"})
+  for (const char *w : {"embed", "wte", "wpe", "head", "_token", "relative_", "layer_scale"})
     if (name.find(w) != std::string::npos)
       return true;
   return false;
+}
+
+// A vector in a matrix's shape: at most one dim above 1 ([C, 1, 1] gains,
+// [1, 1, C] tokens, [1, C] rows), so the matrix view Muon would see has a
+// side of 1 and orthogonalizing it only normalizes it.
+bool vectorLike(const std::vector<int64_t> &shape) {
+  int wide = 0;
+  for (int64_t d : shape)
+    wide += d > 1;
+  return wide <= 1;
 }
 
 bool compile(const std::string &pattern, const char *flag,
@@ -104,7 +119,7 @@ bool runSelect(PlanModel &model, Diagnostics &diags) {
     } else if (include && include->match(p.name)) {
       p.role = Role::muon;
       p.roleReason = RoleReason::include_flag;
-    } else if (p.shape.size() < 2) {
+    } else if (p.shape.size() < 2 || vectorLike(p.shape)) {
       p.role = Role::adamw;
       p.roleReason = RoleReason::default_vector;
     } else if (mayMatchDefaultExclude(p.name) && defaultExclude.match(p.name)) {

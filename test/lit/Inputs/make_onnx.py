@@ -21,6 +21,14 @@ KIND:
             (protobuf merges them), unknown fields including a group.
   deep      If nodes nested past protobuf's recursion limit of 100.
   truncated a valid model cut short in the middle of an initializer.
+  torchfolded  what torch.onnx.export's default (eval, constant folding) writes:
+            folded Linear / MultiheadAttention weights `onnx::MatMul_N` [in, out]
+            with their named biases, a doubled scope path, Gemms with and
+            without transB, a BatchNorm folded into a Conv, a folded constant,
+            and a module with two MatMuls and no biases.
+  buffers   a training-mode export's buffers: BatchNorm running statistics, a
+            float causal mask used only through Slice/Equal/Where, and an int64
+            counter (not floating point: never a param).
   badnames  initializers named with a newline, a tab, and 4097 bytes, and
             one good name (names must be 1 to 4096 bytes without control
             characters).
@@ -153,12 +161,63 @@ def make_model(graph):
                              opset_imports=[helper.make_opsetid("", 17)])
 
 
+def graph_of(name, nodes, inits):
+    return helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 8])], initializer=inits)
+
+
+def torch_folded():
+    mha = "enc.layers.enc_layer_0.self_attention"
+    inits = [f32("onnx::MatMul_1", [8, 24]), f32(mha + ".in_proj_bias", [24]),
+             f32("onnx::MatMul_2", [8, 16]), f32("onnx::Gemm_3", [8, 4]), f32("fc.bias", [4]),
+             f32("onnx::Gemm_4", [4, 8]), f32("onnx::Conv_5", [8, 3, 3, 3]),
+             f32("onnx::Conv_6", [8]), f32("onnx::Add_7", [1, 2, 4, 4]),
+             f32("onnx::MatMul_8", [8, 8]), f32("onnx::MatMul_9", [8, 8])]
+    n = helper.make_node
+    nodes = [
+        n("MatMul", ["x", "onnx::MatMul_1"], ["q"], name="/enc/layers/enc_layer_0/self_attention/MatMul"),
+        n("Add", [mha + ".in_proj_bias", "q"], ["q2"], name="/enc/layers/enc_layer_0/self_attention/Add"),
+        n("MatMul", ["x", "onnx::MatMul_2"], ["m"], name="/features/features.1/features.1.0/mlp/mlp.0/MatMul"),
+        n("Gemm", ["x", "onnx::Gemm_3", "fc.bias"], ["g"], name="/fc/Gemm", transB=0),
+        n("Gemm", ["x", "onnx::Gemm_4"], ["g2"], name="/fc2/Gemm", transB=1),
+        n("Conv", ["img", "onnx::Conv_5", "onnx::Conv_6"], ["c"], name="/layer1/layer1.0/conv1/Conv"),
+        n("Add", ["h", "onnx::Add_7"], ["a"], name="/features/features.1/features.1.0/attn/Add_1"),
+        n("MatMul", ["x", "onnx::MatMul_8"], ["s1"], name="/attn/attn/MatMul"),
+        n("MatMul", ["x", "onnx::MatMul_9"], ["s2"], name="/attn/attn/MatMul_1"),
+    ]
+    return graph_of("torch_folded", nodes, inits)
+
+
+def train_buffers():
+    inits = [f32("conv.weight", [8, 3, 3, 3]), f32("bn.weight", [8]), f32("bn.bias", [8]),
+             f32("bn.running_mean", [8]), f32("bn.running_var", [8]),
+             numpy_helper.from_array(np.zeros([], dtype=np.int64), "bn.num_batches_tracked"),
+             f32("attn.bias", [1, 1, 4, 4]), f32("attn.proj.weight", [8, 8])]
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["img", "conv.weight"], ["c"], name="/conv/Conv"),
+        n("BatchNormalization", ["c", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"],
+          ["b", "mean_out", "var_out"], name="/bn/BatchNormalization", training_mode=1),
+        n("Slice", ["attn.bias", "starts", "ends"], ["mask"], name="/attn/Slice"),
+        n("Equal", ["mask", "zero"], ["cond"], name="/attn/Equal"),
+        n("Where", ["cond", "neg", "scores"], ["masked"], name="/attn/Where"),
+        n("Transpose", ["attn.proj.weight"], ["wt"], name="/attn/proj/Transpose"),
+        n("MatMul", ["masked", "wt"], ["y"], name="/attn/proj/MatMul"),
+    ]
+    return graph_of("train_buffers", nodes, inits)
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     kind, out = sys.argv[1], sys.argv[2]
     if kind == "folded":
         onnx.save_model(make_model(folded_graph("folded_mlp")), out)
+    elif kind == "torchfolded":
+        onnx.save_model(make_model(torch_folded()), out)
+    elif kind == "buffers":
+        onnx.save_model(make_model(train_buffers()), out)
     elif kind == "external":
         model = make_model(folded_graph("external_mlp"))
         onnx.save_model(model, out, save_as_external_data=True, all_tensors_to_one_file=True,
