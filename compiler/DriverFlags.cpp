@@ -52,6 +52,12 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
                                    "on every rank, gradients all-reduced"),
                         clEnumValN(RoutePolicy::host, "host",
                                    "the host manages them; the runtime leaves them alone")));
+  binder.opt(flags.matrixOptimizer, "matrix-optimizer",
+             cl::desc("The update rule of the matrices a manifest names none for"),
+             cl::values(clEnumValN(MatrixOptimizer::muon, "muon",
+                                   "Newton-Schulz orthogonalized momentum (default)"),
+                        clEnumValN(MatrixOptimizer::normuon, "normuon",
+                                   "Muon normalized per row by a running second moment")));
   binder.opt(flags.strictNames, "strict-names",
              cl::desc("An ONNX initializer whose torch parameter name cannot be recovered (a "
                       "constant-folded export) is an error, not a warning"));

@@ -78,6 +78,7 @@ bool checkPlanningFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
   o.routePolicy = f.adamwRoute;
   o.shardedThreshold = static_cast<int64_t>(f.shardedThreshold);
   o.strictNames = f.strictNames;
+  o.matrixOptimizer = f.matrixOptimizer;
   o.hookBoundary = f.hookBoundary;
   o.muonInclude = f.muonInclude;
   o.muonExclude = f.muonExclude;

@@ -35,6 +35,7 @@ struct DriverFlags {
   uint64_t shardedThreshold = 500'000;
   bool shardedThresholdGiven = false;
   std::string muonInclude, muonExclude;
+  MatrixOptimizer matrixOptimizer = MatrixOptimizer::muon;
   bool strictNames = false;
   Mode mode = Mode::z3;
   bool modeGiven = false; // --mesh auto:N tries both modes unless --mode is given

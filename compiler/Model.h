@@ -23,6 +23,7 @@ namespace dmuon {
 // passes compute is what the plan writer stores, value for value.
 using DType = plan::DType;
 using Role = plan::Role;
+using MatrixOptimizer = plan::MatrixOptimizer;
 using RoleReason = plan::RoleReason;
 using ShardingGroupKind = plan::ShardingGroupKind;
 using Stage = plan::Stage;
@@ -56,6 +57,13 @@ struct RecoveredName {
   std::string note;
 };
 
+// What a manifest's `optimizer` names: the role, and for a matrix the rule
+// its owner runs ("muon", "normuon"; "adamw" is the role alone).
+struct OptimizerChoice {
+  Role role = Role::muon;
+  MatrixOptimizer matrix = MatrixOptimizer::muon;
+};
+
 struct Param {
   // Frontend.
   std::string name;
@@ -66,13 +74,14 @@ struct Param {
   DType dtype = DType::f32;
   std::vector<Placement> placements; // one per mesh dim
   bool conv = false;                 // flatten [out, in, k...] to [out, in*k...]
-  std::optional<Role> roleOverride;  // per-param optimizer in the manifest
+  std::optional<OptimizerChoice> optimizerOverride; // per-param optimizer in the manifest
   std::optional<Route> routeOverride; // per-param route in the manifest
   bool routeOverrideInherited = false; // from a repeat block: Muon params ignore it
 
   // select
   Role role = Role::adamw;
   RoleReason roleReason = RoleReason::default_vector;
+  MatrixOptimizer matrixOptimizer = MatrixOptimizer::muon; // role muon: the update rule
   int64_t batch = 1, rows = 0, cols = 0; // the matrix view
   Route route = Route::replicated; // select's; the writer writes owner for Muon params
   RouteReason routeReason = RouteReason::policy;
@@ -219,6 +228,9 @@ struct Options {
   // --strict-names: an ONNX initializer without its torch name is an error
   // (the frontend's; not recorded in the plan).
   bool strictNames = false;
+  // --matrix-optimizer: the rule of every matrix a manifest does not name
+  // one for (recorded per param).
+  MatrixOptimizer matrixOptimizer = MatrixOptimizer::muon;
 };
 
 // A query/key pair for QK-Clip (docs/manifest-format.md, `qk_clip`): the

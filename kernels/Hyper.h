@@ -43,6 +43,7 @@ struct MuonHyper {
   int nsSteps = 5;
   NsCoefficients coefficients = NsCoefficients::Original;
   NsForm nsForm = NsForm::Auto;
+  float normuonBeta2 = 0.95f; // NorMuon's second-moment decay (kernels/cpu/NorMuonKernels.h)
 };
 
 struct AdamWHyper {

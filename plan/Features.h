@@ -18,6 +18,8 @@ enum class PlanFeature : uint32_t {
   DataCarryingDims = 4,
   // 1.6: slot loads and rank rows as runs of equal values.
   LoadRuns = 6,
+  // 1.7: matrix params name their update rule (Param.matrix_optimizer).
+  MatrixOptimizers = 7,
 };
 
 inline bool planHas(const plan::Plan &p, PlanFeature f) {

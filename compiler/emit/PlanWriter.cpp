@@ -167,7 +167,7 @@ Offset<plan::Options> Writer::writeOptions() {
       b_, od.lr, od.momentum, od.nesterov, od.weightDecay, od.nsSteps,
       od.polarExpress ? plan::NsCoefficients::polar_express : plan::NsCoefficients::original,
       od.matchRmsAdamW ? plan::LrScale::match_rms_adamw : plan::LrScale::original, od.adamwLr,
-      od.adamwBeta1, od.adamwBeta2, od.adamwEps, od.adamwWeightDecay);
+      od.adamwBeta1, od.adamwBeta2, od.adamwEps, od.adamwWeightDecay, od.normuonBeta2);
   auto hook = optString(o.hookBoundary);
   auto inc = optString(o.muonInclude);
   auto exc = optString(o.muonExclude);
@@ -227,6 +227,8 @@ Offset<plan::Param> Writer::writeParam(const Param &p) {
     pb.add_role_reason(p.roleReason);
     pb.add_route(p.role == Role::muon ? Route::owner : p.route);
     pb.add_route_reason(p.routeReason);
+    if (p.role == Role::muon)
+      pb.add_matrix_optimizer(p.matrixOptimizer);
     pb.add_batch(p.batch);
     pb.add_rows(p.rows);
     pb.add_cols(p.cols);

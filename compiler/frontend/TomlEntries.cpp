@@ -198,8 +198,8 @@ bool TomlFrontend::parseBlock(const toml::table &t, Item &item, int depth) {
       d.dtype = own.dtype;
     if (own.placements)
       d.placements = own.placements;
-    if (own.role)
-      d.role = own.role;
+    if (own.optimizer)
+      d.optimizer = own.optimizer;
     if (own.route)
       d.route = own.route;
   } else {
@@ -325,7 +325,7 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
     leaf.placements = *inherited->placements;
   else
     leaf.placements.assign(model_.mesh.dims.size(), Placement{});
-  leaf.role = own.role ? own.role : inherited ? inherited->role : std::nullopt;
+  leaf.optimizer = own.optimizer ? own.optimizer : inherited ? inherited->optimizer : std::nullopt;
   leaf.route = own.route ? own.route : inherited ? inherited->route : std::nullopt;
   leaf.routeInherited = !own.route;
 

@@ -109,7 +109,7 @@ void TomlFrontend::expand(const std::vector<Item> &items) {
     }
     p.dtype = leaf.dtype;
     p.conv = leaf.conv;
-    p.roleOverride = leaf.role;
+    p.optimizerOverride = leaf.optimizer;
     p.routeOverride = leaf.route;
     p.routeOverrideInherited = leaf.routeInherited;
     p.loc = leaf.loc;

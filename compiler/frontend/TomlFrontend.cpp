@@ -8,6 +8,7 @@
 // locations, the values of a param's keys, and the run.
 #include "TomlManifest.h"
 
+#include "common/MatrixOptimizers.h"
 #include "common/ParamNames.h"
 #include "common/Routes.h"
 #include "support/TomlNodes.h"
@@ -206,24 +207,24 @@ bool TomlFrontend::parseDTypeValue(const toml::node &value, const std::string &w
   return true;
 }
 
-bool TomlFrontend::parseRoleValue(const toml::node &value, const std::string &who,
-                                  Role &out) {
+bool TomlFrontend::parseOptimizerValue(const toml::node &value, const std::string &who,
+                                       OptimizerChoice &out) {
   const auto *s = value.as_string();
   if (!s) {
     error(locOf(value), "'optimizer' in " + who + " must be a string, not " +
                             tomlTypeName(value));
     return false;
   }
-  if (s->get() == "muon") {
-    out = Role::muon;
-    return true;
-  }
   if (s->get() == "adamw") {
-    out = Role::adamw;
+    out = {Role::adamw, MatrixOptimizer::muon};
     return true;
   }
-  error(locOf(value), "unknown optimizer '" + s->get() + "' in " + who +
-                          " (expected \"muon\" or \"adamw\")");
+  if (std::optional<MatrixOptimizer> m = common::parseMatrixOptimizer(s->get())) {
+    out = {Role::muon, *m};
+    return true;
+  }
+  error(locOf(value), "unknown optimizer '" + s->get() + "' in " + who + " (expected " +
+                          common::kMatrixOptimizerNames + " or \"adamw\")");
   return false;
 }
 
@@ -331,9 +332,9 @@ bool TomlFrontend::parseDefaults(const toml::table &t, const std::string &who, D
       ok = false;
   }
   if (const toml::node *v = t.get("optimizer")) {
-    Role r;
-    if (parseRoleValue(*v, who, r))
-      d.role = r;
+    OptimizerChoice c;
+    if (parseOptimizerValue(*v, who, c))
+      d.optimizer = c;
     else
       ok = false;
   }

@@ -46,7 +46,7 @@ inline void appendPieces(std::vector<Piece> &out, std::vector<Piece> &&own) {
 struct Defaults {
   std::optional<DType> dtype;
   std::optional<std::vector<Placement>> placements;
-  std::optional<Role> role;
+  std::optional<OptimizerChoice> optimizer;
   std::optional<Route> route;
 };
 
@@ -64,7 +64,7 @@ struct LeafTemplate {
   DType dtype = DType::f32;
   std::vector<Placement> placements;
   bool conv = false;
-  std::optional<Role> role;
+  std::optional<OptimizerChoice> optimizer;
   std::optional<Route> route;
   bool routeInherited = false; // from an enclosing block: skips Muon params
   // Rare, and large beside the rest: a pointer keeps a million templates
@@ -120,7 +120,7 @@ private:
   bool parseScopedName(const toml::node &value, const std::string &text, const char *what,
                        std::vector<Piece> &out);
   bool parseDTypeValue(const toml::node &value, const std::string &who, DType &out);
-  bool parseRoleValue(const toml::node &value, const std::string &who, Role &out);
+  bool parseOptimizerValue(const toml::node &value, const std::string &who, OptimizerChoice &out);
   bool parseRouteValue(const toml::node &value, const std::string &who, Route &out);
   bool parsePlacements(const toml::node &value, const std::string &who,
                        std::vector<Placement> &out);

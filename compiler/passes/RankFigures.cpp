@@ -5,6 +5,7 @@
 // own) see the same data-parallel traffic of their local shards; comm
 // params' gather/scatter and NS are added per rank.
 #include "Passes.h"
+#include "common/MatrixOptimizers.h"
 #include "common/PlanRules.h"
 
 #include <algorithm>
@@ -72,7 +73,12 @@ OwnerRoute ownerRoute(const PlanModel &model) {
         const int64_t local = p.localNumElements();
         master += local * kValueBytes;
         elements += local;
-        (p.role == Role::muon ? muonElements : adamwElements) += local;
+        if (p.role == Role::muon) // its rule's state (common/MatrixOptimizers.h)
+          muonElements += common::matrixStateElements(p.matrixOptimizer, 1,
+                                                      local / std::max<int64_t>(1, p.localCols),
+                                                      p.localCols);
+        else
+          adamwElements += local;
         // A comm param's NS runs on one rank of its gather group (below).
         if (p.role == Role::muon && p.group != ShardingGroupKind::comm)
           flops += p.cost;

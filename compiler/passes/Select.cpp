@@ -110,8 +110,10 @@ bool runSelect(PlanModel &model, Diagnostics &diags) {
     p.batch = v.batch;
     p.rows = v.rows;
     p.cols = v.cols;
-    if (p.roleOverride) {
-      p.role = *p.roleOverride;
+    p.matrixOptimizer = model.options.matrixOptimizer;
+    if (p.optimizerOverride) {
+      p.role = p.optimizerOverride->role;
+      p.matrixOptimizer = p.optimizerOverride->matrix;
       p.roleReason = RoleReason::manifest_override;
     } else if (exclude && exclude->match(p.name)) {
       p.role = Role::adamw;

@@ -260,7 +260,7 @@ typedef enum dmuon_momentum_form {
   DMUON_MOMENTUM_EMA = 1  /* buf <- mu*buf + (1-mu)*g (torch.optim.Muon) */
 } dmuon_momentum_form_t;
 
-#define DMUON_RUNTIME_OPTIONS_VERSION 2
+#define DMUON_RUNTIME_OPTIONS_VERSION 3
 
 /* Fields left unset (DMUON_UNSET, DMUON_UNSET_REAL) take the plan's value.
  * Initialize with dmuon_runtime_options_init. A struct of an older
@@ -298,6 +298,8 @@ typedef struct dmuon_runtime_options {
   double max_grad_norm;            /* 0 (default): no clipping */
   dmuon_clip_policy_t clip_policy; /* what max_grad_norm clips */
   dmuon_momentum_form_t momentum_form;
+  /* Version 3. */
+  double normuon_beta2; /* NorMuon's second-moment decay; DMUON_UNSET_REAL: plan */
 } dmuon_runtime_options_t;
 
 DMUON_API void dmuon_runtime_options_init(dmuon_runtime_options_t *options);

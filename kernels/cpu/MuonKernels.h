@@ -77,6 +77,17 @@ void muonMomentum(float *buf, const float *g, float *u, int64_t n, const MuonHyp
 void muonApply(float *p, const float *ortho, int64_t n, int64_t rows, int64_t cols,
                const MuonHyper &h);
 
+// NorMuon's normalization of an orthogonalized update (Li et al. 2025,
+// "NorMuon"), in place on `batch` row-major rows x cols matrices `o`, with
+// `v` the batch x rows running second moment per row (neuron):
+//   v[r] <- beta2 v[r] + (1 - beta2) mean_c o[r,c]^2
+//   o[r,:] <- o[r,:] / (sqrt(v[r]) + 1e-10)
+//   o <- o * ||o before||_F / (||o after||_F + 1e-10)   (per matrix)
+// so each row's step adapts to its own scale while the update keeps Muon's
+// norm. Sums in double. Between newtonSchulz and muonApply.
+void normuonNormalize(float *o, float *v, int64_t batch, int64_t rows, int64_t cols,
+                      float beta2);
+
 // One AdamW step (decoupled weight decay, bias-corrected); `step` counts from 1.
 void adamwStep(float *param, float *m, float *v, const float *grad, int64_t n, int64_t step,
                const AdamWHyper &h);

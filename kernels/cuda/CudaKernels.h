@@ -82,6 +82,11 @@ Result muonMomentum(Context *ctx, float *momentum, const float *grad, float *u, 
 Result muonApply(Context *ctx, float *param, const float *ortho, int64_t n, int64_t rows,
                  int64_t cols, const MuonHyper &h);
 
+// NorMuon's per-row normalization of an orthogonalized update, in place
+// (the semantics of kernels/cpu/MuonKernels.h's normuonNormalize).
+Result normuonNormalize(Context *ctx, float *o, float *v, int64_t batch, int64_t rows,
+                        int64_t cols, float beta2);
+
 Result adamwStep(Context *ctx, float *param, float *m, float *v, const float *grad, int64_t n,
                  int64_t step, const AdamWHyper &h);
 

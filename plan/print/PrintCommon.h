@@ -63,6 +63,16 @@ inline bool recovered(const plan::Param &q) {
   return q.name_origin() == plan::NameOrigin::recovered_from_node;
 }
 inline bool isMuon(const plan::Param &q) { return q.role() == plan::Role::muon; }
+// Whether a matrix param of `plan` runs `rule`: a rule's hyper-parameters
+// are printed only where it runs, so plans without it print as before 1.7.
+inline bool runsRule(const plan::Plan &plan, plan::MatrixOptimizer rule) {
+  for (flatbuffers::uoffset_t i = 0; plan.params() && i < plan.params()->size(); ++i) {
+    const plan::Param *q = plan.params()->Get(i);
+    if (q && isMuon(*q) && q->matrix_optimizer() == rule)
+      return true;
+  }
+  return false;
+}
 // The route the plan means (1.2 plans: AdamW params replicated).
 inline plan::Route routeOf(const plan::Param &q) { return common::effectiveRoute(q); }
 // Owned by one slot: Muon params and owner-routed AdamW params.

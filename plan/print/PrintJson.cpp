@@ -79,6 +79,8 @@ void jsonParam(Json &j, const View &v, const plan::Param &q) {
     const bool sharded = routeOf(q) == plan::Route::sharded;
     j.field("role", enumName(q.role(), plan::EnumNameRole));
     j.field("role_reason", enumName(q.role_reason(), plan::EnumNameRoleReason));
+    if (muon && q.matrix_optimizer() != plan::MatrixOptimizer::muon) // 1.7
+      j.field("optimizer", enumName(q.matrix_optimizer(), plan::EnumNameMatrixOptimizer));
     j.field("route", enumName(routeOf(q), plan::EnumNameRoute)); // 1.3
     j.field("route_reason", enumName(q.route_reason(), plan::EnumNameRouteReason));
     if (muon) {
@@ -198,6 +200,8 @@ void jsonOptions(Json &j, const plan::Plan &plan) {
     j.endArray();
     j.field("adamw_eps", od->adamw_eps());
     j.field("adamw_weight_decay", od->adamw_weight_decay());
+    if (runsRule(plan, plan::MatrixOptimizer::normuon)) // 1.7
+      j.field("normuon_beta2", od->normuon_beta2());
     j.endObject();
   }
   j.field("cost_model", enumName(op->cost_model(), plan::EnumNameCostModel)); // 1.1

@@ -65,6 +65,9 @@ void textParam(const View &v, const plan::Param &q, std::string &o) {
   const bool sharded = routeOf(q) == plan::Route::sharded;
   o += " role=" + enumName(q.role(), plan::EnumNameRole) +
        " reason=" + enumName(q.role_reason(), plan::EnumNameRoleReason);
+  // Muon's own rule goes unsaid, as in every plan before 1.7.
+  if (muon && q.matrix_optimizer() != plan::MatrixOptimizer::muon)
+    o += " optimizer=" + enumName(q.matrix_optimizer(), plan::EnumNameMatrixOptimizer);
   if (!muon)
     o += " route=" + enumName(routeOf(q), plan::EnumNameRoute) +
          " route_reason=" + enumName(q.route_reason(), plan::EnumNameRouteReason);
@@ -135,7 +138,11 @@ void textOptions(const plan::Plan &plan, std::string &o) {
          " lr_scale=" + enumName(od->lr_scale(), plan::EnumNameLrScale) +
          " adamw_lr=" + num(od->adamw_lr()) + " adamw_betas=" + num(od->adamw_beta1()) +
          "," + num(od->adamw_beta2()) + " adamw_eps=" + num(od->adamw_eps()) +
-         " adamw_weight_decay=" + num(od->adamw_weight_decay()) + "\n";
+         " adamw_weight_decay=" + num(od->adamw_weight_decay()) +
+         (runsRule(plan, plan::MatrixOptimizer::normuon)
+              ? " normuon_beta2=" + num(od->normuon_beta2())
+              : std::string()) +
+         "\n";
 }
 
 void textUnits(const View &v, const plan::Plan &plan, std::string &o) {

@@ -141,6 +141,13 @@ std::string Checker::checkParams() {
              std::to_string(static_cast<int>(q->role_reason()));
     if (!enumOk(q->route(), plan::Route::MIN, plan::Route::MAX))
       return who + ": unknown route " + std::to_string(static_cast<int>(q->route()));
+    if (!enumOk(q->matrix_optimizer(), plan::MatrixOptimizer::MIN, plan::MatrixOptimizer::MAX))
+      return who + ": unknown matrix_optimizer " +
+             std::to_string(static_cast<int>(q->matrix_optimizer()));
+    if (q->role() != plan::Role::muon && q->matrix_optimizer() != plan::MatrixOptimizer::muon)
+      return who + " is an AdamW param with matrix_optimizer " +
+             plan::EnumNameMatrixOptimizer(q->matrix_optimizer()) +
+             "; only matrix (role muon) params have one";
     if (!enumOk(q->ns_form(), plan::NsForm::MIN, plan::NsForm::MAX))
       return who + ": unknown ns_form " + std::to_string(static_cast<int>(q->ns_form()));
     if (!enumOk(q->route_reason(), plan::RouteReason::MIN, plan::RouteReason::MAX))

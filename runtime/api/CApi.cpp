@@ -52,8 +52,9 @@ void dmuon_runtime_options_init(dmuon_runtime_options_t *o) {
 
 // The size of each version of the options struct: fields are only appended.
 static size_t optionsSize(uint32_t version) {
-  return version == 1 ? offsetof(dmuon_runtime_options_t, accumulation)
-                      : sizeof(dmuon_runtime_options_t);
+  return version == 1   ? offsetof(dmuon_runtime_options_t, accumulation)
+         : version == 2 ? offsetof(dmuon_runtime_options_t, normuon_beta2)
+                        : sizeof(dmuon_runtime_options_t);
 }
 
 dmuon_status_t dmuon_runtime_create(dmuon_plan_t plan, const dmuon_runtime_options_t *given,

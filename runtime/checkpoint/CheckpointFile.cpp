@@ -119,6 +119,8 @@ const char *kindName(Kind k) {
     return "adam_m";
   case Kind::AdamV:
     return "adam_v";
+  case Kind::NorMuonV:
+    return "normuon_v";
   }
   return "?";
 }
@@ -250,7 +252,7 @@ Status parseShardIndex(const std::string &path, const ShardHeader &h,
     if (std::string why = common::paramNameProblem(e.name); !why.empty())
       return corrupt(path, "index entry " + std::to_string(i) + ": the name '" +
                                common::printableName(e.name) + "' " + why);
-    if (!get(p, end, kind) || kind > static_cast<uint8_t>(Kind::AdamV) || !get(p, end, e.offset) ||
+    if (!get(p, end, kind) || kind > static_cast<uint8_t>(Kind::NorMuonV) || !get(p, end, e.offset) ||
         !get(p, end, e.bytes) || !get(p, end, e.hash))
       return corrupt(path, "index entry '" + e.name + "' is malformed");
     e.kind = static_cast<Kind>(kind);

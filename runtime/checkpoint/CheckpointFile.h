@@ -16,7 +16,9 @@
 
 namespace dmuon::rt::ckpt {
 
-enum class Kind : uint8_t { Value = 0, Momentum = 1, AdamM = 2, AdamV = 3 };
+// NorMuonV: NorMuon's second moment, one per row of the matrix view (its
+// entries' slices are the param's with the column dims collapsed to 1).
+enum class Kind : uint8_t { Value = 0, Momentum = 1, AdamM = 2, AdamV = 3, NorMuonV = 4 };
 const char *kindName(Kind k);
 
 // Which chunk of the full param an entry holds (checkpoint/CheckpointSlice.h):

@@ -202,4 +202,23 @@ Status Catalog::read(const std::string &dir, const std::string &name, Kind kind,
   return Status::ok();
 }
 
+std::vector<int64_t> rowShapeOf(std::vector<int64_t> shape, size_t firstColumnDim) {
+  for (size_t d = firstColumnDim; d < shape.size(); ++d)
+    shape[d] = 1;
+  return shape;
+}
+
+LocalBoxes rowBoxesOf(const LocalBoxes &boxes, size_t firstColumnDim) {
+  LocalBoxes rows = boxes;
+  rows.localShape = rowShapeOf(rows.localShape, firstColumnDim);
+  for (std::vector<Slice> *list : {&rows.global, &rows.local})
+    for (Slice &s : *list)
+      for (size_t d = firstColumnDim; d < s.shape.size(); ++d) {
+        if (d < s.offset.size())
+          s.offset[d] = 0;
+        s.shape[d] = 1;
+      }
+  return rows;
+}
+
 } // namespace dmuon::rt::ckpt

@@ -49,6 +49,11 @@ struct LocalBoxes {
   bool whole() const { return global.size() == 1; }
 };
 LocalBoxes boxesOf(const std::vector<std::vector<common::Chunk>> &runs);
+// The boxes of a per-row state (Kind::NorMuonV) of a param with `boxes`:
+// each dim from `firstColumnDim` on collapsed to [0, 1). The column dims of
+// such a param are never split, so the boxes stay disjoint.
+LocalBoxes rowBoxesOf(const LocalBoxes &boxes, size_t firstColumnDim);
+std::vector<int64_t> rowShapeOf(std::vector<int64_t> shape, size_t firstColumnDim);
 // Box `i`'s values out of the local tensor `local` (row-major), and back in.
 void extractBox(const LocalBoxes &boxes, size_t i, const float *local, std::vector<float> &out);
 void placeBox(const LocalBoxes &boxes, size_t i, const float *box, float *local);

@@ -116,7 +116,7 @@ uint64_t Config::hash() const {
   put(muon.weightDecay), put(muon.nesterov), put(muon.matchRmsAdamW), put(muon.coefficients);
   put(muon.nsSteps), put(adamw.lr), put(adamw.beta1), put(adamw.beta2), put(adamw.eps);
   put(adamw.weightDecay), put(muon.emaMomentum), put(accumulateLocally), put(maxGradNorm);
-  put(clipPolicy);
+  put(clipPolicy), put(muon.normuonBeta2);
   return planfile::fnv1a64(reinterpret_cast<const uint8_t *>(b.data()), b.size());
 }
 

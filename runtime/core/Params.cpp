@@ -53,6 +53,11 @@ Status checkExecutable(const LoadedPlan &plan) {
                            "' has its matrix dims sharded by more than one mesh dim; not "
                            "supported yet");
     }
+    if (commMuon && p.matrix_optimizer() != plan::MatrixOptimizer::muon)
+      return unsupported("param '" + p.name()->str() + "' is a " +
+                         plan::EnumNameMatrixOptimizer(p.matrix_optimizer()) +
+                         " matrix sharded on a matrix dim; only Muon gathers a matrix over a "
+                         "model-parallel group yet");
     if (commMuon && (p.gather_mesh_dim() < 0 || p.compute_index() < 0))
       return unsupported("Muon param '" + p.name()->str() +
                          "' is sharded on a matrix dim but the plan names no gather group; "

@@ -89,6 +89,11 @@ public:
     kernels::muonApply(param, ortho, n, rows, cols, h);
     return Status::ok();
   }
+  Status normuonNormalize(float *ortho, float *secondMoment, int64_t batch, int64_t rows,
+                          int64_t cols, float beta2) override {
+    kernels::normuonNormalize(ortho, secondMoment, batch, rows, cols, beta2);
+    return Status::ok();
+  }
   Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t width,
                 size_t height) override {
     for (size_t r = 0; r < height; ++r)

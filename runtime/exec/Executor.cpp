@@ -148,7 +148,9 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
   if (p.stepsHere()) {
     const std::span<const StateField> fields = p.optimizer->fields();
     for (size_t k = 0; k < fields.size(); ++k)
-      DMUON_RETURN_IF_ERROR(state[k].allocate(*device_, bytes, &(acct.*fields[k].account)));
+      DMUON_RETURN_IF_ERROR(state[k].allocate(
+          *device_, static_cast<size_t>(stateElements(p, fields[k])) * sizeof(float),
+          &(acct.*fields[k].account)));
   }
   if (sharded)
     DMUON_RETURN_IF_ERROR(gradShard.allocate(*device_, bytes, &acct.grads));

@@ -56,6 +56,13 @@ std::vector<int64_t> fullShape(const ParamRt &p) {
   return {p.plan->shape()->begin(), p.plan->shape()->end()};
 }
 
+// The first dim of the columns of p's matrix view: a per-row state
+// (StateShape::Rows) is the param with these dims collapsed to 1.
+size_t firstColumnDim(const ParamRt &p) {
+  const size_t ndim = p.plan->shape()->size();
+  return p.plan->conv() ? 1 : (ndim ? ndim - 1 : 0);
+}
+
 } // namespace
 
 // Which boxes of the full param each param's local state is, in plan order:
@@ -195,8 +202,8 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
     std::vector<float> host, box;
     // A local state (`values`, without the padding: Params.h), one entry
     // per box.
-    auto write = [&](size_t i, ckpt::Kind kind, const std::vector<float> &values) -> Status {
-      const ckpt::LocalBoxes &boxes = slices[i];
+    auto writeBoxes = [&](size_t i, ckpt::Kind kind, const ckpt::LocalBoxes &boxes,
+                          const std::vector<float> &values) -> Status {
       if (boxes.whole())
         return writer.add(params_[i].name, kind, boxes.global[0], values.data(),
                           values.size() * 4);
@@ -207,10 +214,22 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
       }
       return Status::ok();
     };
+    auto write = [&](size_t i, ckpt::Kind kind, const std::vector<float> &values) {
+      return writeBoxes(i, kind, slices[i], values);
+    };
     auto add = [&](size_t i, ckpt::Kind kind, const DeviceArray &a) -> Status {
       host.resize(static_cast<size_t>(params_[i].sliceNumel));
       DMUON_RETURN_IF_ERROR(device_->download(host.data(), a.bytes(), host.size() * 4));
       return write(i, kind, host);
+    };
+    // A rule's state field: shaped like the values, or one per row.
+    auto addField = [&](size_t i, const StateField &field, const DeviceArray &a) -> Status {
+      if (field.shape == StateShape::Values)
+        return add(i, field.kind, a);
+      const ParamRt &p = params_[i];
+      host.resize(static_cast<size_t>(p.sliceNumel / std::max<int64_t>(1, p.localCols)));
+      DMUON_RETURN_IF_ERROR(device_->download(host.data(), a.bytes(), host.size() * 4));
+      return writeBoxes(i, field.kind, ckpt::rowBoxesOf(slices[i], firstColumnDim(p)), host);
     };
     // One writer per chunk of each param's state, the rank whose copy the
     // gradient norm counts: the global owner of an owner-route param at the
@@ -237,7 +256,7 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
       local = add(i, ckpt::Kind::Value, p.master);
       const std::span<const StateField> fields = p.optimizer->fields();
       for (size_t f = 0; local && f < fields.size(); ++f)
-        local = add(i, fields[f].kind, p.state[f]);
+        local = addField(i, fields[f], p.state[f]);
     }
     if (local)
       local = writer.commit();
@@ -296,17 +315,24 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
   // hold it.
   const ckpt::Catalog catalog(shards);
   std::vector<float> box;
-  auto fetch = [&](size_t i, ckpt::Kind kind, std::vector<float> &out) -> Status {
+  // A state shaped like the values, or (`rows`) one per row of the matrix view.
+  auto fetchShaped = [&](size_t i, ckpt::Kind kind, bool rows, std::vector<float> &out) -> Status {
     const ParamRt &p = params_[i];
-    const ckpt::LocalBoxes &boxes = slices[i];
+    const ckpt::LocalBoxes boxes =
+        rows ? ckpt::rowBoxesOf(slices[i], firstColumnDim(p)) : slices[i];
+    const std::vector<int64_t> full =
+        rows ? ckpt::rowShapeOf(fullShape(p), firstColumnDim(p)) : fullShape(p);
     if (boxes.whole())
-      return catalog.read(dir, p.name, kind, fullShape(p), boxes.global[0], out);
+      return catalog.read(dir, p.name, kind, full, boxes.global[0], out);
     out.assign(static_cast<size_t>(boxes.numel()), 0.0f);
     for (size_t b = 0; b < boxes.global.size(); ++b) {
-      DMUON_RETURN_IF_ERROR(catalog.read(dir, p.name, kind, fullShape(p), boxes.global[b], box));
+      DMUON_RETURN_IF_ERROR(catalog.read(dir, p.name, kind, full, boxes.global[b], box));
       ckpt::placeBox(boxes, b, box.data(), out.data());
     }
     return Status::ok();
+  };
+  auto fetch = [&](size_t i, ckpt::Kind kind, std::vector<float> &out) {
+    return fetchShaped(i, kind, false, out);
   };
   for (size_t i = 0; local && i < params_.size(); ++i) {
     ParamRt &p = params_[i];
@@ -317,14 +343,16 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
       local = fetch(i, ckpt::Kind::Value, st.value);
     const std::span<const StateField> fields = p.optimizer->fields();
     for (size_t k = 0; local && p.stepsHere() && k < fields.size(); ++k)
-      local = fetch(i, fields[k].kind, st.state[k]);
+      local = fetchShaped(i, fields[k].kind, fields[k].shape == StateShape::Rows, st.state[k]);
+    // Held padded to the largest model-parallel slice (Params.h).
+    if (!st.value.empty())
+      st.value.resize(static_cast<size_t>(p.numel), 0.0f);
+    for (size_t k = 0; k < fields.size(); ++k)
+      if (!st.state[k].empty())
+        st.state[k].resize(static_cast<size_t>(stateElements(p, fields[k])), 0.0f);
     std::vector<std::vector<float> *> arrays{&st.value};
     for (std::vector<float> &field : st.state)
       arrays.push_back(&field);
-    // Held padded to the largest model-parallel slice (Params.h).
-    for (std::vector<float> *own : arrays)
-      if (!own->empty())
-        own->resize(static_cast<size_t>(p.numel), 0.0f);
     if (p.route == plan::Route::sharded) // this rank's shard of each, padded
       for (std::vector<float> *whole : arrays) {
         std::vector<float> shard(static_cast<size_t>(p.shard.elements), 0.0f);

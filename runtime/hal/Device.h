@@ -55,6 +55,10 @@ public:
   // matrix, which sets the lr scale.
   virtual Status muonApply(float *param, const float *ortho, int64_t n, int64_t rows,
                            int64_t cols, const MuonHyper &h) = 0;
+  // NorMuon's per-row normalization of an orthogonalized update, between
+  // newtonSchulz and muonApply (kernels/cpu/MuonKernels.h).
+  virtual Status normuonNormalize(float *ortho, float *secondMoment, int64_t batch, int64_t rows,
+                                  int64_t cols, float beta2) = 0;
   // `height` rows of `width` bytes between pitched buffers.
   virtual Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
                         size_t width, size_t height) = 0;

@@ -11,18 +11,28 @@
 #include "core/Context.h"
 #include "core/Params.h"
 
+#include <algorithm>
 #include <span>
 #include <vector>
 
 namespace dmuon::rt {
 
-// One fp32 array of a rule's per-param state, as many elements as the
-// values this rank keeps (ParamRt::heldElements): its checkpoint entry and
-// the memory category the plan's figures count it in.
+// One fp32 array of a rule's per-param state: its checkpoint entry, the
+// memory category the plan's figures count it in, and its shape: as many
+// elements as the values this rank keeps (ParamRt::heldElements), or one per
+// row of the local matrix view.
+enum class StateShape { Values, Rows };
 struct StateField {
   ckpt::Kind kind;
   MemoryAccount MemoryAccounts::*account;
+  StateShape shape = StateShape::Values;
 };
+
+// The elements of `field` that `p` keeps where it steps.
+inline int64_t stateElements(const ParamRt &p, const StateField &field) {
+  return field.shape == StateShape::Rows ? p.numel / std::max<int64_t>(1, p.localCols)
+                                         : p.heldElements();
+}
 
 class ParamOptimizer {
 public:

@@ -11,11 +11,17 @@ namespace dmuon::rt {
 
 struct OptimizerSet {
   Muon muon;
+  NorMuon normuon;
   AdamW adamw;
 
   ParamOptimizer &of(const ParamRt &p) {
-    return p.muon ? static_cast<ParamOptimizer &>(muon) : adamw;
+    if (!p.muon)
+      return adamw;
+    if (p.plan->matrix_optimizer() == plan::MatrixOptimizer::normuon)
+      return normuon;
+    return muon;
   }
+  double nsFlops() const { return muon.nsFlops() + normuon.nsFlops(); }
   // Gives every param its rule and room for the rule's state arrays.
   Status assign(const Context &ctx, std::vector<ParamRt> &params) {
     for (ParamRt &p : params) {
@@ -23,6 +29,7 @@ struct OptimizerSet {
       p.state.resize(p.optimizer->fields().size());
     }
     DMUON_RETURN_IF_ERROR(muon.reserve(ctx, params));
+    DMUON_RETURN_IF_ERROR(normuon.reserve(ctx, params));
     return adamw.reserve(ctx, params);
   }
 };

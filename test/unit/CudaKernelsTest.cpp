@@ -434,6 +434,25 @@ TEST_F(CudaTest, ScaleCopyIsBitExact) {
   expectBitEqual(dsrc.download(), want, "in-place scaleCopy");
 }
 
+// NorMuon's normalization against the CPU kernel: the same double sums in
+// another order, so within a few fp32 ulps; twice, so the second moment
+// carries over.
+TEST_F(CudaTest, NorMuonNormalizeMatchesCpu) {
+  const int64_t batch = 3, rows = 96, cols = 160, n = batch * rows * cols;
+  std::vector<float> o = randomVector(n, 9), v(static_cast<size_t>(batch * rows), 0.0f);
+  DeviceBuffer<float> dO(o), dV(v);
+  for (int round = 0; round < 2; ++round) {
+    dmuon::kernels::normuonNormalize(o.data(), v.data(), batch, rows, cols, 0.95f);
+    ASSERT_CU_OK(cu::normuonNormalize(ctx_, dO.get(), dV.get(), batch, rows, cols, 0.95f));
+  }
+  ASSERT_CU_OK(cu::synchronize(ctx_));
+  const std::vector<float> gotO = dO.download(), gotV = dV.download();
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_NEAR(gotO[i], o[i], 1e-5f * std::fabs(o[i]) + 1e-7f) << "element " << i;
+  for (size_t r = 0; r < v.size(); ++r)
+    ASSERT_NEAR(gotV[r], v[r], 1e-5f * std::fabs(v[r])) << "row " << r;
+}
+
 // ---------------------------------------------------------------------------
 // Workspaces and errors
 

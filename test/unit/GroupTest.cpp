@@ -34,7 +34,7 @@ struct Fixture {
       p.placements.push_back(pl);
     }
     if (forceMuon)
-      p.roleOverride = Role::muon;
+      p.optimizerOverride = OptimizerChoice{Role::muon, MatrixOptimizer::muon};
     model.params.push_back(p);
   }
 

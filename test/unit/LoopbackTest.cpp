@@ -5,7 +5,11 @@
 // backend itself turns mismatched or missing collectives into errors.
 #include "LoopbackSupport.h"
 
+#include "kernels/cpu/MuonKernels.h"
+
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 
 using namespace dmuon::rt;
 
@@ -24,18 +28,34 @@ int64_t numel(const dmuon::plan::Param &p) {
   return n;
 }
 
-// Three steps of the tiny model through every hook, then every param's
+// Binds every param to its step -1 values.
+void bindAll(const LoadedPlan &plan, Executor &ex) {
+  for (int i = 0; i < plan.numParams(); ++i) {
+    std::vector<float> v(static_cast<size_t>(numel(plan.param(i))));
+    for (size_t k = 0; k < v.size(); ++k)
+      v[k] = 10 * valueOf(i, -1, static_cast<int64_t>(k));
+    ASSERT_TRUE(ex.bindParam(plan.param(i).name()->str(), v.data(),
+                             static_cast<int64_t>(v.size())).isOk());
+  }
+}
+
+// How train() runs: its steps (numbered from `firstStep`: the gradients
+// depend on the number), and the checkpoint it resumes from and saves to.
+struct Run {
+  int steps = 3, firstStep = 0;
+  std::string resumeFrom, saveTo;
+};
+
+// The run's steps of the tiny model through every hook, then every param's
 // values as gather_param returns them.
-std::vector<std::vector<float>> train(const LoadedPlan &plan) {
+std::vector<std::vector<float>> train(const LoadedPlan &plan, const Run &run = {}) {
   const int n = plan.numParams();
   std::vector<std::vector<float>> result(static_cast<size_t>(n));
   runWorld(plan, [&](int rank, Executor &ex) {
-    for (int i = 0; i < n; ++i) {
-      std::vector<float> v(static_cast<size_t>(numel(plan.param(i))));
-      for (size_t k = 0; k < v.size(); ++k)
-        v[k] = 10 * valueOf(i, -1, static_cast<int64_t>(k));
-      ASSERT_TRUE(ex.bindParam(plan.param(i).name()->str(), v.data(),
-                               static_cast<int64_t>(v.size())).isOk());
+    bindAll(plan, ex);
+    if (!run.resumeFrom.empty()) {
+      Status s = ex.loadCheckpoint(run.resumeFrom, nullptr);
+      ASSERT_TRUE(s.isOk()) << s.message();
     }
     auto addGradients = [&](int step, int group) {
       for (int i = 0; i < n; ++i) {
@@ -44,10 +64,14 @@ std::vector<std::vector<float>> train(const LoadedPlan &plan) {
         float *g = nullptr;
         ASSERT_TRUE(ex.gradView(i, &g).isOk());
         for (int64_t k = 0; k < numel(plan.param(i)); ++k)
-          g[k] += valueOf(i, step, k);
+          g[k] += valueOf(i, run.firstStep + step, k);
       }
     };
-    trainSteps(plan, ex, rank, 3, addGradients);
+    trainSteps(plan, ex, rank, run.steps, addGradients);
+    if (!run.saveTo.empty()) {
+      Status s = ex.saveCheckpoint(run.saveTo, run.firstStep + run.steps);
+      ASSERT_TRUE(s.isOk()) << s.message();
+    }
     for (int i = 0; i < n; ++i) {
       std::vector<float> out(static_cast<size_t>(numel(plan.param(i))));
       ASSERT_TRUE(ex.gatherParam(plan.param(i).name()->str(), out.data(),
@@ -82,6 +106,125 @@ TEST(Loopback, ShardedRunsEndWhereOneRankEnds) {
       EXPECT_LT(worst, 1e-5) << mesh << ": " << one->param(static_cast<int>(i)).name()->str();
     }
   }
+}
+
+// NorMuon as its paper writes it, in double, on the orthogonalized update
+// `o` of one rows x cols matrix with second moment `v`.
+void normuonReference(std::vector<double> &o, std::vector<double> &v, int64_t rows,
+                      int64_t cols, double beta2) {
+  double before = 0;
+  for (double x : o)
+    before += x * x;
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      mean += o[r * cols + c] * o[r * cols + c] / static_cast<double>(cols);
+    v[r] = beta2 * v[r] + (1 - beta2) * mean;
+    for (int64_t c = 0; c < cols; ++c)
+      o[r * cols + c] /= std::sqrt(v[r]) + 1e-10;
+  }
+  double after = 0;
+  for (double x : o)
+    after += x * x;
+  for (double &x : o)
+    x *= std::sqrt(before) / (std::sqrt(after) + 1e-10);
+}
+
+// Every NorMuon matrix of a 1-rank run, stepped here from the same
+// gradients: momentum and NS by the CPU kernels Muon uses (checked on their
+// own in StepKernelsTest), the normalization and the update in double.
+std::vector<double> normuonByHand(const LoadedPlan &plan, int i) {
+  const dmuon::plan::Param &p = plan.param(i);
+  const dmuon::plan::OptimizerDefaults &od = *plan.root().options()->optimizer();
+  const int64_t rows = p.rows(), cols = p.cols(), n = rows * cols;
+  dmuon::kernels::MuonHyper h;
+  h.lr = static_cast<float>(od.lr());
+  h.momentum = static_cast<float>(od.momentum());
+  h.nesterov = od.nesterov();
+  h.nsSteps = od.ns_steps();
+  std::vector<double> w(static_cast<size_t>(n)), v(static_cast<size_t>(rows), 0.0);
+  std::vector<float> momentum(static_cast<size_t>(n), 0.f), g(static_cast<size_t>(n)),
+      u(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k)
+    w[k] = 10 * valueOf(i, -1, k);
+  dmuon::kernels::NsWorkspace ws;
+  for (int step = 0; step < 3; ++step) {
+    for (int64_t k = 0; k < n; ++k)
+      g[k] = valueOf(i, step, k);
+    dmuon::kernels::muonMomentum(momentum.data(), g.data(), u.data(), n, h);
+    dmuon::kernels::newtonSchulz(u.data(), u.data(), rows, cols, h.nsSteps, h.coefficients, ws);
+    std::vector<double> o(u.begin(), u.end());
+    normuonReference(o, v, rows, cols, od.normuon_beta2());
+    const double scale = std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));
+    for (int64_t k = 0; k < n; ++k)
+      w[k] = w[k] * (1 - od.lr() * od.weight_decay()) - od.lr() * scale * o[k];
+  }
+  return w;
+}
+
+TEST(Loopback, NorMuonRunsEndWhereOneRankAndThePaperEnd) {
+  const std::string dir = DMUON_NORMUON_PLAN_DIR;
+  std::unique_ptr<LoadedPlan> one = loadPlan(dir + "/tiny-1.plan");
+  ASSERT_TRUE(one);
+  const std::vector<std::vector<float>> want = train(*one);
+  int matrices = 0;
+  for (int i = 0; i < one->numParams(); ++i) {
+    const dmuon::plan::Param &p = one->param(i);
+    if (p.matrix_optimizer() != dmuon::plan::MatrixOptimizer::normuon)
+      continue;
+    ++matrices;
+    const std::vector<double> byHand = normuonByHand(*one, i);
+    double worst = 0, largest = 0;
+    for (size_t k = 0; k < byHand.size(); ++k) {
+      worst = std::max(worst, std::fabs(want[i][k] - byHand[k]));
+      largest = std::max(largest, std::fabs(byHand[k]));
+    }
+    EXPECT_LT(worst, 1e-5 * largest) << p.name()->str();
+  }
+  EXPECT_EQ(matrices, 8); // the tiny model's block matrices
+  for (const char *mesh : {"4", "2x2"}) {
+    std::unique_ptr<LoadedPlan> plan = loadPlan(dir + "/tiny-" + mesh + ".plan");
+    ASSERT_TRUE(plan);
+    const std::vector<std::vector<float>> got = train(*plan);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(got[i], want[i]) << mesh << ": " << one->param(static_cast<int>(i)).name()->str();
+  }
+}
+
+// Every rank holds the NorMuon state its plan counts (momentum_bytes: the
+// momentum and one fp32 per row).
+TEST(Loopback, NorMuonStateIsWhatThePlanCounts) {
+  for (const char *mesh : {"1", "4", "2x2"}) {
+    std::unique_ptr<LoadedPlan> plan =
+        loadPlan(std::string(DMUON_NORMUON_PLAN_DIR) + "/tiny-" + mesh + ".plan");
+    ASSERT_TRUE(plan);
+    runWorld(*plan, [&](int rank, Executor &ex) {
+      bindAll(*plan, ex);
+      dmuon_memory_report_t held{}, planned{};
+      ex.memory(held);
+      ex.plannedMemory(planned);
+      EXPECT_EQ(held.momentum.peak, planned.momentum.peak) << mesh << " rank " << rank;
+      EXPECT_GT(held.momentum.peak, 0u) << mesh << " rank " << rank;
+    });
+  }
+}
+
+// NorMuon's state (momentum and the per-row second moment) saved on one rank
+// resumes on 2x2 where an unbroken run goes.
+TEST(Loopback, NorMuonStateResumesOnAnotherMesh) {
+  const std::string dir = DMUON_NORMUON_PLAN_DIR;
+  std::unique_ptr<LoadedPlan> one = loadPlan(dir + "/tiny-1.plan");
+  std::unique_ptr<LoadedPlan> four = loadPlan(dir + "/tiny-2x2.plan");
+  ASSERT_TRUE(one && four);
+  char tmpl[] = "/tmp/dmuon-normuon-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string ckpt = std::string(tmpl) + "/ckpt";
+  const std::vector<std::vector<float>> unbroken = train(*one, {4, 0, "", ""});
+  train(*one, {3, 0, "", ckpt});
+  const std::vector<std::vector<float>> resumed = train(*four, {1, 3, ckpt, ""});
+  for (size_t i = 0; i < unbroken.size(); ++i)
+    EXPECT_EQ(resumed[i], unbroken[i]) << one->param(static_cast<int>(i)).name()->str();
+  std::filesystem::remove_all(tmpl);
 }
 
 TEST(Loopback, DenseParamsHaveOneOwnerOverDpAndEp) {

@@ -145,6 +145,11 @@ public:
                    const MuonHyper &h) override {
     return kernelCheck(cuda::muonApply(ctx_, param, ortho, n, rows, cols, h));
   }
+  Status normuonNormalize(float *ortho, float *secondMoment, int64_t batch, int64_t rows,
+                          int64_t cols, float beta2) override {
+    return kernelCheck(
+        cuda::normuonNormalize(ctx_, ortho, secondMoment, batch, rows, cols, beta2));
+  }
   Status reserve(const std::vector<MatrixShape> &shapes) override {
     return kernelCheck(cuda::reserveWorkspace(ctx_, shapes.data(), shapes.size()));
   }
