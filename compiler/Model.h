@@ -244,6 +244,13 @@ struct QkClipPair {
   llvm::SMLoc keyLoc; // its `key`
 };
 
+// A tensor of the input that is not a parameter (plan.fbs Buffer).
+struct ModelBuffer {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string reason;
+};
+
 struct PlanModel {
   std::string source;    // input path as given
   std::string modelName; // from the manifest, or the ONNX graph name
@@ -256,6 +263,7 @@ struct PlanModel {
   std::vector<HookGroup> hookGroups;
   Stats stats;
   std::vector<QkClipPair> qkClip; // in the query params' model order
+  std::vector<ModelBuffer> buffers; // in the input's order
   Stage stage = Stage::frontend;
 };
 

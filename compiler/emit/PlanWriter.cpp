@@ -435,6 +435,13 @@ PlanBuffer Writer::run() {
           b_, q.query, q.key, static_cast<int32_t>(q.heads), static_cast<int32_t>(q.keyHeads),
           static_cast<int32_t>(q.headDim)));
   auto qkClip = b_.CreateVector(qkClipPairs);
+  std::vector<Offset<plan::Buffer>> bufferTables;
+  for (const ModelBuffer &buf : m_.buffers)
+    bufferTables.push_back(plan::CreateBuffer(b_, b_.CreateString(buf.name),
+                                              b_.CreateVector(buf.shape),
+                                              b_.CreateString(buf.reason)));
+  // Absent without buffers, as in every plan before 1.7.
+  auto buffers = bufferTables.empty() ? 0 : b_.CreateVector(bufferTables);
 
   // The fingerprint must be physically present (stamped after Finish), so the
   // root table is written with every scalar, defaults included.
@@ -456,6 +463,8 @@ PlanBuffer Writer::run() {
   pb.add_hook_groups(hooksVec);
   pb.add_stats(stats);
   pb.add_qk_clip(qkClip);
+  if (!buffers.IsNull())
+    pb.add_buffers(buffers);
   auto root = pb.Finish();
   b_.ForceDefaults(false);
   plan::FinishPlanBuffer(b_, root);

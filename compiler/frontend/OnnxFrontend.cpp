@@ -199,6 +199,7 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
     const OnnxResolution r = resolver.resolve(k, firstUse_[k]);
     if (r.kind == OnnxResolution::buffer) {
       names.buffers.emplace_back(std::string(t.name), r.why);
+      model_.buffers.push_back({std::string(t.name), std::move(shape), r.why});
       continue;
     }
     Param &p = model_.params.emplace_back();

@@ -430,6 +430,18 @@ std::string printJson(const plan::Plan &plan) {
   for (uint32_t i = 0; i < size(plan.params()); ++i)
     jsonParam(j, v, *plan.params()->Get(i));
   j.endArray();
+  if (size(plan.buffers())) { // 1.7
+    j.key("buffers");
+    j.beginArray();
+    for (const plan::Buffer *b : *plan.buffers()) {
+      j.beginObject();
+      j.field("name", b->name());
+      jsonInlineList(j, "shape", b->shape());
+      j.field("reason", b->reason());
+      j.endObject();
+    }
+    j.endArray();
+  }
   jsonQkClip(j, v);
 
   jsonUnits(j, v, plan);

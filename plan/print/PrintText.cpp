@@ -145,6 +145,20 @@ void textOptions(const plan::Plan &plan, std::string &o) {
          "\n";
 }
 
+// 1.7: what the input holds that is not trained, and why; no section when
+// there is none.
+void textBuffers(const plan::Plan &plan, std::string &o) {
+  if (!size(plan.buffers()))
+    return;
+  o += "buffers:\n";
+  for (const plan::Buffer *b : *plan.buffers()) {
+    o += "buffer " + str(b->name()) + " shape=[";
+    for (uint32_t i = 0; i < size(b->shape()); ++i)
+      o += (i ? "," : "") + num(b->shape()->Get(i));
+    o += "] reason=\"" + str(b->reason()) + "\"\n";
+  }
+}
+
 void textUnits(const View &v, const plan::Plan &plan, std::string &o) {
   if (!v.reached(plan::Stage::partition))
     return;
@@ -328,6 +342,7 @@ std::string printText(const plan::Plan &plan) {
     textParam(v, *plan.params()->Get(i), o);
     o += '\n';
   }
+  textBuffers(plan, o);
   textQkClip(v, o);
   textUnits(v, plan, o);
   textShardingGroups(v, plan, o);

@@ -458,4 +458,20 @@ std::string Checker::checkModelParallel(const plan::Param &q, const Who &who) {
   return {};
 }
 
+// 1.7: the input's tensors that are not parameters, listed for readers.
+std::string Checker::checkBuffers() {
+  const auto *buffers = p_.buffers();
+  for (flatbuffers::uoffset_t i = 0; buffers && i < buffers->size(); ++i) {
+    const plan::Buffer *b = buffers->Get(i);
+    const std::string who = "buffer " + std::to_string(i);
+    if (!b || !b->name() || b->name()->size() == 0)
+      return who + " has no name";
+    if (b->shape())
+      for (int64_t d : *b->shape())
+        if (d < 0)
+          return who + " ('" + b->name()->str() + "') has a negative dim " + std::to_string(d);
+  }
+  return {};
+}
+
 } // namespace dmuon::planfile::detail

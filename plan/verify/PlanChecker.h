@@ -67,6 +67,7 @@ private:
   std::string checkRankRows();
   std::string checkStats();
   std::string checkQkClip(); // CheckQkClip.cpp
+  std::string checkBuffers(); // CheckParams.cpp
 
   // The executor's own invariants, checked on complete plans only (a
   // --stop-after plan is printed, never executed).

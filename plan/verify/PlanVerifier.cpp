@@ -70,7 +70,8 @@ std::string Checker::run(bool requireComplete) {
   numHooks_ = p_.hook_groups() ? p_.hook_groups()->size() : 0;
   // Units before params: a complete plan's Muon params follow their unit's slot.
   for (auto check : {&Checker::checkUnits, &Checker::checkParams, &Checker::checkGroups,
-                     &Checker::checkHooks, &Checker::checkStats, &Checker::checkQkClip})
+                     &Checker::checkHooks, &Checker::checkStats, &Checker::checkQkClip,
+                     &Checker::checkBuffers})
     if (auto e = (this->*check)(); !e.empty())
       return e;
   if (requireComplete && p_.stage() != plan::Stage::complete)

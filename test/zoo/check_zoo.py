@@ -71,6 +71,12 @@ def measure(dmuonc, zoo, model, mode):
         "silent": silent,
         "missing": sorted(set(params) - {p["name"] for p in matched}),
         "buffers": [p["name"] for p in entries if p["name"] in buffers],
+        # The plan's own list of what it left out (1.7): never a param, and
+        # in a training export every float buffer torch names.
+        "listed_params": [b["name"] for b in plan.get("buffers", []) if b["name"] in params],
+        "unlisted": sorted(b["name"] for b in torch_side["buffers"]
+                           if b["dtype"].startswith("float")
+                           and b["name"] not in {x["name"] for x in plan.get("buffers", [])}),
         "vectors": [p["name"] for p in entries
                     if p["role"] == "muon" and vector_like(p["name"], p["shape"])],
         "groups": len(hooks),
@@ -89,11 +95,15 @@ def problems(dmuonc, model, mode, m):
         out.append(f"{m['duplicates']} names planned more than once")
     if m["buffers"]:
         out.append(f"buffers planned as params: {m['buffers'][:5]}")
+    if m["listed_params"]:
+        out.append(f"params listed as buffers: {m['listed_params'][:5]}")
     if m["vectors"]:
         out.append(f"vector-like tensors on Muon: {m['vectors'][:5]}")
     if mode == "train":
         if m["extras"] or m["missing"]:
             out.append(f"not torch's params: extra {m['extras'][:5]}, missing {m['missing'][:5]}")
+        if m["unlisted"]:
+            out.append(f"torch's float buffers missing from the plan's buffers: {m['unlisted'][:5]}")
         if m["blocks_missing"]:
             out.append(f"blocks without their own hook group: {m['blocks_missing'][:5]}")
         if m["groups"] - m["blocks"] > MAX_ROOTS:
