@@ -15,6 +15,7 @@ packages=(
   clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: clang with libFuzzer
   libtorch-dev fortunes        # examples/gpt: PyTorch 1.13's C++ API (CPU), its training text
   python3-torch python3-torchvision  # test/zoo: models exported with torch.onnx.export
+  python3-numpy python3-mpi4py       # test/python: the Python package and dmuon.torch under MPI
   gnuplot-nox                  # scripts/gpt-loss-curves.sh: the loss picture
 )
 

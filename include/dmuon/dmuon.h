@@ -82,6 +82,11 @@ DMUON_API const char *dmuon_status_string(dmuon_status_t status);
 /* The message of the last failed call on this thread ("" if none). */
 DMUON_API const char *dmuon_last_error(void);
 DMUON_API void dmuon_version(int *major, int *minor, int *patch);
+/* The plan format this library reads: plans of this major, of any minor
+ * (fields are only appended; `minor` is the newest it knows). Hosts that
+ * load the library at run time (the Python package) report it beside the
+ * library's version, which says nothing about the format. */
+DMUON_API void dmuon_plan_format_version(int *major, int *minor);
 
 /* ------------------------------------------------------------------ plans */
 

@@ -4,6 +4,7 @@
 
 #include "common/Routes.h"
 #include "core/ParamSlice.h"
+#include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
 
 #include <cstring>
@@ -54,6 +55,13 @@ void dmuon_version(int *major, int *minor, int *patch) {
     *minor = DMUON_VERSION_MINOR;
   if (patch)
     *patch = DMUON_VERSION_PATCH;
+}
+
+void dmuon_plan_format_version(int *major, int *minor) {
+  if (major)
+    *major = DMUON_PLAN_FORMAT_MAJOR;
+  if (minor)
+    *minor = DMUON_PLAN_FORMAT_MINOR;
 }
 
 // ------------------------------------------------------------------ plans

@@ -4,7 +4,8 @@
 # (both through CMake and with a bare `cc $(pkg-config ...)`). Each consumer
 # loads a plan and prints its fingerprint, which must equal the one
 # `dmuon-plan --verify-only` reports. The installed dmuonc and dmuon-plan
-# must run from the prefix and agree with the build's.
+# must run from the prefix and agree with the build's, and the installed
+# Python package must load the prefix's libdmuon (python3 -m dmuon --version).
 #
 # usage: run.sh BUILD_DIR PLAN DMUON_PLAN_TOOL DMUONC_TOOL
 set -euo pipefail
@@ -76,6 +77,25 @@ got=$(env -u LD_LIBRARY_PATH "$prefix/bin/dmuon-plan" "$plan" --verify-only |
   sed -n 's/.*fingerprint \(0x[0-9a-f]*\).*/\1/p')
 [ "$got" = "$want" ] || fail "installed dmuon-plan --verify-only printed '$got', expected $want"
 echo "installed dmuon-plan: fingerprint $got"
+
+echo "== the installed Python package"
+pyinit=$(find "$prefix" -path '*/dmuon/__init__.py' | head -n1)
+[ -n "$pyinit" ] || fail "no dmuon/__init__.py under $prefix"
+pysite=$(dirname "$(dirname "$pyinit")")
+python=/usr/bin/python3
+[ -x "$python" ] || python=python3
+pyversion=$(cd "$work" && env -u LD_LIBRARY_PATH -u DMUON_LIBRARY PYTHONPATH="$pysite" \
+  "$python" -m dmuon --version) || fail "python3 -m dmuon --version failed from $pysite"
+echo "$pyversion"
+case "$pyversion" in
+  "dmuon $version (libdmuon $prefix/"*"), plan format "*) ;;
+  *) fail "python3 -m dmuon --version printed '$pyversion', expected dmuon $version loaded from $prefix" ;;
+esac
+if (cd "$work" && "$python" -c 'import torch' 2>/dev/null); then
+  (cd "$work" && env -u LD_LIBRARY_PATH -u DMUON_LIBRARY PYTHONPATH="$pysite" \
+    "$python" -c 'import dmuon, dmuon.torch; print("dmuonc:", dmuon.torch.find_dmuonc())') |
+    grep -q "dmuonc: $prefix/" || fail "import dmuon.torch from $pysite did not find the installed dmuonc"
+fi
 
 check_output() { # name, output
   echo "$1: $2"
