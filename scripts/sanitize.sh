@@ -31,9 +31,11 @@ export OPENBLAS_NUM_THREADS=1
 ulimit -c 0
 
 # Everything but the tests that start MPI (the MPI tests, the trainer, the step
-# bench, the calibration tool; Open MPI leaks at exit), the install consumer
-# and the GPU tests.
-mpi='^(mpi_|train_loop_|qk_clip_|runtime_api_|trainer_|install_|nccl_|step_bench_|calibrate_|cuda\.)'
+# bench, the calibration tool; Open MPI leaks at exit), the install consumer,
+# the GPU tests and the Python hosts (python3 is not instrumented, so it cannot
+# load an instrumented libdmuon: the sanitizer runtimes are linked into
+# programs only).
+mpi='^(mpi_|train_loop_|qk_clip_|runtime_api_|trainer_|install_|nccl_|step_bench_|calibrate_|cuda\.|python_)'
 tally_ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" --no-tests=error -E "$mpi" "$@"
 # The runtime's tests on one rank and the MPI tests on 4 ranks (HSDP 2x2) of
 # the hooks, the four AdamW routes, the training loop and QK-Clip. Open
