@@ -43,6 +43,22 @@ inline std::string nsStepsRangeText() {
   return "between " + std::to_string(kMinNsSteps) + " and " + std::to_string(kMaxNsSteps);
 }
 
+// SOAP's and Shampoo's refresh period in steps, and the longest side they
+// precondition (each side's statistics are dim x dim fp32 matrices, and a
+// refresh decomposes them): dmuonc's flags and the plan's options.
+inline constexpr int64_t kMaxPreconditionFrequency = 1'000'000;
+inline constexpr int64_t kMaxPreconditionDim = 65536;
+constexpr bool preconditionFrequencyInRange(int64_t f) {
+  return f >= 1 && f <= kMaxPreconditionFrequency;
+}
+constexpr bool maxPreconditionDimInRange(int64_t d) { return d >= 1 && d <= kMaxPreconditionDim; }
+inline std::string preconditionFrequencyRangeText() {
+  return "between 1 and " + std::to_string(kMaxPreconditionFrequency);
+}
+inline std::string maxPreconditionDimRangeText() {
+  return "between 1 and " + std::to_string(kMaxPreconditionDim);
+}
+
 // Whether a model-parallel mesh dim of this name carries data (its
 // coordinates see different tokens) unless the mesh says otherwise.
 inline bool carriesDataByDefault(const std::string &name) { return name == "ep" || name == "cp"; }

@@ -57,7 +57,11 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
              cl::values(clEnumValN(MatrixOptimizer::muon, "muon",
                                    "Newton-Schulz orthogonalized momentum (default)"),
                         clEnumValN(MatrixOptimizer::normuon, "normuon",
-                                   "Muon normalized per row by a running second moment")));
+                                   "Muon normalized per row by a running second moment"),
+                        clEnumValN(MatrixOptimizer::soap, "soap",
+                                   "Adam in the eigenbasis of Shampoo's statistics"),
+                        clEnumValN(MatrixOptimizer::shampoo, "shampoo",
+                                   "Shampoo's inverse fourth roots, grafted onto Adam")));
   binder.opt(flags.strictNames, "strict-names",
              cl::desc("An ONNX initializer whose torch parameter name cannot be recovered (a "
                       "constant-folded export) is an error, not a warning"));
@@ -115,6 +119,15 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
              cl::desc("Use the Polar Express per-iteration coefficients"));
   binder.opt(flags.matchRmsAdamW, "match-rms-adamw",
              cl::desc("LR scale 0.2*sqrt(max(m,n)) instead of sqrt(max(1,m/n))"));
+  binder.opt(flags.soapPreconditionFrequency, "soap-precondition-frequency",
+             cl::desc("Steps between SOAP's eigenbasis refreshes"));
+  binder.opt(flags.soapMaxPrecondDim, "soap-max-precond-dim",
+             cl::desc("SOAP leaves a matrix side longer than this unrotated"));
+  binder.opt(flags.shampooPreconditionFrequency, "shampoo-precondition-frequency",
+             cl::desc("Steps between Shampoo's inverse-root refreshes (also its first "
+                      "preconditioned step)"));
+  binder.opt(flags.shampooMaxPreconditionerDim, "shampoo-max-preconditioner-dim",
+             cl::desc("Shampoo leaves a matrix side longer than this unpreconditioned"));
   binder.opt(
       flags.qkClipTau, "qk-clip-tau",
       cl::desc("QK-Clip threshold on the per-head max attention logit (manifest qk_clip pairs)"));

@@ -96,7 +96,7 @@ bool checkOptimizerFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
     ok = false;
   }
   const std::pair<const char *, std::pair<double, const common::HyperRange *>> hypers[] = {
-#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
   {"--" flag, {f.camel, &common::range}},
 #include "common/HyperParams.def"
   };
@@ -107,19 +107,39 @@ bool checkOptimizerFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
       ok = false;
     }
   }
+  for (const auto &[flag, value] :
+       {std::pair{"--soap-precondition-frequency", uint64_t(f.soapPreconditionFrequency)},
+        std::pair{"--shampoo-precondition-frequency", uint64_t(f.shampooPreconditionFrequency)}})
+    if (!common::preconditionFrequencyInRange(static_cast<int64_t>(value))) {
+      diags.error(std::string(flag) + "=" + std::to_string(value) + " must be " +
+                  common::preconditionFrequencyRangeText());
+      ok = false;
+    }
+  for (const auto &[flag, value] :
+       {std::pair{"--soap-max-precond-dim", f.soapMaxPrecondDim},
+        std::pair{"--shampoo-max-preconditioner-dim", f.shampooMaxPreconditionerDim}})
+    if (!common::maxPreconditionDimInRange(static_cast<int64_t>(value))) {
+      diags.error(std::string(flag) + "=" + std::to_string(value) + " must be " +
+                  common::maxPreconditionDimRangeText());
+      ok = false;
+    }
   if (!common::kQkClipTauRange.contains(f.qkClipTau)) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", f.qkClipTau);
     diags.error("--qk-clip-tau=" + std::string(text) + " must be a finite number > 0");
     ok = false;
   }
-#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
   o.optimizer.camel = f.camel;
 #include "common/HyperParams.def"
   o.optimizer.nesterov = f.nesterov;
   o.optimizer.nsSteps = static_cast<int>(f.nsSteps);
   o.optimizer.polarExpress = f.polarExpress;
   o.optimizer.matchRmsAdamW = f.matchRmsAdamW;
+  o.optimizer.soapPreconditionFrequency = static_cast<int>(f.soapPreconditionFrequency);
+  o.optimizer.soapMaxPrecondDim = static_cast<int64_t>(f.soapMaxPrecondDim);
+  o.optimizer.shampooPreconditionFrequency = static_cast<int>(f.shampooPreconditionFrequency);
+  o.optimizer.shampooMaxPreconditionerDim = static_cast<int64_t>(f.shampooMaxPreconditionerDim);
   o.qkClipTau = f.qkClipTau;
   return ok;
 }

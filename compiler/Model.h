@@ -208,6 +208,11 @@ struct OptimizerDefaults {
   int nsSteps = 5;
   bool polarExpress = false;
   bool matchRmsAdamW = false;
+  // SOAP's and Shampoo's integer settings (plan.fbs OptimizerDefaults 1.8).
+  int soapPreconditionFrequency = 10;
+  int64_t soapMaxPrecondDim = 10000;
+  int shampooPreconditionFrequency = 100;
+  int64_t shampooMaxPreconditionerDim = 8192;
 };
 
 struct Options {

@@ -54,6 +54,32 @@ struct AdamWHyper {
   float weightDecay = 0.0f;
 };
 
+// SOAP (Vyas et al. 2024): Adam in the eigenbasis of Shampoo's statistics
+// (optim/Soap.h). A side longer than maxPreconditionDim is left unrotated.
+struct SoapHyper {
+  float lr = 3e-3f;
+  float beta1 = 0.95f;
+  float beta2 = 0.95f;
+  float shampooBeta = 0.95f; // the decay of the L and R statistics
+  float eps = 1e-8f;
+  float weightDecay = 0.01f;
+  int preconditionFrequency = 10;
+  int64_t maxPreconditionDim = 10000;
+};
+
+// Shampoo with Adam grafting (optim/Shampoo.h): L^-1/4 F R^-1/4 at the norm
+// of Adam's update; Adam alone before the first root.
+struct ShampooHyper {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-12f;
+  float weightDecay = 1e-5f;
+  float graftEps = 1e-8f;
+  int preconditionFrequency = 100;
+  int64_t maxPreconditionDim = 8192;
+};
+
 } // namespace dmuon::kernels
 
 #endif

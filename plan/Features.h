@@ -20,6 +20,8 @@ enum class PlanFeature : uint32_t {
   LoadRuns = 6,
   // 1.7: matrix params name their update rule (Param.matrix_optimizer).
   MatrixOptimizers = 7,
+  // 1.8: SOAP and Shampoo matrices, and their settings in OptimizerDefaults.
+  Preconditioners = 8,
 };
 
 inline bool planHas(const plan::Plan &p, PlanFeature f) {

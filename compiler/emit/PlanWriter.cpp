@@ -34,8 +34,8 @@ using flatbuffers::String;
 bool samePlacements(const std::vector<Placement> &a, const std::vector<Placement> &b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(),
                     [](const Placement &x, const Placement &y) {
-                      return x.kind == y.kind && x.dim == y.dim &&
-                             x.splitFactor == y.splitFactor && x.reduceOp == y.reduceOp;
+                      return x.kind == y.kind && x.dim == y.dim && x.splitFactor == y.splitFactor &&
+                             x.reduceOp == y.reduceOp;
                     });
 }
 
@@ -45,8 +45,8 @@ public:
   // deterministic) and large enough that a big plan is not copied on every
   // doubling of the builder's buffer.
   explicit Writer(const PlanModel &m)
-      : m_(m), b_(64 * 1024 + 560 * m.params.size() + 64 * m.units.size() +
-                      160 * m.stats.ranks.size()) {}
+      : m_(m),
+        b_(64 * 1024 + 560 * m.params.size() + 64 * m.units.size() + 160 * m.stats.ranks.size()) {}
 
   PlanBuffer run();
 
@@ -66,8 +66,7 @@ private:
   // `pool` keeps shapes and local shapes apart, so each field's vectors are
   // shared only among the same field of other params.
   using LongsPool = std::unordered_map<std::string_view, Offset<flatbuffers::Vector<int64_t>>>;
-  Offset<flatbuffers::Vector<int64_t>> sharedLongs(LongsPool &pool,
-                                                   const std::vector<int64_t> &v) {
+  Offset<flatbuffers::Vector<int64_t>> sharedLongs(LongsPool &pool, const std::vector<int64_t> &v) {
     std::string_view key(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(int64_t));
     auto [it, inserted] = pool.try_emplace(key);
     if (inserted)
@@ -135,9 +134,9 @@ Writer::sharedPlacements(const std::vector<Placement> &pls) {
     Offset<String> op;
     if (pl.kind == PlacementKind::partial)
       op = sharedString(pl.reduceOp);
-    offsets.push_back(plan::CreatePlacement(
-        b_, pl.kind, pl.isShard() ? pl.dim : 0,
-        pl.kind == PlacementKind::strided_shard ? pl.splitFactor : 0, op));
+    offsets.push_back(
+        plan::CreatePlacement(b_, pl.kind, pl.isShard() ? pl.dim : 0,
+                              pl.kind == PlacementKind::strided_shard ? pl.splitFactor : 0, op));
   }
   it->second = b_.CreateVector(offsets);
   return it->second;
@@ -146,8 +145,8 @@ Writer::sharedPlacements(const std::vector<Placement> &pls) {
 Offset<plan::Mesh> Writer::writeMesh() {
   std::vector<Offset<plan::MeshDim>> dims;
   for (const MeshDim &d : m_.mesh.dims)
-    dims.push_back(plan::CreateMeshDim(b_, b_.CreateString(d.name),
-                                     static_cast<int32_t>(d.size), d.carriesData));
+    dims.push_back(plan::CreateMeshDim(b_, b_.CreateString(d.name), static_cast<int32_t>(d.size),
+                                       d.carriesData));
   auto dimsVec = b_.CreateVector(dims);
   plan::MeshBuilder mb(b_);
   mb.add_dims(dimsVec);
@@ -167,14 +166,18 @@ Offset<plan::Options> Writer::writeOptions() {
       b_, od.lr, od.momentum, od.nesterov, od.weightDecay, od.nsSteps,
       od.polarExpress ? plan::NsCoefficients::polar_express : plan::NsCoefficients::original,
       od.matchRmsAdamW ? plan::LrScale::match_rms_adamw : plan::LrScale::original, od.adamwLr,
-      od.adamwBeta1, od.adamwBeta2, od.adamwEps, od.adamwWeightDecay, od.normuonBeta2);
+      od.adamwBeta1, od.adamwBeta2, od.adamwEps, od.adamwWeightDecay, od.normuonBeta2, od.soapLr,
+      od.soapBeta1, od.soapBeta2, od.soapShampooBeta, od.soapEps, od.soapWeightDecay,
+      od.soapPreconditionFrequency, static_cast<int32_t>(od.soapMaxPrecondDim), od.shampooLr,
+      od.shampooBeta1, od.shampooBeta2, od.shampooEps, od.shampooWeightDecay, od.shampooGraftEps,
+      od.shampooPreconditionFrequency, static_cast<int32_t>(od.shampooMaxPreconditionerDim));
   auto hook = optString(o.hookBoundary);
   auto inc = optString(o.muonInclude);
   auto exc = optString(o.muonExclude);
   auto table = optString(o.costTablePath);
   return plan::CreateOptions(b_, o.mode, o.replicateAsync, o.smallParamThreshold, hook, inc, exc,
-                           o.alignment, opt, o.costModel, table, o.qkClipTau,
-                           o.routePolicy, o.shardedThreshold);
+                             o.alignment, opt, o.costModel, table, o.qkClipTau, o.routePolicy,
+                             o.shardedThreshold);
 }
 
 Offset<plan::Param> Writer::writeParam(const Param &p) {
@@ -202,8 +205,7 @@ Offset<plan::Param> Writer::writeParam(const Param &p) {
 
   int32_t ownerShard = -1, ownerReplicate = -1, ownerRank = -1;
   int64_t ownerData = 0;
-  if (reached(Stage::partition) && p.unit >= 0 &&
-      p.unit < static_cast<int>(m_.units.size())) {
+  if (reached(Stage::partition) && p.unit >= 0 && p.unit < static_cast<int>(m_.units.size())) {
     ownerData = m_.units[p.unit].dataIndex;
     slotCoords(m_.units[p.unit].slot, ownerData, ownerShard, ownerReplicate, ownerRank);
   }
@@ -282,7 +284,7 @@ Offset<plan::Unit> Writer::writeUnit(const Unit &u) {
                    : b_.CreateString(u.layer);
   auto params = intVector(u.params);
   return plan::CreateUnit(b_, name, layer, params, u.cost, u.slot,
-                       static_cast<int32_t>(u.dataIndex));
+                          static_cast<int32_t>(u.dataIndex));
 }
 
 Offset<plan::CommGroup> Writer::writeCommGroup(const CommGroup &g) {
@@ -307,14 +309,14 @@ Offset<plan::HookGroup> Writer::writeHookGroup(const HookGroup &h) {
         rank = static_cast<int32_t>(s.ownerRank);
       auto segParams = intVector(s.params);
       segs.push_back(plan::CreateSegment(b_, rank, shard, replicate, s.offset, s.bytes,
-                                       s.reduceOffset, s.reduceBytes, segParams,
-                                       static_cast<int32_t>(s.dataIndex)));
+                                         s.reduceOffset, s.reduceBytes, segParams,
+                                         static_cast<int32_t>(s.dataIndex)));
     }
   }
   auto segVec = b_.CreateVector(segs);
   bool laidOut = reached(Stage::layout);
   return plan::CreateHookGroup(b_, name, params, segVec, laidOut ? h.bufferBytes : 0,
-                             laidOut ? h.reduceBufferBytes : 0);
+                               laidOut ? h.reduceBufferBytes : 0);
 }
 
 Offset<plan::Stats> Writer::writeStats() {
@@ -359,8 +361,8 @@ Offset<plan::Stats> Writer::writeStats() {
           r.momentumBytes, r.peakBufferBytes, r.nsFlops, r.broadcastSend, r.broadcastRecv,
           r.reduceSend, r.reduceRecv, r.replicateSend, r.replicateRecv, r.allreduceBytes,
           r.gatherSend, r.gatherRecv, r.scatterSend, r.scatterRecv, r.dataAllreduceBytes,
-          r.allgatherSend, r.allgatherRecv, r.reduceScatterSend, r.reduceScatterRecv,
-          r.valueBytes, r.adamMomentBytes, r.gradBytes, r.memoryBytes));
+          r.allgatherSend, r.allgatherRecv, r.reduceScatterSend, r.reduceScatterRecv, r.valueBytes,
+          r.adamMomentBytes, r.gradBytes, r.memoryBytes));
     }
   }
   auto ranksVec = b_.CreateVector(ranks);
@@ -437,9 +439,8 @@ PlanBuffer Writer::run() {
   auto qkClip = b_.CreateVector(qkClipPairs);
   std::vector<Offset<plan::Buffer>> bufferTables;
   for (const ModelBuffer &buf : m_.buffers)
-    bufferTables.push_back(plan::CreateBuffer(b_, b_.CreateString(buf.name),
-                                              b_.CreateVector(buf.shape),
-                                              b_.CreateString(buf.reason)));
+    bufferTables.push_back(plan::CreateBuffer(
+        b_, b_.CreateString(buf.name), b_.CreateVector(buf.shape), b_.CreateString(buf.reason)));
   // Absent without buffers, as in every plan before 1.7.
   auto buffers = bufferTables.empty() ? 0 : b_.CreateVector(bufferTables);
 

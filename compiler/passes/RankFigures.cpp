@@ -16,8 +16,8 @@ namespace dmuon {
 namespace {
 
 using common::kReduceElementBytes;
-constexpr int64_t kValueBytes = 4;       // fp32 master / shard values
-constexpr int64_t kMomentBytes = 2 * 4;  // AdamW's two fp32 moments
+constexpr int64_t kValueBytes = 4;      // fp32 master / shard values
+constexpr int64_t kMomentBytes = 2 * 4; // AdamW's two fp32 moments
 
 // How many ranks a param's gradient is summed over along the data-carrying
 // dims it is Replicate on (1: none).
@@ -43,7 +43,7 @@ struct OwnerRoute {
     int64_t bytes = 0, reduceBytes = 0;
     std::vector<int64_t> staging; // per hook group: its replicate staging
   };
-  std::unordered_map<int64_t, Column> columns;    // by shard s
+  std::unordered_map<int64_t, Column> columns;     // by shard s
   std::unordered_map<int64_t, RankFigures> byFine; // fine slots of those columns
   RankFigures idle;
 };
@@ -53,6 +53,8 @@ OwnerRoute ownerRoute(const PlanModel &model) {
   const int64_t G = mesh.numShards(), R = mesh.numReplicas(), D = mesh.dataCarryingSize();
   const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
   OwnerRoute out;
+  const common::PreconditionCaps caps{model.options.optimizer.soapMaxPrecondDim,
+                                      model.options.optimizer.shampooMaxPreconditionerDim};
   int64_t totalBytes = 0, totalReduceBytes = 0;
   for (size_t gi = 0; gi < model.hookGroups.size(); ++gi) {
     for (const Segment &seg : model.hookGroups[gi].segments) {
@@ -73,10 +75,12 @@ OwnerRoute ownerRoute(const PlanModel &model) {
         const int64_t local = p.localNumElements();
         master += local * kValueBytes;
         elements += local;
-        if (p.role == Role::muon) // its rule's state (common/MatrixOptimizers.h)
-          muonElements += common::matrixStateElements(p.matrixOptimizer, 1,
-                                                      local / std::max<int64_t>(1, p.localCols),
-                                                      p.localCols);
+        if (p.role == Role::muon && common::preconditions(p.matrixOptimizer))
+          muonElements += common::matrixStateElements(p.matrixOptimizer, p.localBatch, p.localRows,
+                                                      p.localCols, caps);
+        else if (p.role == Role::muon) // its rule's state (common/MatrixOptimizers.h)
+          muonElements += common::matrixStateElements(
+              p.matrixOptimizer, 1, local / std::max<int64_t>(1, p.localCols), p.localCols);
         else
           adamwElements += local;
         // A comm param's NS runs on one rank of its gather group (below).
@@ -152,8 +156,8 @@ RankFigures otherRoutes(const PlanModel &model) {
         f.reduceScatterRecv += (G - 1) * shard * kReduceElementBytes;
       }
       // The shard's sum over dp_replicate, then along the data-carrying dims.
-      f.allreduceBytes += (R > 1 ? shard * kReduceElementBytes : 0) +
-                          (along > 1 ? shard * kReduceElementBytes : 0);
+      f.allreduceBytes +=
+          (R > 1 ? shard * kReduceElementBytes : 0) + (along > 1 ? shard * kReduceElementBytes : 0);
     } else if (p.route == Route::replicated) {
       const int64_t local = p.localNumElements();
       f.valueBytes += local * kValueBytes;

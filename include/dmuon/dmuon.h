@@ -265,7 +265,7 @@ typedef enum dmuon_momentum_form {
   DMUON_MOMENTUM_EMA = 1  /* buf <- mu*buf + (1-mu)*g (torch.optim.Muon) */
 } dmuon_momentum_form_t;
 
-#define DMUON_RUNTIME_OPTIONS_VERSION 3
+#define DMUON_RUNTIME_OPTIONS_VERSION 4
 
 /* Fields left unset (DMUON_UNSET, DMUON_UNSET_REAL) take the plan's value.
  * Initialize with dmuon_runtime_options_init. A struct of an older
@@ -305,6 +305,12 @@ typedef struct dmuon_runtime_options {
   dmuon_momentum_form_t momentum_form;
   /* Version 3. */
   double normuon_beta2; /* NorMuon's second-moment decay; DMUON_UNSET_REAL: plan */
+  /* Version 4: SOAP's and Shampoo's settings (docs/optimizers.md);
+   * DMUON_UNSET_REAL: plan. Their precondition frequencies and max dims are
+   * the plan's only: its memory figures count the state they size. */
+  double soap_lr, soap_beta1, soap_beta2, soap_shampoo_beta, soap_eps, soap_weight_decay;
+  double shampoo_lr, shampoo_beta1, shampoo_beta2, shampoo_eps, shampoo_weight_decay;
+  double shampoo_graft_eps;
 } dmuon_runtime_options_t;
 
 DMUON_API void dmuon_runtime_options_init(dmuon_runtime_options_t *options);

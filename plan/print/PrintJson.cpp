@@ -20,8 +20,7 @@ void jsonNames(Json &j, const View &v, const char *k, const flatbuffers::Vector<
 }
 
 // "k": [a, b, c], on one line.
-template <typename T>
-void jsonInlineList(Json &j, const char *k, const flatbuffers::Vector<T> *l) {
+template <typename T> void jsonInlineList(Json &j, const char *k, const flatbuffers::Vector<T> *l) {
   j.key(k);
   j.beginArray(true);
   for (uint32_t i = 0; i < size(l); ++i)
@@ -202,11 +201,37 @@ void jsonOptions(Json &j, const plan::Plan &plan) {
     j.field("adamw_weight_decay", od->adamw_weight_decay());
     if (runsRule(plan, plan::MatrixOptimizer::normuon)) // 1.7
       j.field("normuon_beta2", od->normuon_beta2());
+    if (runsRule(plan, plan::MatrixOptimizer::soap)) { // 1.8
+      j.field("soap_lr", od->soap_lr());
+      j.key("soap_betas");
+      j.beginArray(true);
+      j.value(od->soap_beta1());
+      j.value(od->soap_beta2());
+      j.endArray();
+      j.field("soap_shampoo_beta", od->soap_shampoo_beta());
+      j.field("soap_eps", od->soap_eps());
+      j.field("soap_weight_decay", od->soap_weight_decay());
+      j.field("soap_precondition_frequency", od->soap_precondition_frequency());
+      j.field("soap_max_precond_dim", od->soap_max_precond_dim());
+    }
+    if (runsRule(plan, plan::MatrixOptimizer::shampoo)) { // 1.8
+      j.field("shampoo_lr", od->shampoo_lr());
+      j.key("shampoo_betas");
+      j.beginArray(true);
+      j.value(od->shampoo_beta1());
+      j.value(od->shampoo_beta2());
+      j.endArray();
+      j.field("shampoo_eps", od->shampoo_eps());
+      j.field("shampoo_weight_decay", od->shampoo_weight_decay());
+      j.field("shampoo_graft_eps", od->shampoo_graft_eps());
+      j.field("shampoo_precondition_frequency", od->shampoo_precondition_frequency());
+      j.field("shampoo_max_preconditioner_dim", od->shampoo_max_preconditioner_dim());
+    }
     j.endObject();
   }
   j.field("cost_model", enumName(op->cost_model(), plan::EnumNameCostModel)); // 1.1
   jsonOptString(j, "cost_table", op->cost_table());
-  j.field("qk_clip_tau", op->qk_clip_tau()); // 1.2
+  j.field("qk_clip_tau", op->qk_clip_tau());                   // 1.2
   j.field("adamw_route", routePolicyName(op->route_policy())); // 1.3
   j.field("sharded_threshold", op->sharded_threshold());
   j.endObject();
@@ -341,8 +366,7 @@ void jsonRankRows(Json &j, const View &v) {
   j.beginArray();
   // One object per rank up to common::kRankListLimit ranks, then one
   // per run of equal figures, its ranks from "rank" to "last_rank".
-  common::RankRows(v.p).forEachListed(
-      [&](int64_t first, int64_t end, const plan::RankFigures *r) {
+  common::RankRows(v.p).forEachListed([&](int64_t first, int64_t end, const plan::RankFigures *r) {
     j.beginObject();
     j.field("rank", first);
     if (end - first > 1)

@@ -76,26 +76,23 @@ void textParam(const View &v, const plan::Param &q, std::string &o) {
   if (muon && v.reached(plan::Stage::group)) {
     o += " group=" + enumName(q.group(), plan::EnumNameShardingGroupKind);
     if (gathers(q)) {
-      o += " gather=" + v.dimName(q.gather_mesh_dim()) + ":" +
-           num(int64_t(q.gather_tensor_dim()));
+      o += " gather=" + v.dimName(q.gather_mesh_dim()) + ":" + num(int64_t(q.gather_tensor_dim()));
       if (v.reached(plan::Stage::layout))
         o += " compute=" + num(int64_t(q.compute_index()));
     }
   }
   if (owned && v.reached(plan::Stage::partition) && (muon || q.unit() >= 0))
     o += " layer=" + orDash(str(q.layer())) + " unit=" + num(int64_t(q.unit())) +
-         " owner=" + num(int64_t(q.owner_rank())) + " slot=(" +
-         num(int64_t(q.owner_shard())) + "," + num(int64_t(q.owner_replicate())) + ")" +
-         v.dataString(q.owner_data_index(), q.data_dims()) +
-         " cost=" + num(q.cost()) +
+         " owner=" + num(int64_t(q.owner_rank())) + " slot=(" + num(int64_t(q.owner_shard())) +
+         "," + num(int64_t(q.owner_replicate())) + ")" +
+         v.dataString(q.owner_data_index(), q.data_dims()) + " cost=" + num(q.cost()) +
          (muon ? " form=" + enumName(q.ns_form(), plan::EnumNameNsForm) : std::string());
   if (v.reached(plan::Stage::hooks) && (owned || sharded || q.hook_group() >= 0))
     o += " hook=" + (q.hook_group() >= 0 ? v.hookName(q.hook_group()) : std::string("none"));
   if (v.reached(plan::Stage::layout)) {
     if (owned || sharded)
       o += " offset=" + num(q.offset()) + " bytes=" + num(q.bytes()) +
-           " reduce_offset=" + num(q.reduce_offset()) +
-           " reduce_bytes=" + num(q.reduce_bytes());
+           " reduce_offset=" + num(q.reduce_offset()) + " reduce_bytes=" + num(q.reduce_bytes());
     else // append, not "literal" + string: GCC 12 -O3 warns falsely (-Wrestrict)
       o.append(" bytes=").append(num(q.bytes()));
     if (sharded)
@@ -131,16 +128,34 @@ void textOptions(const plan::Plan &plan, std::string &o) {
        " sharded_threshold=" + num(op->sharded_threshold()) + "\n";
   if (const plan::OptimizerDefaults *od = op->optimizer())
     o += "optimizer: lr=" + num(od->lr()) + " momentum=" + num(od->momentum()) +
-         " nesterov=" + boolName(od->nesterov()) +
-         " weight_decay=" + num(od->weight_decay()) +
+         " nesterov=" + boolName(od->nesterov()) + " weight_decay=" + num(od->weight_decay()) +
          " ns_steps=" + num(int64_t(od->ns_steps())) +
          " ns_coefficients=" + enumName(od->ns_coefficients(), plan::EnumNameNsCoefficients) +
          " lr_scale=" + enumName(od->lr_scale(), plan::EnumNameLrScale) +
-         " adamw_lr=" + num(od->adamw_lr()) + " adamw_betas=" + num(od->adamw_beta1()) +
-         "," + num(od->adamw_beta2()) + " adamw_eps=" + num(od->adamw_eps()) +
+         " adamw_lr=" + num(od->adamw_lr()) + " adamw_betas=" + num(od->adamw_beta1()) + "," +
+         num(od->adamw_beta2()) + " adamw_eps=" + num(od->adamw_eps()) +
          " adamw_weight_decay=" + num(od->adamw_weight_decay()) +
          (runsRule(plan, plan::MatrixOptimizer::normuon)
               ? " normuon_beta2=" + num(od->normuon_beta2())
+              : std::string()) +
+         (runsRule(plan, plan::MatrixOptimizer::soap)
+              ? " soap_lr=" + num(od->soap_lr()) + " soap_betas=" + num(od->soap_beta1()) + "," +
+                    num(od->soap_beta2()) + " soap_shampoo_beta=" + num(od->soap_shampoo_beta()) +
+                    " soap_eps=" + num(od->soap_eps()) + " soap_weight_decay=" +
+                    num(od->soap_weight_decay()) + " soap_precondition_frequency=" +
+                    num(int64_t(od->soap_precondition_frequency())) +
+                    " soap_max_precond_dim=" + num(int64_t(od->soap_max_precond_dim()))
+              : std::string()) +
+         (runsRule(plan, plan::MatrixOptimizer::shampoo)
+              ? " shampoo_lr=" + num(od->shampoo_lr()) +
+                    " shampoo_betas=" + num(od->shampoo_beta1()) + "," + num(od->shampoo_beta2()) +
+                    " shampoo_eps=" + num(od->shampoo_eps()) +
+                    " shampoo_weight_decay=" + num(od->shampoo_weight_decay()) +
+                    " shampoo_graft_eps=" + num(od->shampoo_graft_eps()) +
+                    " shampoo_precondition_frequency=" +
+                    num(int64_t(od->shampoo_precondition_frequency())) +
+                    " shampoo_max_preconditioner_dim=" +
+                    num(int64_t(od->shampoo_max_preconditioner_dim()))
               : std::string()) +
          "\n";
 }
@@ -165,9 +180,8 @@ void textUnits(const View &v, const plan::Plan &plan, std::string &o) {
   o += "units:\n";
   for (uint32_t i = 0; i < size(plan.units()); ++i) {
     const plan::Unit *u = plan.units()->Get(i);
-    o += "unit " + num(int64_t(i)) + " " + str(u->name()) +
-         " layer=" + orDash(str(u->layer())) + " cost=" + num(u->cost()) +
-         " slot=" + num(int64_t(u->slot())) +
+    o += "unit " + num(int64_t(i)) + " " + str(u->name()) + " layer=" + orDash(str(u->layer())) +
+         " cost=" + num(u->cost()) + " slot=" + num(int64_t(u->slot())) +
          v.dataString(u->data_index(), firstParamDataDims(v, u->params())) +
          " params=" + num(int64_t(size(u->params()))) + "\n";
   }
@@ -182,8 +196,7 @@ void textShardingGroups(const View &v, const plan::Plan &plan, std::string &o) {
     o += "  no_comm " + v.paramName(plan.no_comm()->Get(i)) + "\n";
   for (uint32_t i = 0; i < size(plan.comm_groups()); ++i) {
     const plan::CommGroup *g = plan.comm_groups()->Get(i);
-    o += "comm " + str(g->key()) + " params=" + nameList(v, g->params()) +
-         " replicate_groups=[";
+    o += "comm " + str(g->key()) + " params=" + nameList(v, g->params()) + " replicate_groups=[";
     const ListedReplicateGroups l = listReplicateGroups(v, *g);
     for (size_t j = 0; j < l.groups.size(); ++j) {
       o += j ? ",[" : "[";
@@ -218,8 +231,7 @@ void textHookGroups(const View &v, const plan::Plan &plan, std::string &o) {
            num(int64_t(s->owner_shard())) + "," + num(int64_t(s->owner_replicate())) + ")" +
            v.dataString(s->owner_data_index(), firstParamDataDims(v, s->params())) +
            " offset=" + num(s->offset()) + " bytes=" + num(s->bytes()) +
-           " reduce_offset=" + num(s->reduce_offset()) +
-           " reduce_bytes=" + num(s->reduce_bytes()) +
+           " reduce_offset=" + num(s->reduce_offset()) + " reduce_bytes=" + num(s->reduce_bytes()) +
            " params=" + nameList(v, s->params()) + "\n";
     }
   }
@@ -238,8 +250,7 @@ void textSlotLoads(const View &v, const plan::Stats &stats, std::string &o) {
     while (e < runs.size() && runs[e].load == runs[k].load)
       ++e;
     const int64_t first = runs[k].first, last = runs[e - 1].end - 1;
-    o += (first == last ? "slot " + num(first)
-                        : "slots " + num(first) + "-" + num(last)) +
+    o += (first == last ? "slot " + num(first) : "slots " + num(first) + "-" + num(last)) +
          " load=" + num(runs[k].load) + "\n";
     k = e;
   }
@@ -247,48 +258,40 @@ void textSlotLoads(const View &v, const plan::Stats &stats, std::string &o) {
     const int64_t slot = i / v.D, d = i % v.D;
     int64_t sh = v.slotShard(slot), re = v.slotReplicate(slot);
     o += "slot " + num(int64_t(i)) + " (" + num(sh) + "," + num(re) +
-         (v.D > 1 ? "," + num(d) : std::string()) +
-         ") rank=" + num(v.ownerRank(sh, re, d)) + " load=" + num(loads.at(i)) +
-         "\n";
+         (v.D > 1 ? "," + num(d) : std::string()) + ") rank=" + num(v.ownerRank(sh, re, d)) +
+         " load=" + num(loads.at(i)) + "\n";
   }
 }
 
 void textRankRows(const View &v, std::string &o) {
   // One line per rank up to common::kRankListLimit ranks, then per run
   // of equal figures ("ranks A-B").
-  common::RankRows(v.p).forEachListed(
-      [&](int64_t first, int64_t end, const plan::RankFigures *r) {
-      o += (end - first == 1 ? "rank " + num(first)
-                             : "ranks " + num(first) + "-" + num(end - 1)) +
-           " owned_params=" + num(int64_t(r->owned_params())) +
-           " owned_elements=" + num(r->owned_elements()) +
-           " master_bytes=" + num(r->master_bytes()) +
-           " momentum_bytes=" + num(r->momentum_bytes()) +
-           " peak_buffer_bytes=" + num(r->peak_buffer_bytes()) +
-           " ns_flops=" + num(r->ns_flops()) +
-           " broadcast_send=" + num(r->broadcast_send_bytes()) +
-           " broadcast_recv=" + num(r->broadcast_recv_bytes()) +
-           " reduce_send=" + num(r->reduce_send_bytes()) +
-           " reduce_recv=" + num(r->reduce_recv_bytes()) +
-           " replicate_send=" + num(r->replicate_send_bytes()) +
-           " replicate_recv=" + num(r->replicate_recv_bytes()) +
-           " allreduce=" + num(r->allreduce_bytes()) +
-           " gather_send=" + num(r->gather_send_bytes()) +
-           " gather_recv=" + num(r->gather_recv_bytes()) +
-           " scatter_send=" + num(r->scatter_send_bytes()) +
-           " scatter_recv=" + num(r->scatter_recv_bytes()) +
-           (r->data_allreduce_bytes()
-                ? " data_allreduce=" + num(r->data_allreduce_bytes())
-                : std::string()) +
-           " allgather_send=" + num(r->allgather_send_bytes()) +
-           " allgather_recv=" + num(r->allgather_recv_bytes()) +
-           " reduce_scatter_send=" + num(r->reduce_scatter_send_bytes()) +
-           " reduce_scatter_recv=" + num(r->reduce_scatter_recv_bytes()) +
-           " value_bytes=" + num(r->value_bytes()) +
-           " adam_moment_bytes=" + num(r->adam_moment_bytes()) +
-           " grad_bytes=" + num(r->grad_bytes()) +
-           " memory_bytes=" + num(r->memory_bytes()) + "\n";
-    });
+  common::RankRows(v.p).forEachListed([&](int64_t first, int64_t end, const plan::RankFigures *r) {
+    o += (end - first == 1 ? "rank " + num(first) : "ranks " + num(first) + "-" + num(end - 1)) +
+         " owned_params=" + num(int64_t(r->owned_params())) +
+         " owned_elements=" + num(r->owned_elements()) + " master_bytes=" + num(r->master_bytes()) +
+         " momentum_bytes=" + num(r->momentum_bytes()) +
+         " peak_buffer_bytes=" + num(r->peak_buffer_bytes()) + " ns_flops=" + num(r->ns_flops()) +
+         " broadcast_send=" + num(r->broadcast_send_bytes()) +
+         " broadcast_recv=" + num(r->broadcast_recv_bytes()) +
+         " reduce_send=" + num(r->reduce_send_bytes()) +
+         " reduce_recv=" + num(r->reduce_recv_bytes()) +
+         " replicate_send=" + num(r->replicate_send_bytes()) +
+         " replicate_recv=" + num(r->replicate_recv_bytes()) +
+         " allreduce=" + num(r->allreduce_bytes()) + " gather_send=" + num(r->gather_send_bytes()) +
+         " gather_recv=" + num(r->gather_recv_bytes()) +
+         " scatter_send=" + num(r->scatter_send_bytes()) +
+         " scatter_recv=" + num(r->scatter_recv_bytes()) +
+         (r->data_allreduce_bytes() ? " data_allreduce=" + num(r->data_allreduce_bytes())
+                                    : std::string()) +
+         " allgather_send=" + num(r->allgather_send_bytes()) +
+         " allgather_recv=" + num(r->allgather_recv_bytes()) +
+         " reduce_scatter_send=" + num(r->reduce_scatter_send_bytes()) +
+         " reduce_scatter_recv=" + num(r->reduce_scatter_recv_bytes()) +
+         " value_bytes=" + num(r->value_bytes()) +
+         " adam_moment_bytes=" + num(r->adam_moment_bytes()) +
+         " grad_bytes=" + num(r->grad_bytes()) + " memory_bytes=" + num(r->memory_bytes()) + "\n";
+  });
 }
 
 void textStats(const View &v, const plan::Plan &plan, std::string &o) {
@@ -325,8 +328,8 @@ std::string printText(const plan::Plan &plan) {
   o += "; fingerprint " + hex64(plan.fingerprint()) + "\n";
   o += "source: " + str(plan.source()) + "\n";
   o += "model: " + str(plan.model_name()) + "\n";
-  o += "mesh: " + v.meshString() + " world_size=" + num(v.worldSize()) +
-       " shards=" + num(v.G) + " replicas=" + num(v.R) + " slots=" + num(v.slots());
+  o += "mesh: " + v.meshString() + " world_size=" + num(v.worldSize()) + " shards=" + num(v.G) +
+       " replicas=" + num(v.R) + " slots=" + num(v.slots());
   if (const plan::Mesh *m = plan.mesh()) {
     std::string carrying;
     for (uint32_t i = 0; i < size(m->dims()); ++i)

@@ -9,9 +9,9 @@
 #include "common/HyperRanges.h"
 #include "common/PlanRules.h"
 #include "dmuon/plan_version.h"
+#include "plan/Features.h"
 #include "plan/Fingerprint.h"
 #include "plan/verify/PlanChecker.h"
-#include "plan/Features.h"
 
 #include <tuple>
 
@@ -26,8 +26,7 @@ std::string Checker::run(bool requireComplete) {
     if (!enumOk(o->mode(), plan::Mode::MIN, plan::Mode::MAX))
       return "unknown options.mode " + std::to_string(static_cast<int>(o->mode()));
     if (o->alignment() < 1)
-      return "options.alignment is " + std::to_string(o->alignment()) +
-             " (must be at least 1)";
+      return "options.alignment is " + std::to_string(o->alignment()) + " (must be at least 1)";
     if (const plan::OptimizerDefaults *od = o->optimizer()) {
       if (!enumOk(od->ns_coefficients(), plan::NsCoefficients::MIN, plan::NsCoefficients::MAX))
         return "unknown options.optimizer.ns_coefficients " +
@@ -37,7 +36,7 @@ std::string Checker::run(bool requireComplete) {
                std::to_string(static_cast<int>(od->lr_scale()));
       // The runtime applies these unless its options override them.
       const std::tuple<const char *, double, const common::HyperRange &> hypers[] = {
-#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
   {"options.optimizer." #name, od->name(), common::range},
 #define DMUON_HYPER_FIXED DMUON_HYPER_SCHEDULED
 #include "common/HyperParams.def"
@@ -45,6 +44,18 @@ std::string Checker::run(bool requireComplete) {
       for (const auto &[name, value, range] : hypers)
         if (std::string e = common::hyperRangeError(name, value, range); !e.empty())
           return e;
+      for (const auto &[name, f] :
+           {std::pair{"soap_precondition_frequency", od->soap_precondition_frequency()},
+            std::pair{"shampoo_precondition_frequency", od->shampoo_precondition_frequency()}})
+        if (!common::preconditionFrequencyInRange(f))
+          return "options.optimizer." + std::string(name) + " is " + std::to_string(f) +
+                 " (must be " + common::preconditionFrequencyRangeText() + ")";
+      for (const auto &[name, d] :
+           {std::pair{"soap_max_precond_dim", od->soap_max_precond_dim()},
+            std::pair{"shampoo_max_preconditioner_dim", od->shampoo_max_preconditioner_dim()}})
+        if (!common::maxPreconditionDimInRange(d))
+          return "options.optimizer." + std::string(name) + " is " + std::to_string(d) +
+                 " (must be " + common::maxPreconditionDimRangeText() + ")";
     }
   }
   if (p_.stage() == plan::Stage::complete) {
@@ -69,14 +80,14 @@ std::string Checker::run(bool requireComplete) {
   numComm_ = p_.comm_groups() ? p_.comm_groups()->size() : 0;
   numHooks_ = p_.hook_groups() ? p_.hook_groups()->size() : 0;
   // Units before params: a complete plan's Muon params follow their unit's slot.
-  for (auto check : {&Checker::checkUnits, &Checker::checkParams, &Checker::checkGroups,
-                     &Checker::checkHooks, &Checker::checkStats, &Checker::checkQkClip,
-                     &Checker::checkBuffers})
+  for (auto check :
+       {&Checker::checkUnits, &Checker::checkParams, &Checker::checkGroups, &Checker::checkHooks,
+        &Checker::checkStats, &Checker::checkQkClip, &Checker::checkBuffers})
     if (auto e = (this->*check)(); !e.empty())
       return e;
   if (requireComplete && p_.stage() != plan::Stage::complete)
-    return std::string("plan was captured with --stop-after=") +
-           plan::EnumNameStage(p_.stage()) + "; only complete plans can be loaded";
+    return std::string("plan was captured with --stop-after=") + plan::EnumNameStage(p_.stage()) +
+           "; only complete plans can be loaded";
   return {};
 }
 
@@ -93,8 +104,7 @@ std::string Checker::checkAlignment() {
     if (q->shape() && misaligned(q->shape()))
       return "corrupt plan: param #" + std::to_string(i) + " has a misaligned shape vector";
     if (q->local_shape() && misaligned(q->local_shape()))
-      return "corrupt plan: param #" + std::to_string(i) +
-             " has a misaligned local_shape vector";
+      return "corrupt plan: param #" + std::to_string(i) + " has a misaligned local_shape vector";
   }
   if (p_.stats() && p_.stats()->slot_load() && misaligned(p_.stats()->slot_load()))
     return "corrupt plan: stats.slot_load is misaligned";
@@ -125,15 +135,15 @@ std::string Checker::checkMesh() {
       return "mesh has more than " + std::to_string(kMaxWorld) + " ranks";
   }
   if (m->world_size() != product)
-    return "mesh world_size is " + std::to_string(m->world_size()) +
-           " but its dims multiply to " + std::to_string(product);
+    return "mesh world_size is " + std::to_string(m->world_size()) + " but its dims multiply to " +
+           std::to_string(product);
   int n = static_cast<int>(m->dims()->size());
   if (m->shard_dim() < -1 || m->shard_dim() >= n)
     return "mesh shard_dim " + std::to_string(m->shard_dim()) + " out of range (mesh has " +
            std::to_string(n) + " dims)";
   if (m->replicate_dim() < -1 || m->replicate_dim() >= n)
-    return "mesh replicate_dim " + std::to_string(m->replicate_dim()) +
-           " out of range (mesh has " + std::to_string(n) + " dims)";
+    return "mesh replicate_dim " + std::to_string(m->replicate_dim()) + " out of range (mesh has " +
+           std::to_string(n) + " dims)";
   if (m->shard_dim() >= 0 && m->shard_dim() == m->replicate_dim())
     return "mesh shard_dim and replicate_dim are both " + std::to_string(m->shard_dim());
   const int shardDim = m->shard_dim(), replicateDim = m->replicate_dim();

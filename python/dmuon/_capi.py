@@ -49,7 +49,7 @@ MESH_INFO_VERSION = 1
 PARAM_INFO_VERSION = 1
 PARAM_ROUTE_VERSION = 1
 PARAM_SLICE_VERSION = 1
-RUNTIME_OPTIONS_VERSION = 3
+RUNTIME_OPTIONS_VERSION = 4
 HYPER_PARAMS_VERSION = 1
 GRAD_NORM_VERSION = 1
 QK_CLIP_PAIR_INFO_VERSION = 1
@@ -134,7 +134,11 @@ class RuntimeOptions(ctypes.Structure):
         ("momentum_form", _int),
         # Version 3.
         ("normuon_beta2", _double),
-    ]
+        # Version 4.
+    ] + [(name, _double) for name in (
+        "soap_lr", "soap_beta1", "soap_beta2", "soap_shampoo_beta", "soap_eps",
+        "soap_weight_decay", "shampoo_lr", "shampoo_beta1", "shampoo_beta2", "shampoo_eps",
+        "shampoo_weight_decay", "shampoo_graft_eps")]
 
 
 class HyperParams(ctypes.Structure):

@@ -200,6 +200,10 @@ _OPTION_SETTERS = {
     "adamw_weight_decay": _real,
     "collective_timeout_s": float, "accumulation": int, "max_grad_norm": float,
     "clip_policy": int, "momentum_form": int, "normuon_beta2": _real,
+    **{name: _real for name in (
+        "soap_lr", "soap_beta1", "soap_beta2", "soap_shampoo_beta", "soap_eps",
+        "soap_weight_decay", "shampoo_lr", "shampoo_beta1", "shampoo_beta2", "shampoo_eps",
+        "shampoo_weight_decay", "shampoo_graft_eps")},
 }
 
 

@@ -54,6 +54,7 @@ void dmuon_runtime_options_init(dmuon_runtime_options_t *o) {
 static size_t optionsSize(uint32_t version) {
   return version == 1   ? offsetof(dmuon_runtime_options_t, accumulation)
          : version == 2 ? offsetof(dmuon_runtime_options_t, normuon_beta2)
+         : version == 3 ? offsetof(dmuon_runtime_options_t, soap_lr)
                         : sizeof(dmuon_runtime_options_t);
 }
 

@@ -121,6 +121,30 @@ const char *kindName(Kind k) {
     return "adam_v";
   case Kind::NorMuonV:
     return "normuon_v";
+  case Kind::SoapExpAvg:
+    return "soap_exp_avg";
+  case Kind::SoapExpAvgSq:
+    return "soap_exp_avg_sq";
+  case Kind::SoapLeft:
+    return "soap_left";
+  case Kind::SoapLeftBasis:
+    return "soap_left_basis";
+  case Kind::SoapRight:
+    return "soap_right";
+  case Kind::SoapRightBasis:
+    return "soap_right_basis";
+  case Kind::ShampooFiltered:
+    return "shampoo_filtered_grad";
+  case Kind::ShampooGraftV:
+    return "shampoo_graft_v";
+  case Kind::ShampooLeft:
+    return "shampoo_left";
+  case Kind::ShampooLeftRoot:
+    return "shampoo_left_root";
+  case Kind::ShampooRight:
+    return "shampoo_right";
+  case Kind::ShampooRightRoot:
+    return "shampoo_right_root";
   }
   return "?";
 }
@@ -158,11 +182,12 @@ Status ShardWriter::add(const std::string &name, Kind kind, const Slice &slice, 
             "cannot save param '" + common::printableName(name) + "': its name " + why};
   if (slice.shape.size() > DMUON_MAX_DIMS || slice.offset.size() != slice.shape.size() ||
       static_cast<uint64_t>(slice.numel()) * sizeof(float) != bytes)
-    return {DMUON_ERROR_INTERNAL, "checkpoint entry of '" + name + "': " +
-                                      std::to_string(bytes) + " bytes for a slice of " +
-                                      std::to_string(slice.numel()) + " values"};
-  Entry e{name, kind, slice, offset_, bytes,
-          planfile::fnv1a64(static_cast<const uint8_t *>(data), static_cast<size_t>(bytes))};
+    return {DMUON_ERROR_INTERNAL, "checkpoint entry of '" + name + "': " + std::to_string(bytes) +
+                                      " bytes for a slice of " + std::to_string(slice.numel()) +
+                                      " values"};
+  Entry e{name,  kind,
+          slice, offset_,
+          bytes, planfile::fnv1a64(static_cast<const uint8_t *>(data), static_cast<size_t>(bytes))};
   DMUON_RETURN_IF_ERROR(writeAll(fd_, data, static_cast<size_t>(bytes), tmp_));
   offset_ += bytes;
   entries_.push_back(std::move(e));
@@ -184,8 +209,8 @@ Status ShardWriter::commit() {
       put<int64_t>(index, e.slice.shape[k]);
     }
   }
-  put<uint64_t>(index, planfile::fnv1a64(reinterpret_cast<const uint8_t *>(index.data()),
-                                         index.size()));
+  put<uint64_t>(index,
+                planfile::fnv1a64(reinterpret_cast<const uint8_t *>(index.data()), index.size()));
   const uint64_t indexOffset = offset_;
   DMUON_RETURN_IF_ERROR(writeAll(fd_, index.data(), index.size(), tmp_));
   std::string patch;
@@ -252,7 +277,7 @@ Status parseShardIndex(const std::string &path, const ShardHeader &h,
     if (std::string why = common::paramNameProblem(e.name); !why.empty())
       return corrupt(path, "index entry " + std::to_string(i) + ": the name '" +
                                common::printableName(e.name) + "' " + why);
-    if (!get(p, end, kind) || kind > static_cast<uint8_t>(Kind::NorMuonV) || !get(p, end, e.offset) ||
+    if (!get(p, end, kind) || kind > static_cast<uint8_t>(kLastKind) || !get(p, end, e.offset) ||
         !get(p, end, e.bytes) || !get(p, end, e.hash))
       return corrupt(path, "index entry '" + e.name + "' is malformed");
     e.kind = static_cast<Kind>(kind);
@@ -276,8 +301,7 @@ Status parseShardIndex(const std::string &path, const ShardHeader &h,
       uint64_t bytes;
       if (__builtin_mul_overflow(numel, uint64_t(sizeof(float)), &bytes) || bytes != e.bytes)
         return corrupt(path, "entry '" + e.name + "' holds " + std::to_string(e.bytes) +
-                                 " bytes, but its slice " + std::to_string(numel) +
-                                 " fp32 values");
+                                 " bytes, but its slice " + std::to_string(numel) + " fp32 values");
     }
     out.entries.push_back(std::move(e));
   }

@@ -18,7 +18,30 @@ namespace dmuon::rt::ckpt {
 
 // NorMuonV: NorMuon's second moment, one per row of the matrix view (its
 // entries' slices are the param's with the column dims collapsed to 1).
-enum class Kind : uint8_t { Value = 0, Momentum = 1, AdamM = 2, AdamV = 3, NorMuonV = 4 };
+// The SOAP and Shampoo kinds are their rules' state (optim/Preconditioned.h):
+// two arrays shaped like the values, then per side the statistics and the
+// basis (SOAP: eigenvectors) or inverse root (Shampoo), each an entry of
+// shape batch x d x d.
+enum class Kind : uint8_t {
+  Value = 0,
+  Momentum = 1,
+  AdamM = 2,
+  AdamV = 3,
+  NorMuonV = 4,
+  SoapExpAvg = 5,
+  SoapExpAvgSq = 6,
+  SoapLeft = 7,
+  SoapLeftBasis = 8,
+  SoapRight = 9,
+  SoapRightBasis = 10,
+  ShampooFiltered = 11,
+  ShampooGraftV = 12,
+  ShampooLeft = 13,
+  ShampooLeftRoot = 14,
+  ShampooRight = 15,
+  ShampooRightRoot = 16,
+};
+inline constexpr Kind kLastKind = Kind::ShampooRightRoot;
 const char *kindName(Kind k);
 
 // Which chunk of the full param an entry holds (checkpoint/CheckpointSlice.h):

@@ -43,12 +43,20 @@ Status Config::resolve(const plan::Plan &plan, const dmuon_runtime_options_t &o,
   c.manageAdamW = o.manage_adamw != 0;
   // Each real-valued hyper-parameter: the runtime's option, else the plan's,
   // else (a plan without optimizer defaults) the table's default.
-#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
   c.group.field = static_cast<float>(pick(o.name, double(od ? od->name() : def)));
 #define DMUON_HYPER_FIXED DMUON_HYPER_SCHEDULED
 #include "common/HyperParams.def"
   MuonHyper &m = c.muon;
   m.nesterov = pick(o.nesterov, (od ? od->nesterov() : true) ? 1 : 0) != 0;
+  // The preconditioners' integer settings come from the plan only: its
+  // memory figures count the state they size.
+  if (od) {
+    c.soap.preconditionFrequency = od->soap_precondition_frequency();
+    c.soap.maxPreconditionDim = od->soap_max_precond_dim();
+    c.shampoo.preconditionFrequency = od->shampoo_precondition_frequency();
+    c.shampoo.maxPreconditionDim = od->shampoo_max_preconditioner_dim();
+  }
   c.planNsSteps = od ? od->ns_steps() : 5;
   m.nsSteps = pick(o.ns_steps, c.planNsSteps);
   m.matchRmsAdamW = od && od->lr_scale() == plan::LrScale::match_rms_adamw;
@@ -60,7 +68,7 @@ Status Config::resolve(const plan::Plan &plan, const dmuon_runtime_options_t &o,
   m.emaMomentum = form == DMUON_MOMENTUM_EMA;
   c.accumulateLocally = accumulation == DMUON_ACCUMULATION_LOCAL;
   c.maxGradNorm = o.max_grad_norm;
-  c.clipPolicy = clip == DMUON_CLIP_ALL ? DMUON_CLIP_ALL
+  c.clipPolicy = clip == DMUON_CLIP_ALL    ? DMUON_CLIP_ALL
                  : clip == DMUON_CLIP_NONE ? DMUON_CLIP_NONE
                                            : DMUON_CLIP_ADAMW_ONLY;
   verdict = Status::ok();
@@ -80,7 +88,7 @@ Status Config::resolve(const plan::Plan &plan, const dmuon_runtime_options_t &o,
     double value;
     const common::HyperRange &range;
   } hypers[] = {
-#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
   {"options." #name, o.name, common::range},
 #define DMUON_HYPER_FIXED DMUON_HYPER_SCHEDULED
 #include "common/HyperParams.def"
@@ -117,6 +125,11 @@ uint64_t Config::hash() const {
   put(muon.nsSteps), put(adamw.lr), put(adamw.beta1), put(adamw.beta2), put(adamw.eps);
   put(adamw.weightDecay), put(muon.emaMomentum), put(accumulateLocally), put(maxGradNorm);
   put(clipPolicy), put(muon.normuonBeta2);
+  put(soap.lr), put(soap.beta1), put(soap.beta2), put(soap.shampooBeta), put(soap.eps);
+  put(soap.weightDecay), put(soap.preconditionFrequency), put(soap.maxPreconditionDim);
+  put(shampoo.lr), put(shampoo.beta1), put(shampoo.beta2), put(shampoo.eps);
+  put(shampoo.weightDecay), put(shampoo.graftEps), put(shampoo.preconditionFrequency);
+  put(shampoo.maxPreconditionDim);
   return planfile::fnv1a64(reinterpret_cast<const uint8_t *>(b.data()), b.size());
 }
 

@@ -18,6 +18,8 @@ struct Config {
   int planNsSteps = 5; // the plan's NS costs are priced at this count
   MuonHyper muon;
   AdamWHyper adamw;
+  kernels::SoapHyper soap;
+  kernels::ShampooHyper shampoo;
   bool accumulateLocally = true; // DMUON_ACCUMULATION_LOCAL
   double maxGradNorm = 0;        // 0: no clipping
   dmuon_clip_policy_t clipPolicy = DMUON_CLIP_ADAMW_ONLY;

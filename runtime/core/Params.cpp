@@ -1,5 +1,6 @@
 #include "core/Params.h"
 
+#include "common/MatrixOptimizers.h"
 #include "common/Routes.h"
 #include "common/ShardChunks.h"
 #include "plan/Features.h"
@@ -26,7 +27,8 @@ Status checkExecutable(const LoadedPlan &plan) {
   const plan::Mesh &mesh = *plan.root().mesh();
   for (int i = 0; i < plan.numParams(); ++i) {
     const plan::Param &p = plan.param(i);
-    const bool commMuon = p.role() == plan::Role::muon && p.group() == plan::ShardingGroupKind::comm;
+    const bool commMuon =
+        p.role() == plan::Role::muon && p.group() == plan::ShardingGroupKind::comm;
     const auto *pls = p.placements();
     for (flatbuffers::uoffset_t d = 0; pls && d < pls->size(); ++d) {
       const plan::Placement &pl = *pls->Get(d);
@@ -58,6 +60,14 @@ Status checkExecutable(const LoadedPlan &plan) {
                          plan::EnumNameMatrixOptimizer(p.matrix_optimizer()) +
                          " matrix sharded on a matrix dim; only Muon gathers a matrix over a "
                          "model-parallel group yet");
+    const bool modelSharded = p.local_shape() && p.local_shape()->size() &&
+                              !std::equal(p.local_shape()->begin(), p.local_shape()->end(),
+                                          p.shape()->begin(), p.shape()->end());
+    if (common::preconditions(p.matrix_optimizer()) && p.role() == plan::Role::muon && modelSharded)
+      return unsupported("param '" + p.name()->str() + "' is a " +
+                         plan::EnumNameMatrixOptimizer(p.matrix_optimizer()) +
+                         " matrix sharded over a model-parallel mesh dim; SOAP and Shampoo "
+                         "run on matrices one owner holds whole yet");
     if (commMuon && (p.gather_mesh_dim() < 0 || p.compute_index() < 0))
       return unsupported("Muon param '" + p.name()->str() +
                          "' is sharded on a matrix dim but the plan names no gather group; "
@@ -73,8 +83,7 @@ Status checkExecutable(const LoadedPlan &plan) {
         p.dtype() != plan::DType::f32 && p.dtype() != plan::DType::bf16)
       return unsupported("param '" + p.name()->str() + "' travels the " +
                          plan::EnumNameRoute(route) + " route with dtype " +
-                         plan::EnumNameDType(p.dtype()) +
-                         "; packed buffers support f32 and bf16");
+                         plan::EnumNameDType(p.dtype()) + "; packed buffers support f32 and bf16");
   }
   return Status::ok();
 }
@@ -89,8 +98,7 @@ bool firstModelParallelCopy(const plan::Param &pp, const Topology &topo,
   const auto *pls = pp.placements();
   for (size_t d = 0; d < topo.coord.size(); ++d) {
     if (static_cast<int>(d) == topo.shardDim || static_cast<int>(d) == topo.replicateDim ||
-        std::find(ownedAcross.begin(), ownedAcross.end(), static_cast<int>(d)) !=
-            ownedAcross.end())
+        std::find(ownedAcross.begin(), ownedAcross.end(), static_cast<int>(d)) != ownedAcross.end())
       continue;
     const bool sharded =
         pls && d < pls->size() &&
@@ -178,7 +186,7 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
     // The form the plan priced (three_gemm in plans before 1.3).
     p.nsForm = pp.ns_form() == plan::NsForm::gram        ? kernels::NsForm::Gram
                : pp.ns_form() == plan::NsForm::symmetric ? kernels::NsForm::Symmetric
-                                                        : kernels::NsForm::ThreeGemm;
+                                                         : kernels::NsForm::ThreeGemm;
     if (p.muon && pp.group() == plan::ShardingGroupKind::comm) {
       const int d = pp.gather_mesh_dim(), td = pp.gather_tensor_dim();
       MatrixGather &gather = p.gather;

@@ -84,6 +84,9 @@ struct ParamRt {
   int64_t localBatch = 1, localRows = 0, localCols = 0;
   int64_t sliceBatch = 1; // the matrices of this rank's own slice (numel: the largest's)
   kernels::NsForm nsForm = kernels::NsForm::ThreeGemm; // the plan's, for Muon params
+  // SOAP and Shampoo: the sides of the matrix view they precondition (0: a
+  // side left as it is); set with the param's rule (optim/Optimizers.h).
+  int64_t leftDim = 0, rightDim = 0;
   MatrixGather gather;
   bool bound = false;
   // Whether this rank's copy of the (averaged) gradient counts in the global

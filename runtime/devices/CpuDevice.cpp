@@ -1,6 +1,7 @@
 #include "devices/CpuDevice.h"
 
 #include "core/Precision.h"
+#include "kernels/cpu/LinearAlgebra.h"
 #include "kernels/cpu/MuonKernels.h"
 
 #include <cstring>
@@ -106,10 +107,44 @@ public:
     kernels::adamwStep(param, m, v, grad, n, step, h);
     return Status::ok();
   }
+  bool hasPreconditionerKernels() const override { return true; }
+  Status gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+              const float *a, const float *b, float beta, float *c) override {
+    kernels::gemm(transA, transB, m, n, k, alpha, a, b, beta, c);
+    return Status::ok();
+  }
+  Status symmetricEigen(float *a, float *values, int64_t n) override {
+    return lapackStatus(kernels::symmetricEigen(a, values, n, linalg_));
+  }
+  Status orthonormalize(float *a, int64_t n) override {
+    return lapackStatus(kernels::orthonormalize(a, n, linalg_));
+  }
+  Status adamDirection(float *out, const float *m, float *v, const float *g, int64_t n, float beta2,
+                       float eps, float vScale) override {
+    kernels::adamDirection(out, m, v, g, n, beta2, eps, vScale);
+    return Status::ok();
+  }
+  Status decayAdd(float *dst, const float *src, float keep, float take, int64_t n) override {
+    kernels::decayAdd(dst, src, keep, take, n);
+    return Status::ok();
+  }
+  Status permute(float *x, int64_t rows, int64_t cols, const int64_t *order, bool columns,
+                 float *scratch) override {
+    kernels::permute(x, rows, cols, order, columns, scratch);
+    return Status::ok();
+  }
+  Status scaleColumns(float *x, int64_t rows, int64_t cols, const float *scales) override {
+    kernels::scaleColumns(x, rows, cols, scales);
+    return Status::ok();
+  }
   Status synchronize() override { return Status::ok(); }
 
 private:
+  static Status lapackStatus(const std::string &error) {
+    return error.empty() ? Status::ok() : Status(DMUON_ERROR_BACKEND, error);
+  }
   kernels::NsWorkspace workspace_; // grown once, reused every step
+  kernels::LinalgWorkspace linalg_;
 };
 
 } // namespace

@@ -9,9 +9,9 @@
 // model-parallel layout) loads under another. Both calls are collective.
 #include "checkpoint/CheckpointFile.h"
 #include "checkpoint/CheckpointSlice.h"
-#include "exec/Executor.h"
 #include "common/MeshIndex.h"
 #include "common/ShardChunks.h"
+#include "exec/Executor.h"
 #include "plan/PlanFile.h"
 
 #include <algorithm>
@@ -85,14 +85,12 @@ Status Executor::localSlices(std::vector<ckpt::LocalBoxes> &out) const {
     // The local state is what the plan's local shape says; boxes of another
     // size would save values under the wrong coordinates.
     if (out[i].numel() != p.sliceNumel || out[i].global.empty())
-      return unsupported("checkpoint: param '" + p.name + "' holds " +
-                         std::to_string(p.sliceNumel) + " values on rank " +
-                         std::to_string(topo_.rank) + ", but its " +
-                         std::to_string(out[i].global.size()) +
-                         " box(es) of the full param (the first " +
-                         (out[i].global.empty() ? std::string("none")
-                                                : ckpt::describe(out[i].global[0])) +
-                         ") have " + std::to_string(out[i].numel()));
+      return unsupported(
+          "checkpoint: param '" + p.name + "' holds " + std::to_string(p.sliceNumel) +
+          " values on rank " + std::to_string(topo_.rank) + ", but its " +
+          std::to_string(out[i].global.size()) + " box(es) of the full param (the first " +
+          (out[i].global.empty() ? std::string("none") : ckpt::describe(out[i].global[0])) +
+          ") have " + std::to_string(out[i].numel()));
   }
   return Status::ok();
 }
@@ -106,8 +104,8 @@ Status Executor::gatherShards(const ParamRt &p, const DeviceArray &shard, bool w
   DMUON_RETURN_IF_ERROR(all.allocate(*device_, count * sizeof(float) * topo_.G));
   if (topo_.G > 1) {
     RequestId id;
-    DMUON_RETURN_IF_ERROR(backend_->gather(Communicator::Shard, shard.floats(), all.floats(), count,
-                                           0, id));
+    DMUON_RETURN_IF_ERROR(
+        backend_->gather(Communicator::Shard, shard.floats(), all.floats(), count, 0, id));
     DMUON_RETURN_IF_ERROR(backend_->wait(id));
   } else {
     DMUON_RETURN_IF_ERROR(device_->copy(all.bytes(), shard.bytes(), count * sizeof(float)));
@@ -151,8 +149,9 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
   // A fresh name per save: shards never overwrite the ones the current
   // manifest names, even when a step number is saved twice.
   std::vector<uint64_t> nonces;
-  uint64_t mine = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-                  (static_cast<uint64_t>(::getpid()) << 32);
+  uint64_t mine =
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+      (static_cast<uint64_t>(::getpid()) << 32);
   DMUON_RETURN_IF_ERROR(backend_->allGather(mine, nonces));
   // Rank 0's manifest names every rank's shard by the step: one step for all,
   // and one a load accepts.
@@ -205,8 +204,7 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
     auto writeBoxes = [&](size_t i, ckpt::Kind kind, const ckpt::LocalBoxes &boxes,
                           const std::vector<float> &values) -> Status {
       if (boxes.whole())
-        return writer.add(params_[i].name, kind, boxes.global[0], values.data(),
-                          values.size() * 4);
+        return writer.add(params_[i].name, kind, boxes.global[0], values.data(), values.size() * 4);
       for (size_t b = 0; b < boxes.global.size(); ++b) {
         ckpt::extractBox(boxes, b, values.data(), box);
         DMUON_RETURN_IF_ERROR(
@@ -222,11 +220,22 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
       DMUON_RETURN_IF_ERROR(device_->download(host.data(), a.bytes(), host.size() * 4));
       return write(i, kind, host);
     };
-    // A rule's state field: shaped like the values, or one per row.
+    // A rule's state field: shaped like the values, one per row, or square
+    // matrices kept whole by the param's one owner.
     auto addField = [&](size_t i, const StateField &field, const DeviceArray &a) -> Status {
       if (field.shape == StateShape::Values)
         return add(i, field.kind, a);
       const ParamRt &p = params_[i];
+      if (field.shape == StateShape::Left || field.shape == StateShape::Right) {
+        const int64_t n = stateElements(p, field);
+        if (n == 0) // a side the rule leaves as it is
+          return Status::ok();
+        host.resize(static_cast<size_t>(n));
+        DMUON_RETURN_IF_ERROR(device_->download(host.data(), a.bytes(), host.size() * 4));
+        const std::vector<int64_t> shape = squareStateShape(p, field);
+        return writer.add(p.name, field.kind, {std::vector<int64_t>(shape.size(), 0), shape},
+                          host.data(), host.size() * 4);
+      }
       host.resize(static_cast<size_t>(p.sliceNumel / std::max<int64_t>(1, p.localCols)));
       DMUON_RETURN_IF_ERROR(device_->download(host.data(), a.bytes(), host.size() * 4));
       return writeBoxes(i, field.kind, ckpt::rowBoxesOf(slices[i], firstColumnDim(p)), host);
@@ -237,8 +246,8 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
     // first shard of row 0 the gathered sharded state.
     std::vector<size_t> mine;
     for (size_t i = 0; i < params_.size(); ++i)
-      if (params_[i].countsInNorm && (params_[i].route == plan::Route::owner ||
-                                      params_[i].route == plan::Route::replicated))
+      if (params_[i].countsInNorm &&
+          (params_[i].route == plan::Route::owner || params_[i].route == plan::Route::replicated))
         mine.push_back(i);
     for (const WholeState &w : wholes) {
       if (!local)
@@ -287,8 +296,8 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
 }
 
 Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
-  Status ready = midStep() ? invalidState("checkpoint_load inside a step; load between steps")
-                           : synchronize();
+  Status ready =
+      midStep() ? invalidState("checkpoint_load inside a step; load between steps") : synchronize();
   std::vector<ckpt::LocalBoxes> slices;
   if (ready)
     ready = localSlices(slices);
@@ -342,8 +351,16 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
     if (p.keepsValues())
       local = fetch(i, ckpt::Kind::Value, st.value);
     const std::span<const StateField> fields = p.optimizer->fields();
-    for (size_t k = 0; local && p.stepsHere() && k < fields.size(); ++k)
+    for (size_t k = 0; local && p.stepsHere() && k < fields.size(); ++k) {
+      if (fields[k].shape == StateShape::Left || fields[k].shape == StateShape::Right) {
+        const std::vector<int64_t> shape = squareStateShape(p, fields[k]);
+        if (stateElements(p, fields[k]) > 0)
+          local = catalog.read(dir, p.name, fields[k].kind, shape,
+                               {std::vector<int64_t>(shape.size(), 0), shape}, st.state[k]);
+        continue;
+      }
       local = fetchShaped(i, fields[k].kind, fields[k].shape == StateShape::Rows, st.state[k]);
+    }
     // Held padded to the largest model-parallel slice (Params.h).
     if (!st.value.empty())
       st.value.resize(static_cast<size_t>(p.numel), 0.0f);
@@ -365,8 +382,7 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
   DMUON_RETURN_IF_ERROR(agree(local, "reading checkpoint '" + dir + "'"));
 
   // A param loaded before it was bound gets its memory here.
-  auto put = [&](DeviceArray &a, const std::vector<float> &host,
-                 MemoryAccount &account) -> Status {
+  auto put = [&](DeviceArray &a, const std::vector<float> &host, MemoryAccount &account) -> Status {
     if (host.empty())
       return Status::ok();
     if (!a.live())

@@ -53,15 +53,50 @@ public:
                               const MuonHyper &h) = 0;
   // Decay and update with the orthogonalized slice; rows x cols is the full
   // matrix, which sets the lr scale.
-  virtual Status muonApply(float *param, const float *ortho, int64_t n, int64_t rows,
-                           int64_t cols, const MuonHyper &h) = 0;
+  virtual Status muonApply(float *param, const float *ortho, int64_t n, int64_t rows, int64_t cols,
+                           const MuonHyper &h) = 0;
   // NorMuon's per-row normalization of an orthogonalized update, between
   // newtonSchulz and muonApply (kernels/cpu/MuonKernels.h).
   virtual Status normuonNormalize(float *ortho, float *secondMoment, int64_t batch, int64_t rows,
                                   int64_t cols, float beta2) = 0;
+  // The linear algebra of the preconditioned rules (SOAP, Shampoo:
+  // optim/Preconditioned.h), on device memory unless a pointer is said to
+  // be the host's (kernels/cpu/LinearAlgebra.h has their semantics). A
+  // device without them says so (hasPreconditionerKernels) and the runtime
+  // refuses such plans at create.
+  virtual bool hasPreconditionerKernels() const { return false; }
+  virtual Status gemm(bool /*transA*/, bool /*transB*/, int64_t /*m*/, int64_t /*n*/, int64_t /*k*/,
+                      float /*alpha*/, const float * /*a*/, const float * /*b*/, float /*beta*/,
+                      float * /*c*/) {
+    return noPreconditionerKernels();
+  }
+  // `values`: device memory, descending.
+  virtual Status symmetricEigen(float * /*a*/, float * /*values*/, int64_t /*n*/) {
+    return noPreconditionerKernels();
+  }
+  virtual Status orthonormalize(float * /*a*/, int64_t /*n*/) { return noPreconditionerKernels(); }
+  virtual Status adamDirection(float * /*out*/, const float * /*m*/, float * /*v*/,
+                               const float * /*g*/, int64_t /*n*/, float /*beta2*/, float /*eps*/,
+                               float /*vScale*/) {
+    return noPreconditionerKernels();
+  }
+  virtual Status decayAdd(float * /*dst*/, const float * /*src*/, float /*keep*/, float /*take*/,
+                          int64_t /*n*/) {
+    return noPreconditionerKernels();
+  }
+  // `order`: host memory; `scratch`: rows * cols device floats.
+  virtual Status permute(float * /*x*/, int64_t /*rows*/, int64_t /*cols*/,
+                         const int64_t * /*order*/, bool /*columns*/, float * /*scratch*/) {
+    return noPreconditionerKernels();
+  }
+  // `scales`: host memory.
+  virtual Status scaleColumns(float * /*x*/, int64_t /*rows*/, int64_t /*cols*/,
+                              const float * /*scales*/) {
+    return noPreconditionerKernels();
+  }
   // `height` rows of `width` bytes between pitched buffers.
-  virtual Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
-                        size_t width, size_t height) = 0;
+  virtual Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t width,
+                        size_t height) = 0;
   // Sizes NS scratch once for every shape the steps will run, so that no
   // step allocates (the scratch a shape needs is not a function of its
   // element count alone).
@@ -70,6 +105,11 @@ public:
     return Status::ok();
   }
   virtual Status synchronize() = 0;
+
+protected:
+  static Status noPreconditionerKernels() {
+    return unsupported("this device has no SOAP/Shampoo kernels yet (they run on the CPU device)");
+  }
 };
 
 // Bytes of one kind of memory held now and at most (dmuon_runtime_memory).

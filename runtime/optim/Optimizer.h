@@ -1,9 +1,8 @@
 // A param's update rule, run by each rank that steps the param (the global
 // owner on the owner route, every shard on the sharded route, every rank on
 // the replicated route): the fp32 state it keeps beside the values, and the
-// step. The routes move gradients and values; the rule does the math. Muon
-// and AdamW are the rules today; further matrix optimizers are more rules
-// behind the same interface.
+// step. The routes move gradients and values; the rule does the math: AdamW,
+// Muon and NorMuon (optim/Muon.h), SOAP and Shampoo (optim/Preconditioned.h).
 #ifndef DMUON_RUNTIME_OPTIM_OPTIMIZER_H
 #define DMUON_RUNTIME_OPTIM_OPTIMIZER_H
 
@@ -19,9 +18,10 @@ namespace dmuon::rt {
 
 // One fp32 array of a rule's per-param state: its checkpoint entry, the
 // memory category the plan's figures count it in, and its shape: as many
-// elements as the values this rank keeps (ParamRt::heldElements), or one per
-// row of the local matrix view.
-enum class StateShape { Values, Rows };
+// elements as the values this rank keeps (ParamRt::heldElements), one per
+// row of the local matrix view, or a square matrix per matrix of the view on
+// its rows' side (Left: leftDim^2) or its columns' (Right: rightDim^2).
+enum class StateShape { Values, Rows, Left, Right };
 struct StateField {
   ckpt::Kind kind;
   MemoryAccount MemoryAccounts::*account;
@@ -30,8 +30,22 @@ struct StateField {
 
 // The elements of `field` that `p` keeps where it steps.
 inline int64_t stateElements(const ParamRt &p, const StateField &field) {
-  return field.shape == StateShape::Rows ? p.numel / std::max<int64_t>(1, p.localCols)
-                                         : p.heldElements();
+  switch (field.shape) {
+  case StateShape::Rows:
+    return p.numel / std::max<int64_t>(1, p.localCols);
+  case StateShape::Left:
+    return p.localBatch * p.leftDim * p.leftDim;
+  case StateShape::Right:
+    return p.localBatch * p.rightDim * p.rightDim;
+  case StateShape::Values:
+    break;
+  }
+  return p.heldElements();
+}
+// The whole checkpoint entry of a square state (Left, Right): batch x d x d.
+inline std::vector<int64_t> squareStateShape(const ParamRt &p, const StateField &field) {
+  const int64_t d = field.shape == StateShape::Left ? p.leftDim : p.rightDim;
+  return {p.localBatch, d, d};
 }
 
 class ParamOptimizer {

@@ -1,14 +1,14 @@
 // What the loopback tests share: a plan read from a file, a world of
 // executors, one thread per rank, on the loopback backend, and training steps
-// through every hook group.
+// through every hook group, and a whole run of them.
 #ifndef DMUON_TEST_UNIT_LOOPBACKSUPPORT_H
 #define DMUON_TEST_UNIT_LOOPBACKSUPPORT_H
 
 #include "backends/loopback/LoopbackBackend.h"
-#include "exec/Executor.h"
 #include "core/LoadedPlan.h"
 #include "devices/CpuDevice.h"
 #include "dmuon/dmuon.h"
+#include "exec/Executor.h"
 
 #include <gtest/gtest.h>
 
@@ -73,6 +73,74 @@ inline void trainSteps(const LoadedPlan &plan, Executor &ex, int rank, int steps
     Status s = ex.step();
     ASSERT_TRUE(s.isOk()) << "rank " << rank << " step " << step << ": " << s.message();
   }
+}
+
+// A value per (param, step, element), the same on every rank: what a run
+// binds (step -1, times 10) and adds to the gradients.
+using ValueFn = std::function<float(int param, int step, int64_t i)>;
+
+inline int64_t numel(const dmuon::plan::Param &p) {
+  int64_t n = 1;
+  for (int64_t d : *(p.local_shape() && p.local_shape()->size() ? p.local_shape() : p.shape()))
+    n *= d;
+  return n;
+}
+
+// Binds every param to its step -1 values.
+inline void bindAll(const LoadedPlan &plan, Executor &ex, const ValueFn &valueOf) {
+  for (int i = 0; i < plan.numParams(); ++i) {
+    std::vector<float> v(static_cast<size_t>(numel(plan.param(i))));
+    for (size_t k = 0; k < v.size(); ++k)
+      v[k] = 10 * valueOf(i, -1, static_cast<int64_t>(k));
+    ASSERT_TRUE(
+        ex.bindParam(plan.param(i).name()->str(), v.data(), static_cast<int64_t>(v.size())).isOk());
+  }
+}
+
+// How trainWith() runs: its steps (numbered from `firstStep`: the gradients
+// depend on the number), and the checkpoint it resumes from and saves to.
+struct Run {
+  int steps = 3, firstStep = 0;
+  std::string resumeFrom, saveTo;
+};
+
+// The run's steps through every hook, with `valueOf`'s gradients, then every
+// param's values as gather_param returns them.
+inline std::vector<std::vector<float>> trainWith(const LoadedPlan &plan, const Run &run,
+                                                 const ValueFn &valueOf) {
+  const int n = plan.numParams();
+  std::vector<std::vector<float>> result(static_cast<size_t>(n));
+  runWorld(plan, [&](int rank, Executor &ex) {
+    bindAll(plan, ex, valueOf);
+    if (!run.resumeFrom.empty()) {
+      Status s = ex.loadCheckpoint(run.resumeFrom, nullptr);
+      ASSERT_TRUE(s.isOk()) << s.message();
+    }
+    auto addGradients = [&](int step, int group) {
+      for (int i = 0; i < n; ++i) {
+        if (plan.param(i).hook_group() != group)
+          continue;
+        float *g = nullptr;
+        ASSERT_TRUE(ex.gradView(i, &g).isOk());
+        for (int64_t k = 0; k < numel(plan.param(i)); ++k)
+          g[k] += valueOf(i, run.firstStep + step, k);
+      }
+    };
+    trainSteps(plan, ex, rank, run.steps, addGradients);
+    if (!run.saveTo.empty()) {
+      Status s = ex.saveCheckpoint(run.saveTo, run.firstStep + run.steps);
+      ASSERT_TRUE(s.isOk()) << s.message();
+    }
+    for (int i = 0; i < n; ++i) {
+      std::vector<float> out(static_cast<size_t>(numel(plan.param(i))));
+      ASSERT_TRUE(
+          ex.gatherParam(plan.param(i).name()->str(), out.data(), static_cast<int64_t>(out.size()))
+              .isOk());
+      if (rank == 0)
+        result[static_cast<size_t>(i)] = std::move(out);
+    }
+  });
+  return result;
 }
 
 } // namespace dmuon::rt

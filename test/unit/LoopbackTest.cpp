@@ -21,66 +21,10 @@ float valueOf(int param, int step, int64_t i) {
                           0.71f * static_cast<float>(step));
 }
 
-int64_t numel(const dmuon::plan::Param &p) {
-  int64_t n = 1;
-  for (int64_t d : *(p.local_shape() && p.local_shape()->size() ? p.local_shape() : p.shape()))
-    n *= d;
-  return n;
-}
-
-// Binds every param to its step -1 values.
-void bindAll(const LoadedPlan &plan, Executor &ex) {
-  for (int i = 0; i < plan.numParams(); ++i) {
-    std::vector<float> v(static_cast<size_t>(numel(plan.param(i))));
-    for (size_t k = 0; k < v.size(); ++k)
-      v[k] = 10 * valueOf(i, -1, static_cast<int64_t>(k));
-    ASSERT_TRUE(ex.bindParam(plan.param(i).name()->str(), v.data(),
-                             static_cast<int64_t>(v.size())).isOk());
-  }
-}
-
-// How train() runs: its steps (numbered from `firstStep`: the gradients
-// depend on the number), and the checkpoint it resumes from and saves to.
-struct Run {
-  int steps = 3, firstStep = 0;
-  std::string resumeFrom, saveTo;
-};
-
 // The run's steps of the tiny model through every hook, then every param's
 // values as gather_param returns them.
 std::vector<std::vector<float>> train(const LoadedPlan &plan, const Run &run = {}) {
-  const int n = plan.numParams();
-  std::vector<std::vector<float>> result(static_cast<size_t>(n));
-  runWorld(plan, [&](int rank, Executor &ex) {
-    bindAll(plan, ex);
-    if (!run.resumeFrom.empty()) {
-      Status s = ex.loadCheckpoint(run.resumeFrom, nullptr);
-      ASSERT_TRUE(s.isOk()) << s.message();
-    }
-    auto addGradients = [&](int step, int group) {
-      for (int i = 0; i < n; ++i) {
-        if (plan.param(i).hook_group() != group)
-          continue;
-        float *g = nullptr;
-        ASSERT_TRUE(ex.gradView(i, &g).isOk());
-        for (int64_t k = 0; k < numel(plan.param(i)); ++k)
-          g[k] += valueOf(i, run.firstStep + step, k);
-      }
-    };
-    trainSteps(plan, ex, rank, run.steps, addGradients);
-    if (!run.saveTo.empty()) {
-      Status s = ex.saveCheckpoint(run.saveTo, run.firstStep + run.steps);
-      ASSERT_TRUE(s.isOk()) << s.message();
-    }
-    for (int i = 0; i < n; ++i) {
-      std::vector<float> out(static_cast<size_t>(numel(plan.param(i))));
-      ASSERT_TRUE(ex.gatherParam(plan.param(i).name()->str(), out.data(),
-                                 static_cast<int64_t>(out.size())).isOk());
-      if (rank == 0)
-        result[static_cast<size_t>(i)] = std::move(out);
-    }
-  });
-  return result;
+  return trainWith(plan, run, valueOf);
 }
 
 std::string tinyPlan(const std::string &mesh) {
@@ -110,8 +54,8 @@ TEST(Loopback, ShardedRunsEndWhereOneRankEnds) {
 
 // NorMuon as its paper writes it, in double, on the orthogonalized update
 // `o` of one rows x cols matrix with second moment `v`.
-void normuonReference(std::vector<double> &o, std::vector<double> &v, int64_t rows,
-                      int64_t cols, double beta2) {
+void normuonReference(std::vector<double> &o, std::vector<double> &v, int64_t rows, int64_t cols,
+                      double beta2) {
   double before = 0;
   for (double x : o)
     before += x * x;
@@ -199,7 +143,7 @@ TEST(Loopback, NorMuonStateIsWhatThePlanCounts) {
         loadPlan(std::string(DMUON_NORMUON_PLAN_DIR) + "/tiny-" + mesh + ".plan");
     ASSERT_TRUE(plan);
     runWorld(*plan, [&](int rank, Executor &ex) {
-      bindAll(*plan, ex);
+      bindAll(*plan, ex, valueOf);
       dmuon_memory_report_t held{}, planned{};
       ex.memory(held);
       ex.plannedMemory(planned);
