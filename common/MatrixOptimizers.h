@@ -6,6 +6,7 @@
 
 #include "dmuon/plan_generated.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -39,6 +40,26 @@ struct PreconditionCaps {
 
 // Whether a side of `dim` gets statistics under `cap`.
 inline bool preconditionsSide(int64_t dim, int64_t cap) { return dim <= cap; }
+
+// SOAP's and Shampoo's flops per step on a batch x rows x cols matrix, each
+// side's refresh amortized over `frequency` steps; what the partition
+// balances for them (Muon's and NorMuon's is their NS). Through a kept side
+// of d, a rotation costs 2 rows cols d; SOAP rotates the gradient and its
+// first moment in and its direction out and updates the statistics (four
+// per side), and refreshes by one product and a QR (2 d^3 + 8/3 d^3);
+// Shampoo updates the statistics and applies the root (two per side), and
+// refreshes by an eigendecomposition and a product (about 9 d^3 + 2 d^3).
+inline double preconditionerFlops(plan::MatrixOptimizer m, int64_t batch, int64_t rows,
+                                  int64_t cols, int64_t cap, int64_t frequency) {
+  const bool soap = m == plan::MatrixOptimizer::soap;
+  const double perSide = soap ? 4 : 2, refresh = soap ? 14.0 / 3 : 11;
+  double flops = 10.0 * rows * cols; // the element-wise moments and update
+  for (int64_t d : {rows, cols})
+    if (preconditionsSide(d, cap))
+      flops += perSide * 2.0 * rows * cols * d +
+               refresh * d * d * d / static_cast<double>(std::max<int64_t>(1, frequency));
+  return static_cast<double>(batch) * flops;
+}
 
 // The fp32 state elements a matrix param's rule keeps on its owner beside
 // the master, for a local matrix view of batch x rows x cols: the momentum;

@@ -1,14 +1,15 @@
 // partition (docs/partition.md): units -> global LPT over all G*R owner slots ->
 // owner slot per unit. Small params of one layer merge into one unit; units
 // of one layer prefer distinct slots; a bounded refinement follows LPT.
-#include "support/CostTable.h"
 #include "Passes.h"
+#include "kernels/NsForms.h"
 #include "passes/LowerBound.h"
 #include "passes/Partitioner.h"
 #include "passes/PartitionerDetail.h"
-#include "kernels/NsForms.h"
+#include "support/CostTable.h"
 
 #include "common/FirstSeenTable.h"
+#include "common/MatrixOptimizers.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringRef.h"
@@ -184,10 +185,8 @@ std::string_view defaultLayerViewOf(std::string_view paramName) {
       std::string_view index = path.substr(dot + 1);
       std::string_view rest = path.substr(0, dot);
       size_t prev = rest.rfind('.');
-      std::string_view container =
-          prev == std::string_view::npos ? rest : rest.substr(prev + 1);
-      if (isDigits(index) &&
-          (container == "layers" || container == "blocks" || container == "h"))
+      std::string_view container = prev == std::string_view::npos ? rest : rest.substr(prev + 1);
+      if (isDigits(index) && (container == "layers" || container == "blocks" || container == "h"))
         return path;
       path = rest;
     } else {
@@ -239,9 +238,9 @@ size_t numberLayers(PlanModel &model) {
   auto layerIdOf = [&](const std::string &layer) {
     if (!previousLayer || *previousLayer != layer) {
       const auto fresh = static_cast<uint32_t>(layerIds.size());
-      previousLayerId = static_cast<int>(layerTable.insert(
-          common::FirstSeenTable::hashOf(layer), fresh,
-          [&](uint32_t id) { return *layerIds[id] == layer; }));
+      previousLayerId =
+          static_cast<int>(layerTable.insert(common::FirstSeenTable::hashOf(layer), fresh,
+                                             [&](uint32_t id) { return *layerIds[id] == layer; }));
       if (static_cast<uint32_t>(previousLayerId) == fresh)
         layerIds.push_back(&layer);
       previousLayer = &layer;
@@ -285,12 +284,22 @@ size_t numberLayers(PlanModel &model) {
 // partition cost from the cost table when the cost model is measured) and
 // collects the owner params. False after reporting every shape the cost
 // table lacks.
-bool priceOwnerParams(PlanModel &model, size_t numLayers, Diagnostics &diags,
-                      OwnerParams &out) {
+// SOAP's and Shampoo's per-step flops (common/MatrixOptimizers.h), on the
+// matrices their owner holds whole.
+double preconditionerCost(const OptimizerDefaults &od, const Param &p) {
+  const bool soap = p.matrixOptimizer == MatrixOptimizer::soap;
+  return common::preconditionerFlops(p.matrixOptimizer, p.localBatch, p.localRows, p.localCols,
+                                     soap ? od.soapMaxPrecondDim : od.shampooMaxPreconditionerDim,
+                                     soap ? od.soapPreconditionFrequency
+                                          : od.shampooPreconditionFrequency);
+}
+
+bool priceOwnerParams(PlanModel &model, size_t numLayers, Diagnostics &diags, OwnerParams &out) {
   const Mesh &mesh = model.mesh;
   const int steps = model.options.optimizer.nsSteps;
-  // Param::cost is always NS flops (the runtime counts them); what the
-  // partition balances is the cost model's: flops, or measured seconds.
+  // Param::cost is always flops (NS; SOAP's and Shampoo's own for theirs:
+  // the runtime counts them); what the partition balances is the cost
+  // model's: flops, or measured seconds.
   const bool measured = model.options.costModel == CostModel::table;
   const int64_t D = mesh.dataCarryingSize();
   out.cost.assign(model.params.size(), 0.0);
@@ -315,7 +324,10 @@ bool priceOwnerParams(PlanModel &model, size_t numLayers, Diagnostics &diags,
     // for this shape, and that form's flops (kernels/NsForms.h).
     const kernels::NsForm form = kernels::ns::chooseForm(nsRows, nsCols);
     p.nsForm = planForm(form);
-    p.cost = static_cast<double>(p.localBatch) * kernels::ns::flops(form, nsRows, nsCols, steps);
+    const double nsFlops = kernels::ns::flops(form, nsRows, nsCols, steps);
+    p.cost = static_cast<double>(p.localBatch) * nsFlops;
+    if (common::preconditions(p.matrixOptimizer))
+      p.cost = preconditionerCost(model.options.optimizer, p);
     out.cost[i] = p.cost;
     if (measured) {
       std::optional<double> sec = lookupCost(model.options.costTable, nsRows, nsCols);
@@ -326,7 +338,8 @@ bool priceOwnerParams(PlanModel &model, size_t numLayers, Diagnostics &diags,
                               std::to_string(nsCols) + " (param '" + p.name + "')");
         continue;
       }
-      out.cost[i] = static_cast<double>(p.localBatch) * *sec;
+      // SOAP and Shampoo at the rate the table measured for NS on this shape.
+      out.cost[i] = p.cost / nsFlops * *sec;
     }
     out.layer.push_back(p.layerId);
     out.params.push_back(static_cast<int>(i));
@@ -412,8 +425,7 @@ Attempt buildUnits(const PlanModel &model, const OwnerParams &owners, double cap
     int unit;
     if (owners.small[k]) {
       int &open = openSmall[owners.openId[k]];
-      if (open >= 0 && cap > 0 && a.units[open].cost + cost > cap &&
-          !a.units[open].params.empty())
+      if (open >= 0 && cap > 0 && a.units[open].cost + cost > cap && !a.units[open].params.empty())
         open = -1;
       if (open < 0)
         open = addUnit((p.layer.empty() ? std::string("<root>") : p.layer) + ":small", p.layer,

@@ -583,7 +583,8 @@ DMUON_API dmuon_status_t dmuon_runtime_memory(dmuon_runtime_t runtime,
 DMUON_API dmuon_status_t dmuon_runtime_planned_memory(dmuon_runtime_t runtime,
                                                      dmuon_memory_report_t *out_report);
 
-/* NS flops this rank ran in steps so far. */
+/* NS flops this rank ran in steps so far (SOAP and Shampoo matrices: their
+ * GEMM and decomposition flops; docs/optimizers.md). */
 DMUON_API double dmuon_runtime_ns_flops(dmuon_runtime_t runtime);
 
 #ifdef __cplusplus

@@ -84,7 +84,7 @@ public:
   dmuon_comm_counters_t plannedCounters() const;
   void memory(dmuon_memory_report_t &out) const;
   void plannedMemory(dmuon_memory_report_t &out) const;
-  double nsFlops() const { return optimizers_.nsFlops(); }
+  double nsFlops() const { return optimizers_.nsFlops() + optimizers_.preconditionerFlops(); }
 
 private:
   Executor() = default;
