@@ -40,8 +40,10 @@ void printGptUsage(FILE *out) {
                "Trains a small byte-level GPT on Debian's fortune databases.\n"
                "  --backend dmuon|reference   libdmuon over MPI (default), or one process\n"
                "                              with torch::optim::AdamW and a libtorch Muon\n"
-               "  --optimizer muon|adamw      Muon for dmuonc's default matrices (default),\n"
-               "                              or AdamW for every param\n"
+               "  --optimizer muon|normuon|soap|shampoo|adamw\n"
+               "                              the rule of dmuonc's default matrices (muon;\n"
+               "                              the reference backend: muon or adamw), or\n"
+               "                              AdamW for every param\n"
                "  --mesh M                    dmuonc mesh (default: the world size, 1-D)\n"
                "  --mode z2|z3                packed buffers kept / freed after forward (z3)\n"
                "  --steps N (300)  --seed S (1)  --batch B (global windows per step, 16)\n"
@@ -64,7 +66,10 @@ bool parseGptFlags(int argc, char **argv, GptFlags &f, std::string &err) {
   GptConfig &m = f.model;
   const std::map<std::string, Setter> valued = {
       {"--backend", [&](auto &s) { return oneOf(s, f.backend, {"dmuon", "reference"}); }},
-      {"--optimizer", [&](auto &s) { return oneOf(s, f.optimizer, {"muon", "adamw"}); }},
+      {"--optimizer",
+       [&](auto &s) {
+         return oneOf(s, f.optimizer, {"muon", "normuon", "soap", "shampoo", "adamw"});
+       }},
       {"--mesh", [&](auto &s) { return f.mesh = s, !s.empty(); }},
       {"--mode",
        [&](auto &s) {

@@ -50,8 +50,11 @@ std::string compilePlan(const GptFlags &f, const torch::nn::Module &model, const
       std::ofstream(manifest) << dmuon_torch::manifestToml(model, mo);
       // Threshold 0: every matrix its own unit, so the owners spread over the
       // ranks matrix by matrix rather than layer by layer.
-      dmuon_torch::runDmuonc(f.dmuonc.empty() ? DMUON_GPT_DMUONC : f.dmuonc,
-                             {manifest, "--mesh", mesh, "--small-param-threshold=0", "-o", plan});
+      std::vector<std::string> args = {manifest, "--mesh", mesh, "--small-param-threshold=0",
+                                       "-o", plan};
+      if (f.optimizer != "muon" && f.optimizer != "adamw")
+        args.push_back("--matrix-optimizer=" + f.optimizer);
+      dmuon_torch::runDmuonc(f.dmuonc.empty() ? DMUON_GPT_DMUONC : f.dmuonc, args);
     } catch (const std::exception &e) {
       error = e.what();
     }
@@ -74,6 +77,9 @@ int run(const GptFlags &f, int rank, int world) {
   const bool reference = f.backend == "reference";
   if (reference && world != 1)
     throw std::runtime_error("--backend reference runs in one process (mpirun -n 1)");
+  if (reference && f.optimizer != "muon" && f.optimizer != "adamw")
+    throw std::runtime_error("--backend reference runs --optimizer muon or adamw, not " +
+                             f.optimizer);
   if (f.globalBatch % world != 0 || f.valWindows % world != 0)
     throw std::runtime_error("--batch and --val-windows must split evenly over the ranks");
   const int64_t local = f.globalBatch / world, localVal = f.valWindows / world;

@@ -143,6 +143,20 @@ inline std::vector<std::vector<float>> trainWith(const LoadedPlan &plan, const R
   return result;
 }
 
+// Every rank of `plan`, bound, holds the optimizer state (the momentum
+// account: every matrix rule's) its plan counts, and some.
+inline void expectStateAsPlanned(const LoadedPlan &plan, const ValueFn &valueOf,
+                                 const std::string &what) {
+  runWorld(plan, [&](int rank, Executor &ex) {
+    bindAll(plan, ex, valueOf);
+    dmuon_memory_report_t held{}, planned{};
+    ex.memory(held);
+    ex.plannedMemory(planned);
+    EXPECT_EQ(held.momentum.peak, planned.momentum.peak) << what << " rank " << rank;
+    EXPECT_GT(held.momentum.peak, 0u) << what << " rank " << rank;
+  });
+}
+
 } // namespace dmuon::rt
 
 #endif

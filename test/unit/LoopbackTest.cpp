@@ -142,14 +142,7 @@ TEST(Loopback, NorMuonStateIsWhatThePlanCounts) {
     std::unique_ptr<LoadedPlan> plan =
         loadPlan(std::string(DMUON_NORMUON_PLAN_DIR) + "/tiny-" + mesh + ".plan");
     ASSERT_TRUE(plan);
-    runWorld(*plan, [&](int rank, Executor &ex) {
-      bindAll(*plan, ex, valueOf);
-      dmuon_memory_report_t held{}, planned{};
-      ex.memory(held);
-      ex.plannedMemory(planned);
-      EXPECT_EQ(held.momentum.peak, planned.momentum.peak) << mesh << " rank " << rank;
-      EXPECT_GT(held.momentum.peak, 0u) << mesh << " rank " << rank;
-    });
+    expectStateAsPlanned(*plan, valueOf, mesh);
   }
 }
 

@@ -343,14 +343,7 @@ TEST(Preconditioned, StateIsWhatThePlanCounts) {
   for (const char *mesh : {"1", "4", "2x2"}) {
     std::unique_ptr<LoadedPlan> plan = mixedPlan(mesh);
     ASSERT_TRUE(plan);
-    runWorld(*plan, [&](int rank, Executor &ex) {
-      bindAll(*plan, ex, noise);
-      dmuon_memory_report_t held{}, planned{};
-      ex.memory(held);
-      ex.plannedMemory(planned);
-      EXPECT_EQ(held.momentum.peak, planned.momentum.peak) << mesh << " rank " << rank;
-      EXPECT_GT(held.momentum.peak, 0u) << mesh << " rank " << rank;
-    });
+    expectStateAsPlanned(*plan, noise, mesh);
   }
 }
 
