@@ -49,16 +49,32 @@ inline bool preconditionsSide(int64_t dim, int64_t cap) { return dim <= cap; }
 // per side), and refreshes by one product and a QR (2 d^3 + 8/3 d^3);
 // Shampoo updates the statistics and applies the root (two per side), and
 // refreshes by an eigendecomposition and a product (about 9 d^3 + 2 d^3).
-inline double preconditionerFlops(plan::MatrixOptimizer m, int64_t batch, int64_t rows,
-                                  int64_t cols, int64_t cap, int64_t frequency) {
-  const bool soap = m == plan::MatrixOptimizer::soap;
-  const double perSide = soap ? 4 : 2, refresh = soap ? 14.0 / 3 : 11;
+// The flops of one refresh of every kept side (the step that runs it pays
+// them; the others do not).
+inline double refreshFlops(plan::MatrixOptimizer m, int64_t batch, int64_t rows, int64_t cols,
+                           int64_t cap) {
+  const double perCube = m == plan::MatrixOptimizer::soap ? 14.0 / 3 : 11;
+  double flops = 0;
+  for (int64_t d : {rows, cols})
+    if (preconditionsSide(d, cap))
+      flops += perCube * static_cast<double>(d) * d * d;
+  return static_cast<double>(batch) * flops;
+}
+// The flops of a step without a refresh.
+inline double steadyFlops(plan::MatrixOptimizer m, int64_t batch, int64_t rows, int64_t cols,
+                          int64_t cap) {
+  const double perSide = m == plan::MatrixOptimizer::soap ? 4 : 2;
   double flops = 10.0 * rows * cols; // the element-wise moments and update
   for (int64_t d : {rows, cols})
     if (preconditionsSide(d, cap))
-      flops += perSide * 2.0 * rows * cols * d +
-               refresh * d * d * d / static_cast<double>(std::max<int64_t>(1, frequency));
+      flops += perSide * 2.0 * rows * cols * d;
   return static_cast<double>(batch) * flops;
+}
+inline double preconditionerFlops(plan::MatrixOptimizer m, int64_t batch, int64_t rows,
+                                  int64_t cols, int64_t cap, int64_t frequency) {
+  return steadyFlops(m, batch, rows, cols, cap) +
+         refreshFlops(m, batch, rows, cols, cap) /
+             static_cast<double>(std::max<int64_t>(1, frequency));
 }
 
 // The fp32 state elements a matrix param's rule keeps on its owner beside

@@ -128,6 +128,9 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
                       "preconditioned step)"));
   binder.opt(flags.shampooMaxPreconditionerDim, "shampoo-max-preconditioner-dim",
              cl::desc("Shampoo leaves a matrix side longer than this unpreconditioned"));
+  binder.opt(flags.staggerRefreshes, "stagger-refreshes",
+             cl::desc("Spread SOAP's and Shampoo's basis refreshes over the steps of their "
+                      "period (default true; false: every matrix refreshes on the same step)"));
   binder.opt(
       flags.qkClipTau, "qk-clip-tau",
       cl::desc("QK-Clip threshold on the per-head max attention logit (manifest qk_clip pairs)"));

@@ -140,6 +140,7 @@ bool checkOptimizerFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
   o.optimizer.soapMaxPrecondDim = static_cast<int64_t>(f.soapMaxPrecondDim);
   o.optimizer.shampooPreconditionFrequency = static_cast<int>(f.shampooPreconditionFrequency);
   o.optimizer.shampooMaxPreconditionerDim = static_cast<int64_t>(f.shampooMaxPreconditionerDim);
+  o.optimizer.staggerRefreshes = f.staggerRefreshes;
   o.qkClipTau = f.qkClipTau;
   return ok;
 }

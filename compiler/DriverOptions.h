@@ -56,6 +56,7 @@ struct DriverFlags {
   double qkClipTau = 100.0;
   unsigned soapPreconditionFrequency = 10, shampooPreconditionFrequency = 100;
   uint64_t soapMaxPrecondDim = 10000, shampooMaxPreconditionerDim = 8192;
+  bool staggerRefreshes = true;
 
   // The memory check of the written plan: a device size ("80GiB"), or a
   // cluster description whose [device] memory it takes (docs/dmuonc.md).

@@ -109,7 +109,8 @@ struct Param {
   // groups by it without a table of names.
   int layerId = -1;
   int unit = -1;
-  double cost = 0; // NS flops of the form that runs on it
+  double cost = 0; // NS flops of the form that runs on it (SOAP, Shampoo: their own)
+  int refreshPhase = 0; // SOAP, Shampoo: passes/Stagger.cpp
   plan::NsForm nsForm = plan::NsForm::three_gemm;
   // hooks
   int hookGroup = -1;
@@ -213,6 +214,7 @@ struct OptimizerDefaults {
   int64_t soapMaxPrecondDim = 10000;
   int shampooPreconditionFrequency = 100;
   int64_t shampooMaxPreconditionerDim = 8192;
+  bool staggerRefreshes = true; // --stagger-refreshes
 };
 
 struct Options {

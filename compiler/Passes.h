@@ -20,6 +20,8 @@ bool runGroup(PlanModel &model, Diagnostics &diags);
 // not support (passes/CheckPlacements.cpp). Changes nothing.
 bool runCheckPlacements(PlanModel &model, Diagnostics &diags);
 bool runPartition(PlanModel &model, Diagnostics &diags);
+// Part of partition: SOAP's and Shampoo's refresh phases (passes/Stagger.cpp).
+void staggerRefreshes(PlanModel &model);
 bool runHooks(PlanModel &model, Diagnostics &diags);
 bool runLayout(PlanModel &model, Diagnostics &diags);
 // An analysis of the laid-out plan: every rank's memory and per-step

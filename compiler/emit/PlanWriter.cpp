@@ -231,6 +231,8 @@ Offset<plan::Param> Writer::writeParam(const Param &p) {
     pb.add_route_reason(p.routeReason);
     if (p.role == Role::muon)
       pb.add_matrix_optimizer(p.matrixOptimizer);
+    if (p.refreshPhase != 0)
+      pb.add_refresh_phase(p.refreshPhase);
     pb.add_batch(p.batch);
     pb.add_rows(p.rows);
     pb.add_cols(p.cols);

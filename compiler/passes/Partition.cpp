@@ -552,6 +552,7 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
                                          static_cast<int>(model.mesh.numFineSlots()));
   Attempt best = searchUnits(model, owners, lb.value);
   recordPartition(model, owners, best, lb);
+  staggerRefreshes(model);
   return true;
 }
 

@@ -1,5 +1,6 @@
 // The JSON form of a plan: a public interface (docs/plan-format.md), keys in
 // a fixed order, fields the plan's stage has not computed left out.
+#include "common/MatrixOptimizers.h"
 #include "plan/print/JsonWriter.h"
 #include "plan/print/PlanPrinter.h"
 #include "plan/print/PrintCommon.h"
@@ -80,6 +81,8 @@ void jsonParam(Json &j, const View &v, const plan::Param &q) {
     j.field("role_reason", enumName(q.role_reason(), plan::EnumNameRoleReason));
     if (muon && q.matrix_optimizer() != plan::MatrixOptimizer::muon) // 1.7
       j.field("optimizer", enumName(q.matrix_optimizer(), plan::EnumNameMatrixOptimizer));
+    if (muon && common::preconditions(q.matrix_optimizer())) // 1.8
+      j.field("refresh_phase", q.refresh_phase());
     j.field("route", enumName(routeOf(q), plan::EnumNameRoute)); // 1.3
     j.field("route_reason", enumName(q.route_reason(), plan::EnumNameRouteReason));
     if (muon) {

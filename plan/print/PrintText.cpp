@@ -1,5 +1,6 @@
 // The text form of a plan (docs/plan-format.md): one line per param, unit,
 // group, segment, slot and rank, for people and FileCheck.
+#include "common/MatrixOptimizers.h"
 #include "plan/print/PlanPrinter.h"
 #include "plan/print/PrintCommon.h"
 #include "plan/print/PrintQkClip.h"
@@ -68,6 +69,8 @@ void textParam(const View &v, const plan::Param &q, std::string &o) {
   // Muon's own rule goes unsaid, as in every plan before 1.7.
   if (muon && q.matrix_optimizer() != plan::MatrixOptimizer::muon)
     o += " optimizer=" + enumName(q.matrix_optimizer(), plan::EnumNameMatrixOptimizer);
+  if (muon && common::preconditions(q.matrix_optimizer())) // 1.8
+    o += " refresh_phase=" + num(int64_t(q.refresh_phase()));
   if (!muon)
     o += " route=" + enumName(routeOf(q), plan::EnumNameRoute) +
          " route_reason=" + enumName(q.route_reason(), plan::EnumNameRouteReason);

@@ -4,6 +4,7 @@
 #include "plan/verify/PlanChecker.h"
 
 #include "common/FirstSeenTable.h"
+#include "common/MatrixOptimizers.h"
 #include "common/ParamNames.h"
 #include "common/PlanRules.h"
 #include "common/Routes.h"
@@ -137,8 +138,7 @@ std::string Checker::checkParams() {
     if (!enumOk(q->role(), plan::Role::MIN, plan::Role::MAX))
       return who + ": unknown role " + std::to_string(static_cast<int>(q->role()));
     if (!enumOk(q->role_reason(), plan::RoleReason::MIN, plan::RoleReason::MAX))
-      return who + ": unknown role_reason " +
-             std::to_string(static_cast<int>(q->role_reason()));
+      return who + ": unknown role_reason " + std::to_string(static_cast<int>(q->role_reason()));
     if (!enumOk(q->route(), plan::Route::MIN, plan::Route::MAX))
       return who + ": unknown route " + std::to_string(static_cast<int>(q->route()));
     if (!enumOk(q->matrix_optimizer(), plan::MatrixOptimizer::MIN, plan::MatrixOptimizer::MAX))
@@ -148,30 +148,40 @@ std::string Checker::checkParams() {
       return who + " is an AdamW param with matrix_optimizer " +
              plan::EnumNameMatrixOptimizer(q->matrix_optimizer()) +
              "; only matrix (role muon) params have one";
+    if (q->refresh_phase() != 0) {
+      const plan::OptimizerDefaults *od = p_.options() ? p_.options()->optimizer() : nullptr;
+      const bool soap = q->matrix_optimizer() == plan::MatrixOptimizer::soap;
+      const int frequency = !od    ? 1
+                            : soap ? od->soap_precondition_frequency()
+                                   : od->shampoo_precondition_frequency();
+      if (q->role() != plan::Role::muon || !common::preconditions(q->matrix_optimizer()))
+        return who + " has refresh_phase " + std::to_string(q->refresh_phase()) +
+               "; only SOAP and Shampoo matrices have one";
+      if (q->refresh_phase() < 0 || q->refresh_phase() >= frequency)
+        return who + ": refresh_phase " + std::to_string(q->refresh_phase()) + " is not in [0, " +
+               std::to_string(frequency) + ") (its precondition frequency)";
+    }
     if (!enumOk(q->ns_form(), plan::NsForm::MIN, plan::NsForm::MAX))
       return who + ": unknown ns_form " + std::to_string(static_cast<int>(q->ns_form()));
     if (!enumOk(q->route_reason(), plan::RouteReason::MIN, plan::RouteReason::MAX))
-      return who + ": unknown route_reason " +
-             std::to_string(static_cast<int>(q->route_reason()));
+      return who + ": unknown route_reason " + std::to_string(static_cast<int>(q->route_reason()));
     // 1.3 plans route every Muon param through its owner (older ones carry
     // no routes).
-    if (planHas(p_, PlanFeature::Routes) && q->role() == plan::Role::muon && q->route() != plan::Route::owner)
+    if (planHas(p_, PlanFeature::Routes) && q->role() == plan::Role::muon &&
+        q->route() != plan::Route::owner)
       return who + " is a Muon param with route " + plan::EnumNameRoute(q->route()) +
              "; Muon params travel the owner route";
     if (!enumOk(q->group(), plan::ShardingGroupKind::MIN, plan::ShardingGroupKind::MAX))
-      return who + ": unknown sharding group kind " +
-             std::to_string(static_cast<int>(q->group()));
+      return who + ": unknown sharding group kind " + std::to_string(static_cast<int>(q->group()));
     if (!enumOk(q->name_origin(), plan::NameOrigin::MIN, plan::NameOrigin::MAX))
-      return who + ": unknown name_origin " +
-             std::to_string(static_cast<int>(q->name_origin()));
+      return who + ": unknown name_origin " + std::to_string(static_cast<int>(q->name_origin()));
     if (q->placements()) {
       if (q->placements()->size() != 0 && q->placements()->size() != ndims)
         return who + " has " + std::to_string(q->placements()->size()) +
                " placements but the mesh has " + std::to_string(ndims) + " dims";
       for (const plan::Placement *pl : *q->placements())
         if (!enumOk(pl->kind(), plan::PlacementKind::MIN, plan::PlacementKind::MAX))
-          return who + ": unknown placement kind " +
-                 std::to_string(static_cast<int>(pl->kind()));
+          return who + ": unknown placement kind " + std::to_string(static_cast<int>(pl->kind()));
     }
     if (auto e = checkModelParallel(*q, who); !e.empty())
       return e;
@@ -184,8 +194,7 @@ std::string Checker::checkParams() {
         !e.empty())
       return e;
     const bool owned = common::effectiveRoute(*q) == plan::Route::owner;
-    bool hasOwner =
-        q->owner_shard() != -1 || q->owner_replicate() != -1 || q->owner_rank() != -1;
+    bool hasOwner = q->owner_shard() != -1 || q->owner_replicate() != -1 || q->owner_rank() != -1;
     if (owned && reached(plan::Stage::partition)) {
       if (q->unit() < 0)
         return who + " travels the owner route but has no unit";
@@ -220,9 +229,8 @@ std::string Checker::checkParams() {
           (q->reduce_offset() > h->reduce_buffer_bytes() ||
            q->reduce_bytes() > h->reduce_buffer_bytes() - q->reduce_offset()))
         return who + ": reduce bytes [" + std::to_string(q->reduce_offset()) + ", +" +
-               std::to_string(q->reduce_bytes()) + ") lie outside hook group '" +
-               str(h->name()) + "' reduce buffer of " +
-               std::to_string(h->reduce_buffer_bytes()) + " bytes";
+               std::to_string(q->reduce_bytes()) + ") lie outside hook group '" + str(h->name()) +
+               "' reduce buffer of " + std::to_string(h->reduce_buffer_bytes()) + " bytes";
     }
     if (complete())
       if (auto e = checkCompleteParam(*q, who); !e.empty())
@@ -245,8 +253,8 @@ std::string Checker::checkDataDims(const plan::Param &q, const Who &who) const {
         list += ',';
       list += std::to_string(d);
     }
-    return who + ": data_dims do not list the data-carrying mesh dims it is Replicate on [" +
-           list + "]";
+    return who + ": data_dims do not list the data-carrying mesh dims it is Replicate on [" + list +
+           "]";
   }
   // Coordinates of the owner's data index on the dims that shard the param
   // are 0: every coordinate there has its own owner.
@@ -308,8 +316,7 @@ std::string Checker::checkCompleteParam(const plan::Param &q, const Who &who) {
   if (q.hook_group() < 0)
     return who + " travels the owner route but has no hook_group";
   if (q.offset() < 0)
-    return who + " travels the owner route but has no offset (" +
-           std::to_string(q.offset()) + ")";
+    return who + " travels the owner route but has no offset (" + std::to_string(q.offset()) + ")";
   if (q.reduce_offset() < 0)
     return who + " travels the owner route but has no reduce_offset (" +
            std::to_string(q.reduce_offset()) + ")";
@@ -331,8 +338,7 @@ std::string Checker::checkCompleteParam(const plan::Param &q, const Who &who) {
   int64_t n;
   auto lv = [&] { return matrixStr(q.local_batch(), q.local_rows(), q.local_cols()); };
   if (!boundedProduct(q.local_batch(), q.local_rows(), q.local_cols(), n))
-    return who + ": local matrix view " + lv() +
-           " has a dim below 1 or more than 2^48 elements";
+    return who + ": local matrix view " + lv() + " has a dim below 1 or more than 2^48 elements";
   if (n != local)
     return who + ": local matrix view " + lv() + " has " + std::to_string(n) +
            " elements but local_shape has " + std::to_string(local);
@@ -349,14 +355,13 @@ std::string Checker::checkCompleteParam(const plan::Param &q, const Who &who) {
   if (q.group() == plan::ShardingGroupKind::comm) {
     const int64_t k = mesh_.dims[static_cast<size_t>(q.gather_mesh_dim())];
     const int32_t t = q.gather_tensor_dim();
-    const bool inRange = t >= 0 && t < static_cast<int32_t>(q.shape()->size()) &&
-                         q.local_shape() && t < static_cast<int32_t>(q.local_shape()->size());
+    const bool inRange = t >= 0 && t < static_cast<int32_t>(q.shape()->size()) && q.local_shape() &&
+                         t < static_cast<int32_t>(q.local_shape()->size());
     const int64_t whole = inRange ? q.shape()->Get(t) : 0;
     const int64_t chunk = inRange ? q.local_shape()->Get(t) : 0;
-    if (!boundedProduct(q.local_batch(), q.rows(), q.cols(), n) || whole <= 0 ||
-        n % whole != 0 || n / whole * chunk != local)
-      return who + ": gathered matrix view " +
-             matrixStr(q.local_batch(), q.rows(), q.cols()) +
+    if (!boundedProduct(q.local_batch(), q.rows(), q.cols(), n) || whole <= 0 || n % whole != 0 ||
+        n / whole * chunk != local)
+      return who + ": gathered matrix view " + matrixStr(q.local_batch(), q.rows(), q.cols()) +
              " (local_batch x rows x cols) is not " + std::to_string(k) + " local shards of " +
              std::to_string(local) + " elements (gather mesh dim " +
              std::to_string(q.gather_mesh_dim()) + ")";
@@ -367,8 +372,7 @@ std::string Checker::checkCompleteParam(const plan::Param &q, const Who &who) {
 // A sharded param: G equal flat shards of its local elements, the padded
 // values and gradient and this rank's reduce-scatter result inside its hook
 // group's buffers.
-std::string Checker::checkShardedParam(const plan::Param &q, int64_t local,
-                                       const Who &who) {
+std::string Checker::checkShardedParam(const plan::Param &q, int64_t local, const Who &who) {
   if (q.hook_group() < 0 || q.unit() >= 0)
     return who + " travels the sharded route but has no hook_group, or has a unit";
   const int64_t shard = common::shardElements(local, mesh_.G);
@@ -450,8 +454,7 @@ std::string Checker::checkModelParallel(const plan::Param &q, const Who &who) {
       pl->kind() != plan::PlacementKind::shard || pl->dim() != t)
     return who + ": gather_tensor_dim " + std::to_string(t) +
            " is not the tensor dim its gather mesh dim " + std::to_string(g) + " shards";
-  if (reached(plan::Stage::layout) &&
-      (q.compute_index() < 0 || q.compute_index() >= mesh_.dims[g]))
+  if (reached(plan::Stage::layout) && (q.compute_index() < 0 || q.compute_index() >= mesh_.dims[g]))
     return who + ": compute_index " + std::to_string(q.compute_index()) +
            " out of range (gather mesh dim " + std::to_string(g) + " has size " +
            std::to_string(mesh_.dims[g]) + ")";

@@ -87,6 +87,7 @@ struct ParamRt {
   // SOAP and Shampoo: the sides of the matrix view they precondition (0: a
   // side left as it is); set with the param's rule (optim/Optimizers.h).
   int64_t leftDim = 0, rightDim = 0;
+  int refreshPhase = 0; // the plan's refresh_phase: refreshes at steps = phase mod frequency
   MatrixGather gather;
   bool bound = false;
   // Whether this rank's copy of the (averaged) gradient counts in the global

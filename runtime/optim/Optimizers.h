@@ -49,6 +49,7 @@ struct OptimizerSet {
         const int64_t cap = rule->maxDim(ctx);
         p.leftDim = common::preconditionsSide(p.localRows, cap) ? p.localRows : 0;
         p.rightDim = common::preconditionsSide(p.localCols, cap) ? p.localCols : 0;
+        p.refreshPhase = p.plan->refresh_phase();
       }
     }
     for (ParamOptimizer *rule :

@@ -163,7 +163,7 @@ Status Soap::step(const Context &ctx, ParamRt &p, const float *grad, int64_t /*n
       DMUON_RETURN_IF_ERROR(dev.scaleCopy(
           w, w, static_cast<float>(1.0 - double(h.lr) * double(h.weightDecay)), size));
     DMUON_RETURN_IF_ERROR(accumulateStatistics(ctx, rows, cols, g, left, right, h.shampooBeta));
-    if (t % h.preconditionFrequency == 0) {
+    if (t % h.preconditionFrequency == p.refreshPhase) {
       if (left)
         DMUON_RETURN_IF_ERROR(refreshBasis(ctx, rows, left, ql, v, rows, cols, false));
       if (right)
@@ -206,7 +206,7 @@ Status Shampoo::step(const Context &ctx, ParamRt &p, const float *grad, int64_t 
   const int64_t t = stepCount;
   const double bc1 = 1 - std::pow(double(h.beta1), double(t)),
                bc2 = 1 - std::pow(double(h.beta2), double(t));
-  const bool refresh = t % h.preconditionFrequency == 0,
+  const bool refresh = t % h.preconditionFrequency == p.refreshPhase,
              preconditioned = t >= h.preconditionFrequency;
   for (int64_t b = 0; b < p.sliceBatch; ++b) {
     const float *g = grad + b * size;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
+#include <set>
 
 using namespace dmuon::rt;
 
@@ -163,7 +164,7 @@ void accumulate(M &s, const M &g, bool left, double keep) {
 // SOAP on one rows x cols matrix for `steps` steps, as its paper's
 // Algorithm 3 and reference code (nikhilvyas/SOAP) define it.
 M soapByHand(const dmuon::plan::OptimizerDefaults &od, int param, int64_t rows, int64_t cols,
-             int steps) {
+             int steps, int phase) {
   const double lr = od.soap_lr(), b1 = od.soap_beta1(), b2 = od.soap_beta2(),
                sb = od.soap_shampoo_beta(), eps = od.soap_eps(), wd = od.soap_weight_decay();
   const int64_t cap = od.soap_max_precond_dim();
@@ -198,7 +199,7 @@ M soapByHand(const dmuon::plan::OptimizerDefaults &od, int param, int64_t rows, 
       accumulate(l, g, true, sb);
     if (hasR)
       accumulate(r, g, false, sb);
-    if (t % od.soap_precondition_frequency() != 0)
+    if (t % od.soap_precondition_frequency() != phase)
       continue;
     // One power iteration, the columns by estimated eigenvalue, a QR.
     auto refresh = [&](const M &s, M &q, bool columns) {
@@ -247,7 +248,7 @@ M inverseRoot(const M &s, double eps) {
 // statistics, filtered gradient, graft, roots every f steps from step f,
 // L^-1/4 F R^-1/4 at the graft's norm, decoupled decay.
 M shampooByHand(const dmuon::plan::OptimizerDefaults &od, int param, int64_t rows, int64_t cols,
-                int steps) {
+                int steps, int phase) {
   const double lr = od.shampoo_lr(), b1 = od.shampoo_beta1(), b2 = od.shampoo_beta2(),
                eps = od.shampoo_eps(), wd = od.shampoo_weight_decay(),
                geps = od.shampoo_graft_eps();
@@ -270,7 +271,7 @@ M shampooByHand(const dmuon::plan::OptimizerDefaults &od, int param, int64_t row
       v.a[k] = b2 * v.a[k] + (1 - b2) * g.a[k] * g.a[k];
       graft.a[k] = filtered.a[k] / (std::sqrt(v.a[k] / bc2) + geps);
     }
-    if (t % f == 0) {
+    if (t % f == phase) {
       auto corrected = [&](const M &s) {
         M c = s;
         for (double &x : c.a)
@@ -305,6 +306,7 @@ TEST(Preconditioned, SoapAndShampooEndWhereTheirReferencesAndOneRankEnd) {
   const std::vector<std::vector<float>> want = trainWith(*one, {kSteps, 0, "", ""}, noise);
   const dmuon::plan::OptimizerDefaults &od = *one->root().options()->optimizer();
   int soap = 0, shampoo = 0;
+  std::set<int> phases; // staggered refreshes (compiler/passes/Stagger.cpp) are exercised
   for (int i = 0; i < one->numParams(); ++i) {
     const dmuon::plan::Param &p = one->param(i);
     if (p.role() != dmuon::plan::Role::muon)
@@ -313,9 +315,10 @@ TEST(Preconditioned, SoapAndShampooEndWhereTheirReferencesAndOneRankEnd) {
     if (rule != dmuon::plan::MatrixOptimizer::soap && rule != dmuon::plan::MatrixOptimizer::shampoo)
       continue;
     const M byHand = rule == dmuon::plan::MatrixOptimizer::soap
-                         ? soapByHand(od, i, p.rows(), p.cols(), kSteps)
-                         : shampooByHand(od, i, p.rows(), p.cols(), kSteps);
+                         ? soapByHand(od, i, p.rows(), p.cols(), kSteps, p.refresh_phase())
+                         : shampooByHand(od, i, p.rows(), p.cols(), kSteps, p.refresh_phase());
     (rule == dmuon::plan::MatrixOptimizer::soap ? soap : shampoo) += 1;
+    phases.insert(p.refresh_phase());
     double worst = 0, largest = 0, moved = 0;
     const M start = initialOf(i, p.rows(), p.cols());
     for (size_t k = 0; k < byHand.a.size(); ++k) {
@@ -328,6 +331,7 @@ TEST(Preconditioned, SoapAndShampooEndWhereTheirReferencesAndOneRankEnd) {
   }
   EXPECT_EQ(soap, 4);    // soap and soap_wide (one-sided) per block
   EXPECT_EQ(shampoo, 4); // shampoo and shampoo_tall (one-sided) per block
+  EXPECT_GE(phases.size(), 3u);
   for (const char *mesh : {"4", "2x2"}) {
     std::unique_ptr<LoadedPlan> plan = mixedPlan(mesh);
     ASSERT_TRUE(plan);
