@@ -17,6 +17,7 @@ packages=(
   python3-torch python3-torchvision  # test/zoo: models exported with torch.onnx.export
   python3-numpy python3-mpi4py       # test/python: the Python package and dmuon.torch under MPI
   gnuplot-nox                  # scripts/gpt-loss-curves.sh: the loss picture
+  patchelf                     # scripts/gpu-bundle: run paths of the carried Fortran runtime
 )
 
 missing=()

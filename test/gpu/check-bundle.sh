@@ -20,7 +20,10 @@
 #   * where the bundle carries an OpenBLAS subset (lib/libopenblas.so.0) and
 #     gcc is here: a probe linked against it alone computes cblas_sgemm and
 #     cblas_ssyrk on 256x256 matrices on its threads, against a plain loop
-#     in double (the subset loads, initializes and picks its CPU kernels).
+#     in double (the subset loads, initializes and picks its CPU kernels),
+#     and, where the subset has LAPACK's ssyevd_, the eigenvalues of a 64x64
+#     second-difference matrix against their closed form (its Fortran
+#     runtime loads from the bundle).
 # Prints what each ELF needs and the newest glibc/libstdc++ symbol versions
 # it requires (for the GPU machine's OS). Exit status 0 when every check
 # passed.
@@ -159,6 +162,8 @@ if [ -f "$bundle/lib/libopenblas.so.0" ] && command -v gcc >/dev/null 2>&1; then
 void cblas_sgemm(int, int, int, int, int, int, float, const float *, int, const float *, int,
                  float, float *, int);
 void cblas_ssyrk(int, int, int, int, int, float, const float *, int, float, float *, int);
+void ssyevd_(const char *, const char *, const int *, float *, const int *, float *, float *,
+             const int *, int *, const int *, int *);
 enum { N = 256 };
 static float a[N * N], b[N * N], c[N * N], d[N * N];
 int main(void) {
@@ -181,11 +186,32 @@ int main(void) {
       }
       worst = fmax(worst, fmax(fabs(s - c[i * N + j]), fabs(t - d[i * N + j])));
     }
-  printf("sgemm and ssyrk 256x256: worst absolute error %.2e\n", worst);
-  return worst < 1e-3 ? 0 : 1;
+  printf("sgemm and ssyrk 256x256: worst absolute error %.2e", worst);
+  int ok = worst < 1e-3;
+#ifdef PROBE_LAPACK
+  /* The second-difference matrix's eigenvalues are 2 - 2 cos(k pi / (M + 1)). */
+  enum { M = 64 };
+  static float t[M * M], w[M], work[2 * M * M + 6 * M + 1];
+  static int iwork[5 * M + 3];
+  for (int i = 0; i < M; ++i) {
+    t[i * M + i] = 2.0f;
+    if (i + 1 < M) t[i * M + i + 1] = t[(i + 1) * M + i] = -1.0f;
+  }
+  int m = M, lwork = 2 * M * M + 6 * M + 1, liwork = 5 * M + 3, info = 0;
+  ssyevd_("V", "U", &m, t, &m, w, work, &lwork, iwork, &liwork, &info);
+  double eig = 0;
+  for (int k = 1; k <= M; ++k)
+    eig = fmax(eig, fabs(w[k - 1] - (2.0 - 2.0 * cos(k * 3.14159265358979 / (M + 1)))));
+  printf(", ssyevd 64x64: info %d, worst eigenvalue error %.2e", info, eig);
+  ok = ok && info == 0 && eig < 1e-4;
+#endif
+  printf("\n");
+  return ok ? 0 : 1;
 }
 EOF
-  if ! gcc -O1 -o "$probe/probe" "$probe/probe.c" "$bundle/lib/libopenblas.so.0" \
+  lapack=()
+  [[ $(nm -D --defined-only "$bundle/lib/libopenblas.so.0") =~ [[:space:]]ssyevd_ ]] && lapack=(-DPROBE_LAPACK)
+  if ! gcc -O1 "${lapack[@]}" -o "$probe/probe" "$probe/probe.c" "$bundle/lib/libopenblas.so.0" \
     "-Wl,-rpath,$bundle/lib" -lm 2>"$probe/gcc.log"; then
     fail "lib/libopenblas.so.0: a probe calling cblas_sgemm and cblas_ssyrk does not link:"$'\n'"$(head -n 5 "$probe/gcc.log")"
   elif result=$(env -u LD_LIBRARY_PATH OPENBLAS_NUM_THREADS=2 "$probe/probe" 2>&1); then
