@@ -4,8 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 #include <climits>
+#include <memory>
+#include <thread>
 #include <string>
 #include <unordered_map>
 
@@ -38,8 +39,13 @@ public:
     MPI_Finalized(&finalized);
     if (finalized)
       return; // the host finalized MPI first; nothing can be freed any more
-    if (!failure_.isOk())
-      return; // collectives still in flight after a timeout: leave them be
+    if (!failure_.isOk()) {
+      // Collectives still in flight after a timeout: leave them be, and
+      // their buffers with them (a late peer's message may still land).
+      for (auto &[id, buffer] : gatherBuffers_)
+        (void)buffer.release();
+      return;
+    }
     for (auto &[id, reqs] : pending_)
       for (MPI_Request &r : reqs)
         if (r != MPI_REQUEST_NULL)
@@ -70,13 +76,25 @@ public:
   int worldRank() const override { return rank_; }
   int worldSize() const override { return size_; }
 
+  // Nonblocking and waited like every other collective, so that the
+  // agreements (create, set_hyper_params, checkpoints) honour the deadline.
+  // The buffers are the backend's: after a timeout the request stays in
+  // flight, and a late peer may still complete it.
   Status allGather(uint64_t value, std::vector<uint64_t> &out) override {
     DMUON_RETURN_IF_ERROR(failure_);
-    out.assign(size_, 0);
-    unsigned long long v = value;
-    return check(MPI_Allgather(&v, 1, MPI_UNSIGNED_LONG_LONG, out.data(), 1,
-                               MPI_UNSIGNED_LONG_LONG, dup_),
-                 "MPI_Allgather");
+    auto buffer = std::make_unique<unsigned long long[]>(static_cast<size_t>(size_) + 1);
+    buffer[size_] = value;
+    MPI_Request r;
+    DMUON_RETURN_IF_ERROR(check(MPI_Iallgather(buffer.get() + size_, 1, MPI_UNSIGNED_LONG_LONG,
+                                               buffer.get(), 1, MPI_UNSIGNED_LONG_LONG, dup_, &r),
+                                "MPI_Iallgather"));
+    const RequestId id = track({r});
+    unsigned long long *values = buffer.get();
+    gatherBuffers_.emplace(id, std::move(buffer));
+    DMUON_RETURN_IF_ERROR(wait(id));
+    out.assign(values, values + size_);
+    gatherBuffers_.erase(id);
+    return Status::ok();
   }
 
   Status createGroups(Split shard, Split replicate, Split dp) override {
@@ -308,6 +326,7 @@ private:
   int rank_ = 0, size_ = 1;
   RequestId next_ = 1;
   std::unordered_map<RequestId, std::vector<MPI_Request>> pending_;
+  std::unordered_map<RequestId, std::unique_ptr<unsigned long long[]>> gatherBuffers_;
   double timeout_ = 0;
   Status failure_; // set once a wait timed out
 };
