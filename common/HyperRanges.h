@@ -36,12 +36,18 @@ struct HyperRange {
   }
 };
 
-// Learning rates and weight decays: >= 0 and finite in fp32.
-inline constexpr HyperRange kRateRange{0, false, FLT_MAX, false};
+// Learning rates and (decoupled) weight decays: [0, 10]. No published
+// recipe of these optimizers goes above 1; 10 leaves an order of magnitude
+// and stops a typo (lr=3e38 is finite in fp32) from turning every param
+// into Inf while each step succeeds.
+inline constexpr HyperRange kRateRange{0, false, 10, false};
 // Momentum and AdamW's betas: an average's decay, [0, 1).
 inline constexpr HyperRange kDecayRange{0, false, 1, true};
-// AdamW's epsilon: > 0 (it keeps the update's division finite).
-inline constexpr HyperRange kEpsRange{0, true, FLT_MAX, false};
+// Epsilons: (0, 1] (they keep an update's division finite; above 1 they
+// would dominate any normalized gradient).
+inline constexpr HyperRange kEpsRange{0, true, 1, false};
+// set_param_group_scale's factors on a group's lr and weight decay.
+inline constexpr HyperRange kGroupScaleRange{0, false, 100, false};
 // QK-Clip's threshold on a head's max attention logit: > 0.
 inline constexpr HyperRange kQkClipTauRange{0, true, FLT_MAX, false};
 

@@ -71,6 +71,11 @@ typedef enum dmuon_status {
   DMUON_ERROR_OUT_OF_MEMORY = 7,
   DMUON_ERROR_IO = 8,
   DMUON_ERROR_INTERNAL = 9,
+  /* dmuon_runtime_step applied an update that made a param NaN or Inf (on
+   * any rank; every rank returns this together, naming the param). The
+   * gradients were finite: the update itself overflowed fp32. The params are
+   * no longer usable; load a checkpoint. */
+  DMUON_ERROR_NON_FINITE = 10,
   /* Not an error: dmuon_runtime_step found a NaN or Inf in the gradient (on
    * any rank; every rank returns this together), skipped the update and
    * changed no param or optimizer state. The next step proceeds normally. */

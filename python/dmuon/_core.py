@@ -25,6 +25,7 @@ _STATUS_NAMES = {
     _capi.ERROR_OUT_OF_MEMORY: "OUT_OF_MEMORY",
     _capi.ERROR_IO: "IO",
     _capi.ERROR_INTERNAL: "INTERNAL",
+    _capi.ERROR_NON_FINITE: "NON_FINITE",
 }
 
 

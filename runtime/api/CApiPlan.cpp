@@ -40,6 +40,8 @@ const char *dmuon_status_string(dmuon_status_t status) {
     return "I/O error";
   case DMUON_ERROR_INTERNAL:
     return "internal error";
+  case DMUON_ERROR_NON_FINITE:
+    return "non-finite update";
   case DMUON_STEP_SKIPPED:
     return "step skipped (non-finite gradient)";
   }

@@ -1,6 +1,7 @@
 #include "exec/Executor.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace dmuon::rt {
 
@@ -322,7 +323,40 @@ Status Executor::step() {
   }
   endStep();
   ++stepsApplied_;
-  return Status::ok();
+  return checkUpdatesFinite();
+}
+
+// Finite gradients can still give a non-finite update (fp32 overflow of a
+// huge param or learning rate): every rank reports it together, naming the
+// param, instead of stepping on Inf and skipping every later step.
+Status Executor::checkUpdatesFinite() {
+  float firstBad = 0; // plan index + 1 (exact in fp32: plans hold < 2^24 params)
+  for (size_t i = 0; i < params_.size() && firstBad == 0; ++i) {
+    const ParamRt &p = params_[i];
+    // Host-routed params are the host's to step; the rest keep fp32 values
+    // where they step.
+    if (p.route == plan::Route::host || !p.stepsHere() || !p.master.floats() ||
+        p.heldElements() == 0)
+      continue;
+    double sumSquares = 0;
+    DMUON_RETURN_IF_ERROR(
+        device_->addSumOfSquares(p.master.floats(), p.heldElements(), &sumSquares));
+    if (!std::isfinite(sumSquares))
+      firstBad = static_cast<float>(i + 1);
+  }
+  if (backend_->worldSize() > 1) {
+    RequestId id;
+    DMUON_RETURN_IF_ERROR(backend_->allReduceMax(Communicator::World, &firstBad, 1, id));
+    DMUON_RETURN_IF_ERROR(backend_->wait(id));
+  }
+  if (firstBad == 0)
+    return Status::ok();
+  const ParamRt &bad = params_[static_cast<size_t>(firstBad) - 1];
+  return Status(DMUON_ERROR_NON_FINITE,
+                "step: the update made param '" + bad.name +
+                    "' NaN or Inf although every gradient was finite (an fp32 overflow: "
+                    "check its values and the learning rate); the params are no longer usable, "
+                    "load a checkpoint");
 }
 
 void Executor::endStep() {

@@ -92,6 +92,7 @@ private:
   Status agreeOnCreate(const LoadedPlan &plan, const Status &verdict);
   Status startMicroBatch();
   Status measureGradients();
+  Status checkUpdatesFinite();
   void endStep();
   Status findParam(const std::string &name, int &index) const;
   Status checkGroup(int g, const char *call) const;

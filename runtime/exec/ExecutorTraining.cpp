@@ -83,11 +83,13 @@ Status Executor::setParamGroupScale(const std::string &pattern, double lrScale,
   Status verdict = Status::ok();
   if (matched.empty())
     verdict = invalidArgument("set_param_group_scale: no param matches '" + pattern + "'");
-  else if (!(lrScale >= 0) || !std::isfinite(lrScale) || !(wdScale >= 0) ||
-           !std::isfinite(wdScale))
-    verdict = invalidArgument("set_param_group_scale('" + pattern + "'): scales must be finite "
-                              "and >= 0 (got " + formatNumber(lrScale) + ", " +
-                              formatNumber(wdScale) + ")");
+  else if (std::string e = common::hyperRangeError("lr_scale", lrScale, common::kGroupScaleRange);
+           !e.empty())
+    verdict = invalidArgument("set_param_group_scale('" + pattern + "'): " + e);
+  else if (std::string e = common::hyperRangeError("weight_decay_scale", wdScale,
+                                                   common::kGroupScaleRange);
+           !e.empty())
+    verdict = invalidArgument("set_param_group_scale('" + pattern + "'): " + e);
   std::string key = pattern;
   key.append(reinterpret_cast<const char *>(&lrScale), sizeof lrScale);
   key.append(reinterpret_cast<const char *>(&wdScale), sizeof wdScale);

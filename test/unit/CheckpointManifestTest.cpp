@@ -100,7 +100,7 @@ TEST_F(Checkpoint, EveryManifestValueIsChecked) {
       {"model_fingerprint", "model_fingerprint 0x0x23456789abcdef",
        "model_fingerprint must be 0x and 16 hex"},
       {"hyper_momentum", "hyper_momentum 0x1p+1", "hyper_momentum=2 must be a number in [0, 1)"},
-      {"hyper_lr", "hyper_lr nan", "hyper_lr=nan must be a finite fp32 number >= 0"},
+      {"hyper_lr", "hyper_lr nan", "hyper_lr=nan must be a number in [0, 10]"},
       {"hyper_lr", "hyper_lr  0x1p-6", "expected '<key> <value>'"},
       {"step", "step 1 2", "expected '<key> <value>'"},
       {"shard", "shard ../checkpoint", "a shard is named shard-<...>.dmck"},

@@ -103,13 +103,13 @@ TEST(PlanLimits, VerifierRefusesOptimizerDefaultsOutOfRange) {
     const char *expect;
   } cases[] = {
       {[](OptimizerDefaults &o) { o.lr = std::nan(""); },
-       "options.optimizer.lr=nan must be a finite fp32 number >= 0"},
+       "options.optimizer.lr=nan must be a number in [0, 10]"},
       {[](OptimizerDefaults &o) { o.momentum = 1.0; },
        "options.optimizer.momentum=1 must be a number in [0, 1)"},
       {[](OptimizerDefaults &o) { o.weightDecay = 1e39; },
-       "options.optimizer.weight_decay=1e+39 must be a finite fp32 number >= 0"},
+       "options.optimizer.weight_decay=1e+39 must be a number in [0, 10]"},
       {[](OptimizerDefaults &o) { o.adamwEps = -1e-8; },
-       "options.optimizer.adamw_eps=-1e-08 must be a finite fp32 number > 0"},
+       "options.optimizer.adamw_eps=-1e-08 must be a number in (0, 1]"},
       {[](OptimizerDefaults &o) { o.adamwBeta1 = -0.1; },
        "options.optimizer.adamw_beta1=-0.1 must be a number in [0, 1)"},
   };

@@ -41,14 +41,14 @@ TEST(RuntimeLimits, EveryNumericOptionIsRangeChecked) {
       {[](dmuon_runtime_options_t &o) { o.nesterov = -2; }, "options.nesterov=-2"},
       {[](dmuon_runtime_options_t &o) { o.manage_adamw = 3; }, "options.manage_adamw=3"},
       {[](dmuon_runtime_options_t &o) { o.lr = std::numeric_limits<double>::infinity(); },
-       "options.lr=inf must be a finite fp32 number >= 0"},
+       "options.lr=inf must be a number in [0, 10]"},
       {[](dmuon_runtime_options_t &o) { o.momentum = 2; },
        "options.momentum=2 must be a number in [0, 1)"},
       {[](dmuon_runtime_options_t &o) { o.weight_decay = -1; }, "options.weight_decay=-1"},
       {[](dmuon_runtime_options_t &o) { o.adamw_lr = 1e39; }, "options.adamw_lr=1e+39"},
       {[](dmuon_runtime_options_t &o) { o.adamw_beta2 = 1; }, "options.adamw_beta2=1"},
       {[](dmuon_runtime_options_t &o) { o.adamw_eps = 0; },
-       "options.adamw_eps=0 must be a finite fp32 number > 0"},
+       "options.adamw_eps=0 must be a number in (0, 1]"},
       {[](dmuon_runtime_options_t &o) { o.adamw_weight_decay = -0.5; },
        "options.adamw_weight_decay=-0.5"},
       // Only DMUON_UNSET means "the plan's": another negative is an error.
@@ -88,4 +88,49 @@ TEST(RuntimeLimits, APlanFileOver2GiBIsRefusedUnread) {
   EXPECT_NE(lastError().find("larger than 2 GiB, the limit for a plan"), std::string::npos)
       << lastError();
   std::filesystem::remove_all(dir);
+}
+
+// lr=3e38 is finite in fp32: a plausible range refuses it everywhere a host
+// sets one, instead of letting every param become Inf.
+TEST_F(OneRank, ImplausibleLearningRatesAndScalesAreRefused) {
+  EXPECT_EQ(createWith([](dmuon_runtime_options_t &o) { o.lr = 3e38; }),
+            DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("options.lr=3e+38 must be a number in [0, 10]"), std::string::npos)
+      << lastError();
+  dmuon_hyper_params_t h;
+  dmuon_hyper_params_init(&h);
+  h.adamw_lr = 3e38;
+  EXPECT_EQ(dmuon_runtime_set_hyper_params(rt, &h), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("adamw_lr=3e+38 must be a number in [0, 10]"), std::string::npos) << err();
+  EXPECT_EQ(dmuon_runtime_set_param_group_scale(rt, "*", 1e30, 1), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("lr_scale=1e+30 must be a number in [0, 100]"), std::string::npos) << err();
+  // The range's end is allowed.
+  dmuon_hyper_params_init(&h);
+  h.lr = 10;
+  EXPECT_EQ(dmuon_runtime_set_hyper_params(rt, &h), DMUON_SUCCESS) << err();
+}
+
+// Finite gradients, in-range settings, and still an update that overflows
+// fp32 (params of 1e37 decayed by lr * weight_decay = 100): step() says so,
+// naming a param, instead of returning success with Inf params.
+TEST_F(OneRank, AStepWhoseUpdateIsNotFiniteIsReported) {
+  bindAll(1e37f);
+  dmuon_hyper_params_t h;
+  dmuon_hyper_params_init(&h);
+  h.lr = h.adamw_lr = 10;
+  h.weight_decay = h.adamw_weight_decay = 10;
+  ASSERT_EQ(dmuon_runtime_set_hyper_params(rt, &h), DMUON_SUCCESS) << err();
+  const int n = dmuon_plan_num_hook_groups(plan);
+  for (int g = 0; g < n; ++g) {
+    ASSERT_EQ(dmuon_runtime_pre_forward(rt, g), DMUON_SUCCESS) << err();
+    ASSERT_EQ(dmuon_runtime_post_forward(rt, g), DMUON_SUCCESS) << err();
+  }
+  for (int g = n - 1; g >= 0; --g) {
+    ASSERT_EQ(dmuon_runtime_pre_backward(rt, g), DMUON_SUCCESS) << err();
+    ASSERT_EQ(dmuon_runtime_post_backward(rt, g), DMUON_SUCCESS) << err();
+  }
+  EXPECT_EQ(dmuon_runtime_step(rt), DMUON_ERROR_NON_FINITE);
+  EXPECT_NE(err().find("the update made param '"), std::string::npos) << err();
+  EXPECT_NE(err().find("load a checkpoint"), std::string::npos) << err();
+  EXPECT_STREQ(dmuon_status_string(DMUON_ERROR_NON_FINITE), "non-finite update");
 }
