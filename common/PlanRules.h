@@ -19,6 +19,11 @@ namespace dmuon::common {
 // in 64 bits.
 inline constexpr int64_t kMaxElements = int64_t(1) << 48;
 
+// The most dims a param may have: the C ABI's fixed-size shapes
+// (DMUON_MAX_DIMS in dmuon.h) hold this many, and one limit holds from
+// dmuonc to the host, which must learn every param's shape to bind it.
+inline constexpr int kMaxParamDims = 8;
+
 // The most any byte count, offset or per-rank figure of a plan may be. Below
 // 2^63 with room to spare, so that the sum of two such values (an offset
 // plus a size, one figure plus another) never overflows 64 bits.

@@ -58,6 +58,11 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
     // Built only for a diagnostic: most params of a large model have none.
     auto describe = [&p] { return "param '" + p.name + "' with shape " + shapeString(p.shape); };
 
+    if (ndim > common::kMaxParamDims) {
+      diags.error(p.loc, describe() + " has " + std::to_string(ndim) + " dims; a param has at most " +
+                             std::to_string(common::kMaxParamDims));
+      continue;
+    }
     int64_t elems = 1;
     bool overflow = false, empty = false;
     for (int64_t d : p.shape) {

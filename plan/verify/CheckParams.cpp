@@ -130,6 +130,9 @@ std::string Checker::checkParams() {
     }
     if (!q->shape())
       return who + " has no shape";
+    if (q->shape()->size() > static_cast<uint32_t>(common::kMaxParamDims))
+      return who + " has " + std::to_string(q->shape()->size()) + " dims; a param has at most " +
+             std::to_string(common::kMaxParamDims);
     for (int64_t d : *q->shape())
       if (d < 0)
         return who + " has a negative dim " + std::to_string(d) + " in its shape";

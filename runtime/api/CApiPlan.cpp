@@ -2,6 +2,7 @@
 // version, and plans (loading, params, mesh, QK-Clip pairs).
 #include "CApiSupport.h"
 
+#include "common/PlanRules.h"
 #include "common/Routes.h"
 #include "core/ParamSlice.h"
 #include "dmuon/plan_version.h"
@@ -10,6 +11,9 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+// A verified plan's shapes fit the C ABI's arrays.
+static_assert(DMUON_MAX_DIMS == dmuon::common::kMaxParamDims);
 
 using dmuon::rt::Executor;
 using dmuon::rt::LoadedPlan;

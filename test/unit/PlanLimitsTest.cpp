@@ -156,3 +156,22 @@ TEST(PlanLimits, ReadFileRefusesAFileOverItsLimitUnread) {
   EXPECT_EQ(planfile::readFile(path, out), "the file is larger than 2 GiB, the limit for a plan");
   std::filesystem::remove(path);
 }
+
+// One dim limit from dmuonc to the host (DMUON_MAX_DIMS): a plan that
+// another writer gave a 9-dim param is refused at load, not accepted by
+// create and bind and then refused by dmuon_plan_param_info.
+TEST(PlanLimits, VerifierRefusesParamsWithMoreDimsThanTheCAbiHolds) {
+  const std::string eight = R"(
+[[param]]
+name = "w"
+shape = [2, 2, 2, 2, 2, 2, 2, 2]
+)";
+  PlanModel model;
+  std::string errors;
+  ASSERT_TRUE(compile(eight, "1", model, errors)) << errors;
+  EXPECT_EQ(verify(writePlan(model)), "");
+  model.params[0].shape.push_back(1);
+  model.params[0].localShape.push_back(1);
+  const std::string e = verify(writePlan(model));
+  EXPECT_TRUE(contains(e, "has 9 dims; a param has at most 8")) << e;
+}
