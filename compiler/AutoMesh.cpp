@@ -2,6 +2,7 @@
 
 #include "support/Diagnostics.h"
 #include "Mesh.h"
+#include "sim/Simulate.h"
 
 #include <cctype>
 
@@ -29,6 +30,12 @@ bool parseAutoMesh(std::string_view text, AutoMeshSpec &out, Diagnostics &diags)
     return err(ranksCol, "the number of ranks must be at least 1");
   if (spec.ranks > kMaxMeshRanks)
     return err(ranksCol, "mesh has more than " + std::to_string(kMaxMeshRanks) + " ranks");
+  // Refused before any candidate is planned: each is simulated on every rank.
+  if (spec.ranks > sim::kMaxSimulatedRanks)
+    return err(ranksCol, "auto simulates every candidate on every rank and takes at most " +
+                             std::to_string(sim::kMaxSimulatedRanks) + " ranks, not " +
+                             std::to_string(spec.ranks) + "; give a larger mesh explicitly (e.g. "
+                             "'dp_replicate=R,dp_shard=S')");
 
   std::vector<std::string> names;
   std::string dimsText; // "tp=8", for messages

@@ -35,6 +35,12 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
     return false;
   }
   const MeshView mesh = MeshView::of(p, c0.devicesPerNode);
+  if (mesh.world > kMaxSimulatedRanks) {
+    error = "the plan's mesh has " + std::to_string(mesh.world) +
+            " ranks; the simulator runs every rank's program and simulates at most " +
+            std::to_string(kMaxSimulatedRanks);
+    return false;
+  }
   // Oversubscribed processors slow every rank's compute alike.
   out.computeShare = computeShare(c0, mesh.world);
   const Cluster c = withComputeShare(c0, out.computeShare);

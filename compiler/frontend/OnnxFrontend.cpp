@@ -188,6 +188,12 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
 
   model_.modelName = view_.graphName.empty() ? llvm::sys::path::stem(path_).str()
                                              : std::string(view_.graphName);
+  if (static_cast<int64_t>(order_.size()) > kMaxModelParams) {
+    diags_.fileError(path_, "the model has " + std::to_string(order_.size()) +
+                                " initializers, more than the " + std::to_string(kMaxModelParams) +
+                                " params dmuonc accepts");
+    return false;
+  }
   model_.params.reserve(model_.params.size() + order_.size());
   OnnxNameResolver resolver(view_, index_, inits_);
   NameReport names;

@@ -23,7 +23,7 @@
 
 namespace dmuon::toml_manifest {
 
-inline constexpr int64_t kMaxParams = 10'000'000;
+inline constexpr int64_t kMaxParams = kMaxModelParams;
 inline constexpr int kMaxBlockDepth = 8;
 
 // One piece of a name template: literal text, or the value of the placeholder
