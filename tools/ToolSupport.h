@@ -1,13 +1,12 @@
 // What dmuonc and dmuon-plan share around LLVM's Support library: command
-// line errors in the tools' "<tool>: error: ..." form, and output files whose
-// write errors end the tool with a message instead of LLVM's crash banner.
+// line errors in the tools' "<tool>: error: ..." form, and closed pipes as
+// write errors. Their output files are support/OutputFile.h's.
 #ifndef DMUON_TOOLS_TOOLSUPPORT_H
 #define DMUON_TOOLS_TOOLSUPPORT_H
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Signals.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -70,27 +69,11 @@ inline void parseCommandLine(int argc, char **argv, llvm::StringRef overview,
 }
 
 // A closed pipe is a write error like any other: "<tool>: error: '-':
-// Broken pipe" and status 1 (keepOutput), instead of InitLLVM's silent exit
+// Broken pipe" and status 1 (support/OutputFile.h), instead of InitLLVM's silent exit
 // with status 74. Call after InitLLVM.
 inline void treatBrokenPipeAsWriteError() {
   llvm::sys::SetOneShotPipeSignalFunction(nullptr);
   std::signal(SIGPIPE, SIG_IGN);
-}
-
-// Flushes `out` and keeps it; on a write error (a full disk, /dev/full, a
-// closed pipe) prints "<tool>: error: '<path>': <reason>" and returns false,
-// and the file is removed. raw_fd_ostream would otherwise abort the tool at
-// exit over an error nobody looked at.
-inline bool keepOutput(llvm::ToolOutputFile &out, llvm::StringRef path, llvm::StringRef tool) {
-  out.os().flush();
-  if (out.os().has_error()) {
-    llvm::WithColor::error(llvm::errs(), tool)
-        << "'" << path << "': " << out.os().error().message() << "\n";
-    out.os().clear_error();
-    return false;
-  }
-  out.keep();
-  return true;
 }
 
 } // namespace dmuon::tools

@@ -25,8 +25,12 @@
 #include "dmuon/plan_generated.h"
 #include "kernels/NsForms.h"
 #include "kernels/cpu/MuonKernels.h"
-#include "plan/verify/PlanVerifier.h"
 #include "plan/ReadFile.h"
+#include "plan/verify/PlanVerifier.h"
+#include "support/Diagnostics.h"
+#include "support/OutputFile.h"
+
+#include "llvm/Support/raw_ostream.h"
 
 #include <mpi.h>
 
@@ -36,7 +40,6 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -279,12 +282,67 @@ std::string fmt(const char *f, double x) {
   return buf;
 }
 
+// --max-bytes' cap (docs/cluster-format.md, "Calibration").
+constexpr int64_t kMaxCollectiveBytes = int64_t(1) << 30;
+
+// The bytes a rank allocates to measure with `f`: the collectives' two
+// buffers of --max-bytes, the element-wise kernels' five arrays, and each NS
+// shape's input, result and workspace. Reports the flag and value whose
+// bytes overflow, pass the cap or pass `available` (this node's physical
+// memory over its ranks), and returns false.
+bool checkMemoryNeeds(const Flags &f, double available, dmuon::Diagnostics &diags) {
+  auto tooMuch = [&](const std::string &what, double bytes) {
+    diags.error(what + " needs " + fmt("%.4g", bytes) + " bytes per rank, more than the " +
+                fmt("%.4g", available) + " this node's memory holds per rank");
+    return false;
+  };
+  if (f.maxBytes > kMaxCollectiveBytes) {
+    diags.error("--max-bytes " + std::to_string(f.maxBytes) + " is past the largest buffer " +
+                "dmuon-calibrate measures, " + std::to_string(kMaxCollectiveBytes) +
+                " (1 GiB: the fit needs no more, and MPI counts are int)");
+    return false;
+  }
+  const double elementwise = 5.0 * 4.0 * static_cast<double>(int64_t(4) << 20);
+  const double collectives = 2.0 * static_cast<double>(f.maxBytes);
+  if (collectives + elementwise > available)
+    return tooMuch("--max-bytes " + std::to_string(f.maxBytes), collectives + elementwise);
+  for (const auto &[rows, cols] : f.shapes) {
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+    const std::string flag = f.plan.empty() ? "--shapes " + shape : "the --plan shape " + shape;
+    int64_t elements = 0;
+    // Past 2^40 elements (4 TiB of fp32) no node holds one matrix, and the
+    // workspace's own products stay in range below it.
+    if (__builtin_mul_overflow(rows, cols, &elements) || elements > (int64_t(1) << 40)) {
+      diags.error(flag + " has more than 2^40 elements; no node holds such a matrix");
+      return false;
+    }
+    const double bytes =
+        4.0 * (2.0 * static_cast<double>(elements) +
+               static_cast<double>(k::nsWorkspaceFloats(rows, cols, k::NsForm::Auto)));
+    if (bytes > available)
+      return tooMuch(flag, bytes);
+  }
+  return true;
+}
+
 int run(const Flags &fin, MPI_Comm comm, int rank, int world) {
   Flags f = fin;
   std::string err;
+  // Only rank 0 speaks; every rank reaches the same verdict on the same
+  // flags.
+  dmuon::Diagnostics diags("dmuon-calibrate", rank == 0 ? llvm::errs() : llvm::nulls());
+  // Two outputs on one path keep only the second (the cost table, and the
+  // description that names it is lost); an output over the plan destroys it.
+  if (dmuon::sameFile(f.out, f.nsTable)) {
+    diags.error("-o '" + f.out + "' and --ns-table '" + f.nsTable +
+                "' are one file; the cost table would replace the description");
+    return 1;
+  }
+  if (!dmuon::checkOutputIsNotInput(f.out, {{f.plan, "--plan"}}, diags) ||
+      !dmuon::checkOutputIsNotInput(f.nsTable, {{f.plan, "--plan"}}, diags))
+    return 1;
   if (!f.plan.empty() && !planShapes(f.plan, f, err)) {
-    if (rank == 0)
-      std::fprintf(stderr, "dmuon-calibrate: error: %s\n", err.c_str());
+    diags.error(err);
     return 1;
   }
   if (f.shapes.empty() && !f.nsTable.empty())
@@ -295,6 +353,19 @@ int run(const Flags &fin, MPI_Comm comm, int rank, int world) {
   MPI_Comm_size(node, &nodeRanks);
   MPI_Comm_rank(node, &nodeRank);
   MPI_Comm_free(&node);
+  const double physicalMemory =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  // Checked before anything is allocated: a shape or buffer past memory
+  // would end every rank in std::bad_alloc. Rank 0 reports its node's
+  // verdict; all ranks follow the worst.
+  const int fitsHere = checkMemoryNeeds(f, physicalMemory / std::max(1, nodeRanks), diags);
+  int fitsEverywhere = fitsHere;
+  MPI_Allreduce(MPI_IN_PLACE, &fitsEverywhere, 1, MPI_INT, MPI_MIN, comm);
+  if (!fitsEverywhere) {
+    if (fitsHere)
+      diags.error("the measurements need more memory than another node holds per rank");
+    return 1;
+  }
   const int64_t perNode = f.devicesPerNode > 0 ? f.devicesPerNode : nodeRanks;
   const int64_t processors =
       f.processors > 0 ? f.processors : static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN));
@@ -328,8 +399,7 @@ int run(const Flags &fin, MPI_Comm comm, int rank, int world) {
   meetAsleep(comm);
   MPI_Bcast(&ok, 1, MPI_INT, 0, comm);
   if (!ok) {
-    if (rank == 0)
-      std::fprintf(stderr, "dmuon-calibrate: error: %s\n", err.c_str());
+    diags.error(err);
     MPI_Comm_free(&firstP);
     return 1;
   }
@@ -340,9 +410,7 @@ int run(const Flags &fin, MPI_Comm comm, int rank, int world) {
   if (rank != 0)
     return 0;
 
-  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
-                        static_cast<double>(sysconf(_SC_PAGESIZE)) /
-                        static_cast<double>(std::max(1, nodeRanks));
+  const double memory = physicalMemory / static_cast<double>(std::max(1, nodeRanks));
   std::ostringstream o;
   o << "# Made by dmuon-calibrate on " << world << " rank(s), " << nodeRanks
     << " on this node, " << processors << " processors, " << utcNow() << ";\n";
@@ -393,25 +461,20 @@ int run(const Flags &fin, MPI_Comm comm, int rank, int world) {
     o << "\n[network.intra]                  # one rank: nothing measured\n"
          "bandwidth = 1e12\nlatency = 0\n";
   }
-  const std::string text = o.str();
-  if (f.out == "-")
-    std::fputs(text.c_str(), stdout);
-  else if (!(std::ofstream(f.out) << text)) {
-    std::fprintf(stderr, "dmuon-calibrate: error: cannot write %s\n", f.out.c_str());
+  // Each whole or not at all (support/OutputFile.h): a write that fails
+  // leaves the previous file as it was.
+  if (!dmuon::writeOutputFile(f.out, o.str(), diags))
     return 1;
-  }
   if (!f.nsTable.empty()) {
-    std::ofstream t(f.nsTable);
+    std::ostringstream t;
     t << "# Newton-Schulz seconds per shape (" << f.nsSteps
       << " iterations, fp32, kernels/cpu), by dmuon-calibrate on " << world << " rank(s), "
       << utcNow() << "\nrows,cols,seconds\n";
     for (size_t i = 0; i < f.shapes.size(); ++i)
       t << f.shapes[i].first << "," << f.shapes[i].second << "," << fmt("%.6g", ns.seconds[i])
         << "\n";
-    if (!t) {
-      std::fprintf(stderr, "dmuon-calibrate: error: cannot write %s\n", f.nsTable.c_str());
+    if (!dmuon::writeOutputFile(f.nsTable, t.str(), diags))
       return 1;
-    }
   }
   return 0;
 }

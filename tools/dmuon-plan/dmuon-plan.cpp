@@ -2,17 +2,17 @@
 // verifier, format version, fingerprint, semantic checks), then prints it as
 // text, JSON or a short summary — the same printers dmuonc --emit uses — or
 // compares two plans (`dmuon-plan diff a.bin b.bin`).
+#include "ToolSupport.h"
 #include "common/Hex.h"
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
 #include "plan/print/PlanPrinter.h"
 #include "sim/Simulate.h"
-#include "ToolSupport.h"
+#include "support/OutputFile.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -107,10 +107,8 @@ std::string lineKey(const std::string &l) {
 // Diff of the text forms. Lines that match in order are skipped; otherwise a
 // record present in both is shown as -old/+new, and records only on one side
 // as - or +. Linear in the plan size (records are keyed, not aligned by LCS).
-int diffPlans(const std::string &a, const std::string &b, raw_ostream &os) {
-  std::vector<uint8_t> ba, bb;
-  if (!load(a, ba) || !load(b, bb))
-    return 1;
+int diffPlans(const std::string &a, const std::vector<uint8_t> &ba, const std::string &b,
+              const std::vector<uint8_t> &bb, raw_ostream &os) {
   std::vector<std::string> la = lines(planfile::printText(*plan::GetPlan(ba.data())));
   std::vector<std::string> lb = lines(planfile::printText(*plan::GetPlan(bb.data())));
   // Section of each line (the last "name:" header seen) + key.
@@ -164,14 +162,16 @@ int diffPlans(const std::string &a, const std::string &b, raw_ostream &os) {
 
 // --simulate: the step prediction and memory check; a plan that does not fit
 // the device gets a warning naming the hook group where its buffers peak.
-int simulate(const plan::Plan &p, ToolOutputFile &out) {
+int simulate(const plan::Plan &p, Diagnostics &diags) {
   if (emit != PlanForm::Text && emit != PlanForm::Json && emit != PlanForm::Html) {
     WithColor::error(errs(), kTool) << "--simulate prints text, json or html (--emit=text|json|html)\n";
     return 1;
   }
-  Diagnostics diags(kTool);
   sim::Cluster cluster;
   if (!sim::loadCluster(simulateCluster, diags, cluster))
+    return 1;
+  if (!checkOutputIsNotInput(outputFile,
+                             {{cluster.device.nsTablePath, "the cluster's ns_cost_table"}}, diags))
     return 1;
   sim::Simulation result;
   std::string error;
@@ -180,12 +180,11 @@ int simulate(const plan::Plan &p, ToolOutputFile &out) {
   const std::string warning = sim::memoryWarningText(p, result.memory);
   if (!warning.empty())
     WithColor::warning(errs(), kTool) << warning << "\n";
-  if (emit == PlanForm::Html)
-    out.os() << sim::insertSimulationHtml(planfile::printHtml(p), result);
-  else
-    out.os() << (emit == PlanForm::Json ? sim::printSimulationJson(result)
-                                        : sim::printSimulationText(result));
-  return tools::keepOutput(out, outputFile, kTool) ? 0 : 1;
+  const std::string printed = emit == PlanForm::Html
+                                  ? sim::insertSimulationHtml(planfile::printHtml(p), result)
+                              : emit == PlanForm::Json ? sim::printSimulationJson(result)
+                                                       : sim::printSimulationText(result);
+  return writeOutputFile(outputFile, printed, diags) ? 0 : 1;
 }
 
 } // namespace
@@ -208,18 +207,27 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  std::error_code ec;
-  ToolOutputFile out(outputFile, ec, sys::fs::OF_None);
-  if (ec) {
-    WithColor::error(errs(), kTool) << "'" << outputFile << "': " << ec.message() << "\n";
+  // Refused before anything is read: the printout written over the plan
+  // (or the cluster) would destroy it.
+  Diagnostics diags(kTool);
+  std::vector<RunInput> inputs;
+  for (size_t i = isDiff ? 1 : 0; i < positional.size(); ++i)
+    inputs.push_back({positional[i], "the plan"});
+  inputs.push_back({simulateCluster, "--simulate"});
+  if (!checkOutputIsNotInput(outputFile, inputs, diags))
     return 1;
-  }
 
+  // Everything is read and checked before the output is written: a failed
+  // run leaves a previous output file as it was (writeOutputFile).
   if (isDiff) {
-    int rc = diffPlans(positional[1], positional[2], out.os());
-    if (rc != 1 && !tools::keepOutput(out, outputFile, kTool))
+    std::vector<uint8_t> ba, bb;
+    if (!load(positional[1], ba) || !load(positional[2], bb))
       return 1;
-    return rc;
+    std::string printed;
+    raw_string_ostream printedStream(printed);
+    const int rc = diffPlans(positional[1], ba, positional[2], bb, printedStream);
+    printedStream.flush();
+    return writeOutputFile(outputFile, printed, diags) ? rc : 1;
   }
 
   const std::string &path = positional[0];
@@ -228,30 +236,32 @@ int main(int argc, char **argv) {
     return 1;
   const plan::Plan &p = *plan::GetPlan(buf.data());
   if (!simulateCluster.empty())
-    return simulate(p, out);
+    return simulate(p, diags);
+  std::string printed;
   if (verifyOnly) {
-    out.os() << path << ": ok (plan " << p.format_major() << "." << p.format_minor()
-             << ", fingerprint " << hex64(p.fingerprint());
+    raw_string_ostream line(printed);
+    line << path << ": ok (plan " << p.format_major() << "." << p.format_minor() << ", fingerprint "
+         << hex64(p.fingerprint());
     if (p.stage() != plan::Stage::complete)
-      out.os() << ", stage " << plan::EnumNameStage(p.stage());
-    out.os() << ")\n";
+      line << ", stage " << plan::EnumNameStage(p.stage());
+    line << ")\n";
   } else {
     switch (emit) {
     case PlanForm::Text:
-      out.os() << planfile::printText(p);
+      printed = planfile::printText(p);
       break;
     case PlanForm::Json:
-      out.os() << planfile::printJson(p);
+      printed = planfile::printJson(p);
       break;
     case PlanForm::Summary:
-      out.os() << planfile::printSummary(p);
+      printed = planfile::printSummary(p);
       break;
     case PlanForm::Html:
-      out.os() << planfile::printHtml(p);
+      printed = planfile::printHtml(p);
       break;
     case PlanForm::Binary: // not among --emit's values: the plan is the input
       break;
     }
   }
-  return tools::keepOutput(out, outputFile, kTool) ? 0 : 1;
+  return writeOutputFile(outputFile, printed, diags) ? 0 : 1;
 }

@@ -9,6 +9,7 @@
 #include "PlanWriter.h"
 #include "ToolSupport.h"
 #include "support/Diagnostics.h"
+#include "support/OutputFile.h"
 
 #include "dmuon/plan_version.h"
 #include "plan/print/PlanPrinter.h"
@@ -21,7 +22,6 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/Timer.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 #include <exception>
 #include <optional>
@@ -75,6 +75,14 @@ int run(const dmuon::DriverFlags &flags, dmuon::Diagnostics &diags) {
     return 1;
   const dmuon::PlanForm emitForm = config.emit;
   const std::string &outputPath = config.output;
+  // Refused before any work: the plan written over its own model, cost
+  // table or cluster would destroy what it was made from.
+  if (!dmuon::checkOutputIsNotInput(outputPath,
+                                    {{flags.input, "the model"},
+                                     {flags.costTable, "--cost-table"},
+                                     {flags.cluster, "--cluster"}},
+                                    diags))
+    return 1;
   if (emitForm == dmuon::PlanForm::Binary && outputPath == "-" &&
       sys::Process::StandardOutIsDisplayed()) {
     diags.error("refusing to write a binary plan to a terminal; use -o plan.bin or "
@@ -126,18 +134,11 @@ int run(const dmuon::DriverFlags &flags, dmuon::Diagnostics &diags) {
   }
   if (!checkMemory(config, *plan, diags))
     return 1;
-  std::error_code ec;
-  ToolOutputFile out(outputPath, ec,
-                     emitForm == dmuon::PlanForm::Binary ? sys::fs::OF_None : sys::fs::OF_Text);
-  if (ec) {
-    diags.fileError(outputPath, ec.message());
-    return 1;
-  }
-  if (emitForm == dmuon::PlanForm::Binary)
-    out.os().write(reinterpret_cast<const char *>(plan->data()), plan->size());
-  else
-    out.os() << printed;
-  return dmuon::tools::keepOutput(out, outputPath, diags.toolName()) ? 0 : 1;
+  const StringRef contents =
+      emitForm == dmuon::PlanForm::Binary
+          ? StringRef(reinterpret_cast<const char *>(plan->data()), plan->size())
+          : StringRef(printed);
+  return dmuon::writeOutputFile(outputPath, contents, diags) ? 0 : 1;
 }
 
 } // namespace
