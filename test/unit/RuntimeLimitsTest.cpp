@@ -120,15 +120,7 @@ TEST_F(OneRank, AStepWhoseUpdateIsNotFiniteIsReported) {
   h.lr = h.adamw_lr = 10;
   h.weight_decay = h.adamw_weight_decay = 10;
   ASSERT_EQ(dmuon_runtime_set_hyper_params(rt, &h), DMUON_SUCCESS) << err();
-  const int n = dmuon_plan_num_hook_groups(plan);
-  for (int g = 0; g < n; ++g) {
-    ASSERT_EQ(dmuon_runtime_pre_forward(rt, g), DMUON_SUCCESS) << err();
-    ASSERT_EQ(dmuon_runtime_post_forward(rt, g), DMUON_SUCCESS) << err();
-  }
-  for (int g = n - 1; g >= 0; --g) {
-    ASSERT_EQ(dmuon_runtime_pre_backward(rt, g), DMUON_SUCCESS) << err();
-    ASSERT_EQ(dmuon_runtime_post_backward(rt, g), DMUON_SUCCESS) << err();
-  }
+  ASSERT_NO_FATAL_FAILURE(runAllHooks(rt, dmuon_plan_num_hook_groups(plan)));
   EXPECT_EQ(dmuon_runtime_step(rt), DMUON_ERROR_NON_FINITE);
   EXPECT_NE(err().find("the update made param '"), std::string::npos) << err();
   EXPECT_NE(err().find("load a checkpoint"), std::string::npos) << err();
