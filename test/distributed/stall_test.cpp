@@ -4,6 +4,7 @@
 // other rank within twice the deadline, instead of waiting for the stall and
 // then returning success. Run under mpirun on 4 ranks:
 //   dmuon-stall-test <tiny-4.plan> <work dir>
+#include "MpiCheck.h"
 #include "TinyModel.h"
 #include "TinyRuntime.h"
 #include "dmuon/dmuon.hpp"
@@ -24,13 +25,9 @@ constexpr double kDeadlineS = 2.0;
 // time check even if it then succeeded.
 constexpr double kStallS = 4.5;
 
-int failures = 0;
-
-void expect(bool ok, int rank, const std::string &what) {
-  if (!ok) {
-    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
-    ++failures;
-  }
+void expect(bool ok, const std::string &what) {
+  if (!ok)
+    mpicheck::fail("%s", what.c_str());
 }
 
 struct Case {
@@ -40,7 +37,7 @@ struct Case {
   std::function<dmuon_status_t(dmuon_runtime_t)> call;
 };
 
-void runCase(const Case &c, const dmuon::Plan &plan, int rank, int victim) {
+void runCase(const Case &c, const dmuon::Plan &plan, int victim) {
   MPI_Comm comm = MPI_COMM_WORLD;
   dmuon_runtime_options_t o;
   dmuon_runtime_options_init(&o);
@@ -52,7 +49,7 @@ void runCase(const Case &c, const dmuon::Plan &plan, int rank, int victim) {
     if (c.prepare)
       c.prepare(rt);
     MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == victim) {
+    if (mpicheck::gRank == victim) {
       std::this_thread::sleep_for(std::chrono::duration<double>(kStallS));
       // Late: it meets what the peers left in flight, then times out itself.
       (void)c.call(rt.get());
@@ -62,16 +59,15 @@ void runCase(const Case &c, const dmuon::Plan &plan, int rank, int victim) {
       const double waited =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const std::string msg = dmuon_runtime_last_error(rt.get());
-      expect(st == DMUON_ERROR_BACKEND, rank,
+      expect(st == DMUON_ERROR_BACKEND,
              std::string(c.name) + " with a stalled peer returns DMUON_ERROR_BACKEND, not " +
                  std::to_string(st) + " (" + msg + ")");
-      expect(msg.find("timed out after 2") != std::string::npos, rank,
+      expect(msg.find("timed out after 2") != std::string::npos,
              std::string(c.name) + ": the message says it timed out: " + msg);
-      expect(waited < 2 * kDeadlineS, rank,
+      expect(waited < 2 * kDeadlineS,
              std::string(c.name) + " returned after " + std::to_string(waited) +
                  " s, more than twice the " + std::to_string(kDeadlineS) + " s deadline");
-      if (rank == 0)
-        std::printf("%s: status %d after %.2f s: %s\n", c.name, st, waited, msg.c_str());
+      mpicheck::info("%s: status %d after %.2f s: %s", c.name, st, waited, msg.c_str());
     }
     MPI_Barrier(MPI_COMM_WORLD); // the host's world: every rank is done with this case
   } // destroyed with collectives in flight
@@ -79,46 +75,36 @@ void runCase(const Case &c, const dmuon::Plan &plan, int rank, int victim) {
 
 } // namespace
 
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+int runTests(int argc, char **argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: dmuon-stall-test <tiny-4.plan> <work dir>\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    if (mpicheck::gRank == 0)
+      std::fprintf(stderr, "usage: dmuon-stall-test <tiny-4.plan> <work dir>\n");
+    return 2;
   }
   const std::string work = argv[2];
   std::filesystem::create_directories(work);
   const int victim = 3;
-  {
-    dmuon::Plan plan(argv[1]);
-    const Case cases[] = {
-        {"checkpoint_save", nullptr,
-         [&](dmuon_runtime_t rt) {
-           return dmuon_checkpoint_save(rt, (work + "/save").c_str(), 1);
-         }},
-        {"checkpoint_load",
-         [&](dmuon::Runtime &rt) { rt.saveCheckpoint(work + "/load", 1); },
-         [&](dmuon_runtime_t rt) {
-           return dmuon_checkpoint_load(rt, (work + "/load").c_str(), nullptr);
-         }},
-        {"set_hyper_params", nullptr,
-         [](dmuon_runtime_t rt) {
-           dmuon_hyper_params_t h;
-           dmuon_hyper_params_init(&h);
-           h.lr = 0.01;
-           return dmuon_runtime_set_hyper_params(rt, &h);
-         }},
-        {"set_param_group_scale", nullptr,
-         [](dmuon_runtime_t rt) { return dmuon_runtime_set_param_group_scale(rt, "*", 0.5, 1); }},
-    };
-    for (const Case &c : cases)
-      runCase(c, plan, rank, victim);
-  }
-  int worst = 0;
-  MPI_Allreduce(&failures, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (rank == 0)
-    std::printf("stall test: %s\n", worst ? "FAILED" : "passed");
-  MPI_Finalize();
-  return worst ? 1 : 0;
+  dmuon::Plan plan(argv[1]);
+  const Case cases[] = {
+      {"checkpoint_save", nullptr,
+       [&](dmuon_runtime_t rt) { return dmuon_checkpoint_save(rt, (work + "/save").c_str(), 1); }},
+      {"checkpoint_load", [&](dmuon::Runtime &rt) { rt.saveCheckpoint(work + "/load", 1); },
+       [&](dmuon_runtime_t rt) {
+         return dmuon_checkpoint_load(rt, (work + "/load").c_str(), nullptr);
+       }},
+      {"set_hyper_params", nullptr,
+       [](dmuon_runtime_t rt) {
+         dmuon_hyper_params_t h;
+         dmuon_hyper_params_init(&h);
+         h.lr = 0.01;
+         return dmuon_runtime_set_hyper_params(rt, &h);
+       }},
+      {"set_param_group_scale", nullptr,
+       [](dmuon_runtime_t rt) { return dmuon_runtime_set_param_group_scale(rt, "*", 0.5, 1); }},
+  };
+  for (const Case &c : cases)
+    runCase(c, plan, victim);
+  return 0;
 }
+
+int main(int argc, char **argv) { return mpicheck::runMain(argc, argv, runTests); }
