@@ -64,13 +64,13 @@ void runCase(const Case &c, const dmuon::Plan &plan, int victim) {
                  std::to_string(st) + " (" + msg + ")");
       expect(msg.find("timed out after 2") != std::string::npos,
              std::string(c.name) + ": the message says it timed out: " + msg);
-      expect(waited < 2 * kDeadlineS,
-             std::string(c.name) + " returned after " + std::to_string(waited) +
-                 " s, more than twice the " + std::to_string(kDeadlineS) + " s deadline");
+      expect(waited < 2 * kDeadlineS, std::string(c.name) + " returned after " +
+                                          std::to_string(waited) + " s, more than twice the " +
+                                          std::to_string(kDeadlineS) + " s deadline");
       mpicheck::info("%s: status %d after %.2f s: %s", c.name, st, waited, msg.c_str());
     }
     MPI_Barrier(MPI_COMM_WORLD); // the host's world: every rank is done with this case
-  } // destroyed with collectives in flight
+  }                              // destroyed with collectives in flight
 }
 
 } // namespace
