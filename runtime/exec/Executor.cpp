@@ -40,6 +40,7 @@ Status Executor::init(const LoadedPlan &plan, const dmuon_runtime_options_t &opt
   routeOf_[static_cast<size_t>(plan::Route::replicated)] = &replicatedRoute_;
   DMUON_RETURN_IF_ERROR(hooks_.init(*ctx_, routes_));
   DMUON_RETURN_IF_ERROR(gradNorm_.init(*ctx_));
+  DMUON_RETURN_IF_ERROR(updateCheck_.allocate(*device_, sizeof(double) + sizeof(float)));
   return qkClip_.init(*ctx_, params_);
 }
 
@@ -326,28 +327,45 @@ Status Executor::step() {
   return checkUpdatesFinite();
 }
 
+// Whether this rank updated p's fp32 values in step(): host-routed params
+// are the host's to step, and the rest keep their values where they step.
+static bool updatedHere(const ParamRt &p) {
+  return p.route != plan::Route::host && p.stepsHere() && p.master.floats() && p.heldElements() > 0;
+}
+
+// The sum of squares of the values this rank updated, of params [begin,
+// end), on the device (the kernels' accumulator is device memory).
+Status Executor::sumUpdatedSquares(size_t begin, size_t end, double &out) {
+  auto *acc = reinterpret_cast<double *>(updateCheck_.bytes());
+  DMUON_RETURN_IF_ERROR(device_->zero(acc, sizeof(double)));
+  for (size_t i = begin; i < end; ++i)
+    if (const ParamRt &p = params_[i]; updatedHere(p))
+      DMUON_RETURN_IF_ERROR(device_->addSumOfSquares(p.master.floats(), p.heldElements(), acc));
+  return device_->download(&out, acc, sizeof out);
+}
+
 // Finite gradients can still give a non-finite update (fp32 overflow of a
 // huge param or learning rate): every rank reports it together, naming the
-// param, instead of stepping on Inf and skipping every later step.
+// param, instead of stepping on Inf and skipping every later step. One sum
+// over every updated value per step; only when it is not finite are the
+// params summed one by one to name the first.
 Status Executor::checkUpdatesFinite() {
+  double all = 0;
+  DMUON_RETURN_IF_ERROR(sumUpdatedSquares(0, params_.size(), all));
   float firstBad = 0; // plan index + 1 (exact in fp32: plans hold < 2^24 params)
-  for (size_t i = 0; i < params_.size() && firstBad == 0; ++i) {
-    const ParamRt &p = params_[i];
-    // Host-routed params are the host's to step; the rest keep fp32 values
-    // where they step.
-    if (p.route == plan::Route::host || !p.stepsHere() || !p.master.floats() ||
-        p.heldElements() == 0)
-      continue;
-    double sumSquares = 0;
-    DMUON_RETURN_IF_ERROR(
-        device_->addSumOfSquares(p.master.floats(), p.heldElements(), &sumSquares));
-    if (!std::isfinite(sumSquares))
+  for (size_t i = 0; !std::isfinite(all) && i < params_.size() && firstBad == 0; ++i) {
+    double one = 0;
+    DMUON_RETURN_IF_ERROR(sumUpdatedSquares(i, i + 1, one));
+    if (!std::isfinite(one))
       firstBad = static_cast<float>(i + 1);
   }
   if (backend_->worldSize() > 1) {
+    auto *agreed = reinterpret_cast<float *>(updateCheck_.bytes() + sizeof(double));
+    DMUON_RETURN_IF_ERROR(device_->upload(agreed, &firstBad, sizeof firstBad));
     RequestId id;
-    DMUON_RETURN_IF_ERROR(backend_->allReduceMax(Communicator::World, &firstBad, 1, id));
+    DMUON_RETURN_IF_ERROR(backend_->allReduceMax(Communicator::World, agreed, 1, id));
     DMUON_RETURN_IF_ERROR(backend_->wait(id));
+    DMUON_RETURN_IF_ERROR(device_->download(&firstBad, agreed, sizeof firstBad));
   }
   if (firstBad == 0)
     return Status::ok();

@@ -93,6 +93,7 @@ private:
   Status startMicroBatch();
   Status measureGradients();
   Status checkUpdatesFinite();
+  Status sumUpdatedSquares(size_t begin, size_t end, double &out);
   void endStep();
   Status findParam(const std::string &name, int &index) const;
   Status checkGroup(int g, const char *call) const;
@@ -124,6 +125,7 @@ private:
   std::vector<Route *> routes_, routeOf_;
   HookSchedule hooks_;
   GradNorm gradNorm_;
+  DeviceArray updateCheck_; // checkUpdatesFinite's device sum (a double) and agreed index (a float)
   QkClip qkClip_;
   bool allBound_ = false, started_ = false, backwardFinished_ = false;
   // Micro-batches: whether one is between its first pre_forward and its
