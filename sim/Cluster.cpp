@@ -87,8 +87,24 @@ std::optional<MatmulDType> parseMatmulDType(std::string_view s) {
 
 const char *const kDTypeKeys[] = {"f32", "bf16", "f16", "f64"};
 
-// What a number must be: its message names the unit the docs use.
-enum class Range { Positive, NonNegative, Fraction /* (0, 1] */ };
+// The range a figure of the description must lie in (docs/cluster-format.md,
+// "Ranges"): wide enough for any machine, narrow enough that a typo or a
+// unit slip (1e-300, 1e300, a denormal) is refused here rather than printed
+// by the simulator as inf, nan or a 300-digit time. `shown` is the message's.
+struct Bounds {
+  double lo, hi;
+  const char *shown;
+};
+constexpr Bounds kBandwidth{1e6, 1e15, "a number from 1e6 to 1e15"}; // bytes/s
+constexpr Bounds kLatency{0, 10, "a number from 0 to 10"};           // seconds
+constexpr Bounds kFlopsRate{1e6, 1e18, "a number from 1e6 to 1e18"}; // flops/s
+constexpr Bounds kStepSeconds{0, 86400, "a number from 0 to 86400"}; // a day, as the cost table
+constexpr Bounds kTokens{1, 1e9, "a number from 1 to 1e9"};          // per rank and step
+constexpr Bounds kFlopsPerToken{1, 1e16, "a number from 1 to 1e16"};
+constexpr Bounds kMfu{1e-4, 1, "a number from 0.0001 to 1"}; // a fraction of peak
+// 1 byte to 1 PiB.
+constexpr double kMaxMemoryBytes = 1125899906842624.0;
+constexpr Bounds kMemoryBytes{1, kMaxMemoryBytes, "a number from 1 to 2^50 (1 PiB)"};
 
 class ClusterParser {
 public:
@@ -113,7 +129,7 @@ private:
   void checkKeys(const toml::table &t, llvm::ArrayRef<const char *> keys,
                  const std::string &where);
   std::optional<double> number(const toml::table &t, const char *key, const std::string &where,
-                               Range range, const char *unit);
+                               const Bounds &bounds, const char *unit);
   void missing(const toml::table &t, const char *key, const std::string &where);
 
   void parseClusterTable(const toml::table &t);
@@ -150,7 +166,7 @@ void ClusterParser::missing(const toml::table &t, const char *key, const std::st
 }
 
 std::optional<double> ClusterParser::number(const toml::table &t, const char *key,
-                                            const std::string &where, Range range,
+                                            const std::string &where, const Bounds &bounds,
                                             const char *unit) {
   const toml::node *n = t.get(key);
   if (!n)
@@ -160,25 +176,18 @@ std::optional<double> ClusterParser::number(const toml::table &t, const char *ke
     v = static_cast<double>(i->get());
   else if (const auto *f = n->as_floating_point())
     v = f->get();
-  const char *want = range == Range::Positive      ? "a positive number"
-                     : range == Range::NonNegative ? "a number >= 0"
-                                                   : "a number in (0, 1]";
   if (!v) {
-    error(locOf(*n), "'" + llvm::Twine(key) + "' in " + where + " must be " + want + " (" +
+    error(locOf(*n), "'" + llvm::Twine(key) + "' in " + where + " must be " + bounds.shown + " (" +
                          unit + "), not " + tomlTypeName(*n));
     return std::nullopt;
   }
-  bool ok = std::isfinite(*v) &&
-            (range == Range::Positive      ? *v > 0
-             : range == Range::NonNegative ? *v >= 0
-                                           : *v > 0 && *v <= 1);
-  if (!ok) {
+  // NaN fails both comparisons.
+  if (!(*v >= bounds.lo && *v <= bounds.hi)) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", *v);
     std::string shown = n->is_integer() ? std::to_string(n->as_integer()->get()) : buf;
-    error(locOf(*n),
-          "'" + llvm::Twine(key) + "' in " + where + " must be " + want + " (" + unit +
-              "), not " + shown);
+    error(locOf(*n), "'" + llvm::Twine(key) + "' in " + where + " must be " + bounds.shown + " (" +
+                         unit + "), not " + shown);
     return std::nullopt;
   }
   return v;
@@ -189,7 +198,7 @@ void ClusterParser::parseClusterTable(const toml::table &t) {
   checkKeys(t, {"name", "devices_per_node", "coalesced_collectives", "processors_per_node",
                 "oversubscribed_latency"},
             where);
-  if (auto v = number(t, "oversubscribed_latency", where, Range::NonNegative, "seconds")) {
+  if (auto v = number(t, "oversubscribed_latency", where, kLatency, "seconds")) {
     out_.oversubscribedLatency = *v;
     // Without processors the ranks never time-share: a figure that would
     // silently do nothing is a mistake in the description.
@@ -234,7 +243,7 @@ void ClusterParser::parseDevice(const toml::table &t) {
   checkKeys(t, {"memory", "memory_bandwidth", "adamw_bandwidth", "matmul_flops", "ns_dtype",
                 "ns_cost_table"},
             where);
-  if (auto v = number(t, "adamw_bandwidth", where, Range::Positive, "bytes per second"))
+  if (auto v = number(t, "adamw_bandwidth", where, kBandwidth, "bytes per second"))
     out_.device.adamwMemoryBandwidth = *v;
   if (const toml::node *n = t.get("ns_cost_table")) {
     // Relative to the description, so that a profile and its table travel
@@ -258,7 +267,7 @@ void ClusterParser::parseDevice(const toml::table &t) {
     if (const auto *s = n->as_string())
       bytes = parseByteSize(s->get());
     else if (n->is_integer() || n->is_floating_point())
-      bytes = number(t, "memory", where, Range::Positive, "bytes");
+      bytes = number(t, "memory", where, kMemoryBytes, "bytes");
     else
       error(locOf(*n), "'memory' in [device] must be a size ('80GiB') or a number of bytes, "
                        "not " + llvm::Twine(tomlTypeName(*n)));
@@ -266,12 +275,15 @@ void ClusterParser::parseDevice(const toml::table &t) {
       error(locOf(*n), "'memory' in [device] must be a positive size such as '80GiB' or "
                        "'141GB' (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), not '" +
                            n->as_string()->get() + "'");
+    else if (n->is_string() && !(*bytes >= 1 && *bytes <= kMaxMemoryBytes))
+      error(locOf(*n), "'memory' in [device] must be a size from 1B to 1024TiB (1 PiB), not '" +
+                           n->as_string()->get() + "'");
     else if (bytes)
       out_.device.memoryBytes = *bytes;
   } else {
     missing(t, "memory", where);
   }
-  if (auto v = number(t, "memory_bandwidth", where, Range::Positive, "bytes per second"))
+  if (auto v = number(t, "memory_bandwidth", where, kBandwidth, "bytes per second"))
     out_.device.memoryBandwidth = *v;
   else if (!t.get("memory_bandwidth"))
     missing(t, "memory_bandwidth", where);
@@ -296,7 +308,7 @@ void ClusterParser::parseDevice(const toml::table &t) {
   const std::string fwhere = "[device.matmul_flops]";
   checkKeys(*ft, kDTypeKeys, fwhere);
   for (int d = 0; d < kNumMatmulDTypes; ++d)
-    if (auto v = number(*ft, kDTypeKeys[d], fwhere, Range::Positive, "flops per second"))
+    if (auto v = number(*ft, kDTypeKeys[d], fwhere, kFlopsRate, "flops per second"))
       out_.device.matmulFlops[d] = *v;
   const char *ns = kDTypeKeys[static_cast<int>(out_.device.nsDType)];
   if (!ft->get(ns))
@@ -309,8 +321,8 @@ void ClusterParser::parseLink(const toml::table &t, const std::string &where, Ne
                                      "all_reduce", "all_gather", "reduce_scatter"};
   checkKeys(t, keys, where);
   net.present = true;
-  std::optional<double> bw = number(t, "bandwidth", where, Range::Positive, "bytes per second");
-  std::optional<double> lat = number(t, "latency", where, Range::NonNegative, "seconds");
+  std::optional<double> bw = number(t, "bandwidth", where, kBandwidth, "bytes per second");
+  std::optional<double> lat = number(t, "latency", where, kLatency, "seconds");
   for (int k = 0; k < kNumCollKinds; ++k) {
     const char *kind = collKindKey(static_cast<CollKind>(k));
     std::optional<double> kbw = bw, klat = lat;
@@ -320,9 +332,9 @@ void ClusterParser::parseLink(const toml::table &t, const std::string &where, Ne
       if (const toml::table *st = asTable(*sub, "'" + std::string(kind) + "' in " + where)) {
         checkKeys(*st, {"bandwidth", "latency"}, kwhere);
         if (st->get("bandwidth"))
-          kbw = number(*st, "bandwidth", kwhere, Range::Positive, "bytes per second");
+          kbw = number(*st, "bandwidth", kwhere, kBandwidth, "bytes per second");
         if (st->get("latency"))
-          klat = number(*st, "latency", kwhere, Range::NonNegative, "seconds");
+          klat = number(*st, "latency", kwhere, kLatency, "seconds");
       }
     }
     // A kind without its own figure takes the link's; report each figure
@@ -367,7 +379,7 @@ void ClusterParser::parseWorkload(const toml::table &t) {
   if (bySeconds) {
     w.kind = Workload::Kind::Seconds;
     for (const char *key : {"forward_seconds", "backward_seconds"}) {
-      std::optional<double> v = number(t, key, where, Range::NonNegative, "seconds");
+      std::optional<double> v = number(t, key, where, kStepSeconds, "seconds");
       if (!t.get(key))
         missing(t, key, where);
       (std::string_view(key) == "forward_seconds" ? w.forwardSeconds : w.backwardSeconds) =
@@ -378,17 +390,16 @@ void ClusterParser::parseWorkload(const toml::table &t) {
   if (!byFlops)
     return; // an empty [workload]: no forward/backward compute
   w.kind = Workload::Kind::Flops;
-  if (auto v = number(t, "tokens_per_rank", where, Range::Positive, "tokens"))
+  if (auto v = number(t, "tokens_per_rank", where, kTokens, "tokens"))
     w.tokensPerRank = *v;
   else if (!t.get("tokens_per_rank"))
     missing(t, "tokens_per_rank", where);
-  if (auto v = number(t, "mfu", where, Range::Fraction, "a fraction of peak"))
+  if (auto v = number(t, "mfu", where, kMfu, "a fraction of peak"))
     w.mfu = *v;
   else if (!t.get("mfu"))
     missing(t, "mfu", where);
   if (t.get("flops_per_token"))
-    w.flopsPerToken =
-        number(t, "flops_per_token", where, Range::Positive, "flops").value_or(0);
+    w.flopsPerToken = number(t, "flops_per_token", where, kFlopsPerToken, "flops").value_or(0);
   if (const toml::node *n = t.get("compute_dtype")) {
     const auto *s = n->as_string();
     std::optional<MatmulDType> d = s ? parseMatmulDType(s->get()) : std::nullopt;

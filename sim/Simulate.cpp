@@ -2,7 +2,10 @@
 #include "common/RankRows.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
+#include <string>
+#include <utility>
 
 namespace dmuon::sim {
 
@@ -23,6 +26,26 @@ void maxInto(Arrivals &into, const Arrivals &a) {
   };
   merge(into.global, a.global);
   merge(into.replicate, a.replicate);
+}
+
+// The first figure of `t` that is not finite ("total = inf"), or "". The
+// description's ranges keep every figure finite; this is the check that a
+// result printed is a number, whatever the figures were.
+std::string nonFinite(const StepTimes &t) {
+  const std::pair<const char *, double> figures[] = {{"total", t.total},
+                                                     {"compute", t.compute},
+                                                     {"exposed", t.exposed},
+                                                     {"optimizer", t.optimizer},
+                                                     {"ns", t.ns}};
+  for (const auto &[name, value] : figures)
+    if (!std::isfinite(value))
+      return std::string(name) + " = " + (std::isnan(value) ? "nan" : "inf");
+  return "";
+}
+
+std::string overflowed(const std::string &what, const std::string &figure) {
+  return "the simulated " + what + " is not finite (" + figure +
+         "): the cluster's figures overflow the cost model";
 }
 
 } // namespace
@@ -56,6 +79,15 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
   out.nodes = mesh.nodes();
   out.devicesPerNode = c.devicesPerNode;
   out.split = splitCompute(p, c);
+  for (size_t g = 0; g < out.split.names.size(); ++g)
+    for (const auto &[pass, seconds] :
+         {std::pair<const char *, double>{"forward", out.split.forward[g]},
+          {"backward", out.split.backward[g]}})
+      if (!std::isfinite(seconds)) {
+        error = overflowed(std::string(pass) + " of hook group '" + out.split.names[g] + "'",
+                           std::isnan(seconds) ? "nan" : "inf");
+        return false;
+      }
   out.tokensPerRank = c.workload.tokensPerRank;
   out.mfu = c.workload.mfu;
   const std::unique_ptr<PlanDigest> d = digestPlan(p, mesh);
@@ -90,6 +122,10 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
     b.replicate = byColumn[static_cast<size_t>(shardOf(r))].replicate;
     b.global = global.global;
     RankRun run = runProgram(c, programs[static_cast<size_t>(r)], &b, false);
+    if (const std::string bad = nonFinite(run.times); !bad.empty()) {
+      error = overflowed("dmuon step of rank " + std::to_string(r), bad);
+      return false;
+    }
     if (run.times.total > worst) {
       worst = run.times.total;
       out.dmuon = {"dmuon", r, run.times};
@@ -107,6 +143,10 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
     Program prog = baselineProgram(base, p, *d, mesh, c, out.split);
     prog.collectiveWait = out.collectiveWait;
     out.baselines.push_back({baselineName(base), 0, runProgram(c, prog, nullptr, false).times});
+    if (const std::string bad = nonFinite(out.baselines.back().times); !bad.empty()) {
+      error = overflowed(out.baselines.back().name + " step", bad);
+      return false;
+    }
   }
   out.memory = checkMemory(p, c.device.memoryBytes);
   return true;

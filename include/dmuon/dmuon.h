@@ -31,12 +31,19 @@
  *   backward: for g = n-1..0: pre_backward(g) ... accumulate gradients into
  *             the runtime's gradient buffers ... post_backward(g)
  *   step()
- * Params with role adamw have their own views and gradient buffers, valid at
- * all times; step() averages their gradients over all data-parallel ranks and
- * applies AdamW (unless the host opted out). For gradient accumulation, run k
- * micro-batches (forward and backward, every hook) before step(), declaring
- * each but the last with dmuon_runtime_begin_micro_batch(rt, 0). Invariants
- * The invariants I1-I4 (who owns, holds and steps what) and the training
+ * Params with role adamw have views and gradient buffers whose lifetime is
+ * their route's (the plan's, dmuon_plan_param_route): under the default routes
+ * (dmuonc --adamw-route=auto: sharded from --sharded-threshold elements, else
+ * owner) the hooks move them as they move Muon params, so their values are
+ * valid only inside their hook group's forward window (and backward under Z3)
+ * and their gradient buffers only between pre_backward and post_backward;
+ * only a replicated param's views are valid at all times (its gradient zeroed
+ * after each step), and a host-routed param has none. step() averages their
+ * gradients over the data-parallel ranks and applies AdamW (unless the host
+ * opted out of the replicated route's, manage_adamw = 0). For gradient
+ * accumulation, run k micro-batches (forward and backward, every hook) before
+ * step(), declaring each but the last with dmuon_runtime_begin_micro_batch(rt,
+ * 0). The invariants I1-I4 (who owns, holds and steps what) and the training
  * loop are defined in docs/runtime.md.
  */
 #ifndef DMUON_DMUON_H

@@ -115,7 +115,7 @@ TEST(SimulateCluster, RefusesBadNumbersWithLocations) {
   };
   const Case cases[] = {
       {"", "latency = 1e-6", "latency = -1e-6", "c.toml:11:11: error: 'latency' in [network.intra]"},
-      {"", "bandwidth = 1e10", "bandwidth = nan", "must be a positive number (bytes per second)"},
+      {"", "bandwidth = 1e10", "bandwidth = nan", "must be a number from 1e6 to 1e15 (bytes per second), not nan"},
       {"", "f32 = 1e12", "f32 = \"fast\"", "c.toml:8:7: error: 'f32' in [device.matmul_flops]"},
       {"", "devices_per_node = 4", "devices_per_node = 4.5", "c.toml:2:20: error"},
       {"", "memory = \"16GiB\"", "memory = true", "'memory' in [device] must be a size"},
