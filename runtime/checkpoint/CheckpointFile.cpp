@@ -4,12 +4,16 @@
 #include "common/ParamNames.h"
 #include "plan/PlanFile.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cinttypes>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <random>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,9 +22,14 @@ namespace dmuon::rt::ckpt {
 namespace {
 
 constexpr char kShardMagic[8] = {'D', 'M', 'C', 'K', 'S', 'H', 'R', 'D'};
-// 2: every entry records its slice of the param (model-parallel shards).
-// 1: entries hold whole params; still read.
-constexpr uint32_t kShardVersion = 2;
+// 3: the header records the save the shard belongs to (SaveBinding).
+// 2: every entry records its slice of the param (model-parallel shards);
+//    still read, from checkpoints whose manifest records no nonce.
+// 1: entries hold whole params; still read, likewise.
+constexpr uint32_t kShardVersion = 3;
+// The header up to format 2: magic, version, entry count, index offset.
+constexpr uint64_t kShortHeaderBytes = 24;
+static_assert(kShardHeaderBytes == kShortHeaderBytes + 24);
 // Guards against absurd sizes in a corrupt index before allocating.
 constexpr uint32_t kMaxEntries = 1u << 26;
 // Names are stored with a 16-bit length; the plan allows no longer ones.
@@ -81,6 +90,12 @@ Status readAt(int fd, void *data, size_t n, uint64_t offset, const std::string &
     offset += static_cast<uint64_t>(r);
   }
   return Status::ok();
+}
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
+  return buf;
 }
 
 std::string directoryOf(const std::string &path) {
@@ -159,17 +174,40 @@ bool crashInjectedFor(int rank) {
 
 // ------------------------------------------------------------------ shards
 
-Status ShardWriter::open(const std::string &path) {
+Status createTempFile(const std::string &path, std::string &tmp, int &fd) {
+  // A fixed name would let whoever can write the directory plant a symlink
+  // there and have the save overwrite its target; O_EXCL never opens what is
+  // there (O_NOFOLLOW says so twice), and a fresh name per writer keeps two
+  // saves from writing, or removing, each other's temp files.
+  static std::random_device entropy;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    const uint64_t token = (uint64_t(entropy()) << 32) ^ entropy();
+    char suffix[64];
+    std::snprintf(suffix, sizeof suffix, ".%ld.%016" PRIx64 ".tmp", static_cast<long>(::getpid()),
+                  token);
+    tmp = path + suffix;
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0)
+      return Status::ok();
+    if (errno != EEXIST)
+      break;
+  }
+  return ioError(tmp, "cannot create");
+}
+
+Status ShardWriter::open(const std::string &path, const SaveBinding &save) {
   path_ = path;
-  tmp_ = path + ".tmp";
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0)
-    return ioError(tmp_, "cannot create");
-  // Header: magic, version, then the index offset patched at commit.
+  DMUON_RETURN_IF_ERROR(createTempFile(path, tmp_, fd_));
+  // Header: magic, version, the entry count and index offset patched at
+  // commit, then the save the shard belongs to.
   std::string header(kShardMagic, sizeof kShardMagic);
   put<uint32_t>(header, kShardVersion);
   put<uint32_t>(header, 0);
   put<uint64_t>(header, 0);
+  put<int64_t>(header, save.step);
+  put<uint64_t>(header, save.nonce);
+  put<uint32_t>(header, save.rank);
+  put<uint32_t>(header, 0); // reserved
   offset_ = header.size();
   return writeAll(fd_, header.data(), header.size(), tmp_);
 }
@@ -236,18 +274,34 @@ ShardWriter::~ShardWriter() {
   }
 }
 
-Status parseShardHeader(const std::string &path, const uint8_t (&header)[24], uint64_t size,
-                        ShardHeader &out) {
+Status parseShardHeader(const std::string &path, const uint8_t (&header)[kShardHeaderBytes],
+                        uint64_t size, ShardHeader &out) {
+  if (size < kShortHeaderBytes)
+    return corrupt(path, "shorter than its header");
   if (std::memcmp(header, kShardMagic, sizeof kShardMagic) != 0)
     return corrupt(path, "not a dmuon checkpoint shard (bad magic)");
+  out = ShardHeader{};
   std::memcpy(&out.version, header + 8, 4);
   std::memcpy(&out.count, header + 12, 4);
   std::memcpy(&out.indexOffset, header + 16, 8);
-  if (out.version != 1 && out.version != kShardVersion)
+  if (out.version < 1 || out.version > kShardVersion)
     return corrupt(path, "shard format " + std::to_string(out.version) +
-                             " is not one this runtime reads (1 or " +
+                             " is not one this runtime reads (1 to " +
                              std::to_string(kShardVersion) + ")");
-  if (out.count > kMaxEntries || out.indexOffset < sizeof header || out.indexOffset > size)
+  uint64_t headerBytes = kShortHeaderBytes;
+  if (out.version >= 3) {
+    headerBytes = kShardHeaderBytes;
+    uint32_t reserved = 0;
+    if (size < headerBytes)
+      return corrupt(path, "shorter than its header");
+    std::memcpy(&out.save.step, header + 24, 8);
+    std::memcpy(&out.save.nonce, header + 32, 8);
+    std::memcpy(&out.save.rank, header + 40, 4);
+    std::memcpy(&reserved, header + 44, 4);
+    if (out.save.step < 0 || reserved != 0)
+      return corrupt(path, "the header's save record is malformed");
+  }
+  if (out.count > kMaxEntries || out.indexOffset < headerBytes || out.indexOffset > size)
     return corrupt(path, "index out of range (truncated?)");
   // Bound the index by what `count` entries can take before allocating it.
   if (size - out.indexOffset > uint64_t(out.count) * kMaxEntryBytes + 8)
@@ -265,6 +319,8 @@ Status parseShardIndex(const std::string &path, const ShardHeader &h,
     return corrupt(path, "index checksum mismatch");
   out = ShardIndex{};
   out.path = path;
+  out.version = h.version;
+  out.save = h.save;
   const uint8_t *p = index.data(), *end = index.data() + index.size() - 8;
   for (uint32_t i = 0; i < h.count; ++i) {
     Entry e;
@@ -318,11 +374,13 @@ Status readShardIndex(const std::string &path, ShardIndex &out) {
   struct stat st {};
   Status s = ::fstat(fd, &st) == 0 ? Status::ok() : ioError(path, "cannot stat");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  uint8_t header[24];
+  uint8_t header[kShardHeaderBytes] = {};
   ShardHeader h;
   if (s)
-    s = size < sizeof header ? corrupt(path, "shorter than its header")
-                             : readAt(fd, header, sizeof header, 0, path);
+    s = size < kShortHeaderBytes
+            ? corrupt(path, "shorter than its header")
+            : readAt(fd, header, static_cast<size_t>(std::min<uint64_t>(size, sizeof header)), 0,
+                     path);
   if (s)
     s = parseShardHeader(path, header, size, h);
   std::vector<uint8_t> index;
@@ -347,6 +405,85 @@ Status readEntry(const ShardIndex &shard, const Entry &e, void *out) {
     return corrupt(shard.path, std::string("checksum mismatch in ") + kindName(e.kind) + " of '" +
                                    e.name + "'");
   return Status::ok();
+}
+
+Status checkShardBelongs(const ShardIndex &shard, const std::string &dir, const Manifest &m,
+                         size_t rank) {
+  const std::string manifest = manifestPath(dir);
+  auto foreign = [&](const std::string &why) -> Status {
+    return {DMUON_ERROR_INVALID_ARGUMENT,
+            "checkpoint shard '" + shard.path + "' does not belong to the save that '" + manifest +
+                "' records (a shard copied in from another checkpoint?): " + why};
+  };
+  if (!m.hasNonce)
+    return shard.version < 3
+               ? Status::ok() // a checkpoint from before shards recorded their save
+               : foreign("the shard records save nonce " + hex64(shard.save.nonce) +
+                         " (shard format " + std::to_string(shard.version) +
+                         "), but the manifest records none: it is an older checkpoint's");
+  if (shard.version < 3)
+    return foreign("the shard is format " + std::to_string(shard.version) +
+                   ", which records no save, but the manifest records save nonce " +
+                   hex64(m.nonce) + ": the shard is an older checkpoint's");
+  std::string why;
+  auto differs = [&](const std::string &what) { why += (why.empty() ? "" : "; ") + what; };
+  if (shard.save.step != m.step)
+    differs("the shard is of step " + std::to_string(shard.save.step) + ", the manifest of step " +
+            std::to_string(m.step));
+  if (shard.save.nonce != m.nonce)
+    differs("the shard records save nonce " + hex64(shard.save.nonce) + ", the manifest " +
+            hex64(m.nonce));
+  if (shard.save.rank != rank)
+    differs("the shard is rank " + std::to_string(shard.save.rank) +
+            "'s, the manifest names it for rank " + std::to_string(rank));
+  return why.empty() ? Status::ok() : foreign(why);
+}
+
+Status DirectoryLock::acquire(const std::string &dir, Mode mode) {
+  release();
+  const std::string path = dir + "/" + kLockFileName;
+  // Never truncated or written, so a symlink planted here can do no harm;
+  // O_NOFOLLOW refuses one anyway, and O_NONBLOCK keeps a FIFO from blocking.
+  constexpr int kFlags = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | kFlags, 0644);
+  if (fd < 0 && mode == Mode::Load) {
+    // A directory this process cannot write (read-only, another user's):
+    // share the lock if the file is there, else no save of ours can
+    // remove shards under this load either.
+    if (errno != EACCES && errno != EROFS && errno != ENOENT)
+      return ioError(path, "cannot open the checkpoint directory's lock file");
+    fd = ::open(path.c_str(), O_RDONLY | kFlags);
+    if (fd < 0)
+      return Status::ok();
+  }
+  if (fd < 0)
+    return ioError(path, "cannot create the checkpoint directory's lock file");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return {DMUON_ERROR_IO, "'" + path +
+                                "': the checkpoint directory's lock file is not a "
+                                "regular file"};
+  }
+  if (::flock(fd, (mode == Mode::Save ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK)
+      return {DMUON_ERROR_INVALID_STATE,
+              "checkpoint directory '" + dir + "' is in use by another checkpoint save" +
+                  (mode == Mode::Save ? " or load" : "") + " (it holds '" + path + "'); " +
+                  (mode == Mode::Save ? "save" : "load") + " after it has finished"};
+    errno = err;
+    return ioError(path, "cannot lock the checkpoint directory");
+  }
+  fd_ = fd;
+  return Status::ok();
+}
+
+void DirectoryLock::release() {
+  if (fd_ >= 0)
+    ::close(fd_); // releases the flock
+  fd_ = -1;
 }
 
 Status ensureDirectory(const std::string &dir) {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
 #include <set>
@@ -32,6 +33,8 @@ constexpr const char *kManifestHeader = "dmuon-checkpoint 1";
 
 } // namespace
 
+std::string manifestPath(const std::string &dir) { return dir + "/" + kManifestName; }
+
 Status writeManifest(const std::string &dir, const Manifest &m) {
   std::ostringstream body;
   body << kManifestHeader << "\n"
@@ -42,6 +45,8 @@ Status writeManifest(const std::string &dir, const Manifest &m) {
        << "world_size " << m.worldSize << "\n"
        << "steps_applied " << m.stepsApplied << "\n"
        << "steps_skipped " << m.stepsSkipped << "\n";
+  if (m.hasNonce)
+    body << "nonce " << common::hex64(m.nonce) << "\n";
   if (m.hasHyper) {
     // Hex floats: the values come back bit for bit.
     const std::pair<const char *, double> hyper[] = {
@@ -68,10 +73,10 @@ Status writeManifest(const std::string &dir, const Manifest &m) {
                 " shards would take " + std::to_string(text.size()) + " bytes, over the " +
                 common::bytesText(kMaxManifestBytes) + " a load reads"};
 
-  const std::string path = dir + "/" + kManifestName, tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return ioError(tmp, "cannot create");
+  const std::string path = manifestPath(dir);
+  std::string tmp;
+  int fd = -1;
+  DMUON_RETURN_IF_ERROR(createTempFile(path, tmp, fd));
   Status s = writeAll(fd, text.data(), text.size(), tmp);
   if (s && ::fsync(fd) != 0)
     s = ioError(tmp, "fsync failed");
@@ -158,6 +163,10 @@ Status parseManifest(const std::string &text, const std::string &path, Manifest 
     } else if (key == "adamw_step") {
       if (!count(kMaxCount, out.adamwStep))
         return bad("adamw_step must be an integer between 0 and 2^53");
+    } else if (key == "nonce") {
+      if (!common::parseHex64(value, out.nonce))
+        return bad("nonce must be 0x and 16 hex digits");
+      out.hasNonce = true;
     } else if (key == "plan_fingerprint") {
       if (!common::parseHex64(value, out.planFingerprint))
         return bad("plan_fingerprint must be 0x and 16 hex digits");
@@ -231,7 +240,7 @@ Status parseManifest(const std::string &text, const std::string &path, Manifest 
 }
 
 Status readManifest(const std::string &dir, Manifest &out) {
-  const std::string path = dir + "/" + kManifestName;
+  const std::string path = manifestPath(dir);
   std::string text;
   if (std::string why =
           common::readRegularFileBounded(path, kMaxManifestBytes, "a checkpoint manifest", text);
@@ -245,12 +254,18 @@ void removeStaleShards(const std::string &dir, const Manifest &m) {
   DIR *d = ::opendir(dir.c_str());
   if (!d)
     return;
+  auto endsWith = [](const std::string &name, const char *suffix) {
+    const size_t n = std::strlen(suffix);
+    return name.size() > n && name.compare(name.size() - n, n, suffix) == 0;
+  };
+  // Under the save's lock (DirectoryLock): the temp files here are those of
+  // saves that died, never of one in progress.
   while (dirent *ent = ::readdir(d)) {
     std::string name = ent->d_name;
-    bool isShard = name.rfind("shard-", 0) == 0 &&
-                   (name.size() > 5 && (name.compare(name.size() - 5, 5, ".dmck") == 0 ||
-                                        name.compare(name.size() - 4, 4, ".tmp") == 0));
-    if (isShard && !keep.count(name))
+    bool stale =
+        name.rfind("shard-", 0) == 0 && (endsWith(name, ".dmck") || endsWith(name, ".tmp"));
+    stale |= name.rfind(std::string(kManifestName) + ".", 0) == 0 && endsWith(name, ".tmp");
+    if (stale && !keep.count(name))
       ::unlink((dir + "/" + name).c_str());
   }
   ::closedir(d);

@@ -7,6 +7,8 @@
 // loading rank assembles its own chunk from the entries (checkpoint/CheckpointSlice.h),
 // so a checkpoint saved under one mesh (or with other routes, or another
 // model-parallel layout) loads under another. Both calls are collective.
+// Rank 0 holds the directory's lock for all (exclusive for a save, shared
+// for a load), and every shard records the save it belongs to.
 #include "checkpoint/CheckpointFile.h"
 #include "checkpoint/CheckpointSlice.h"
 #include "common/MeshIndex.h"
@@ -168,6 +170,14 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
   std::vector<ckpt::LocalBoxes> slices;
   if (ready)
     ready = localSlices(slices);
+  // Rank 0 holds the directory for the whole save, for every rank: another
+  // save's stale-file removal would otherwise take this one's shards, and its
+  // manifest could name shards this one removes.
+  ckpt::DirectoryLock lock;
+  if (ready && topo_.rank == 0)
+    ready = ckpt::ensureDirectory(dir);
+  if (ready && topo_.rank == 0)
+    ready = lock.acquire(dir, ckpt::DirectoryLock::Mode::Save);
   DMUON_RETURN_IF_ERROR(agree(ready, "checkpoint_save"));
 
   // Sharded params' state, whole: gathered over each dp_shard group before
@@ -197,7 +207,7 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
   Status local = ckpt::ensureDirectory(dir);
   if (local) {
     ckpt::ShardWriter writer;
-    local = writer.open(dir + "/" + name);
+    local = writer.open(dir + "/" + name, {step, nonce, static_cast<uint32_t>(topo_.rank)});
     std::vector<float> host, box;
     // A local state (`values`, without the padding: Params.h), one entry
     // per box.
@@ -285,6 +295,8 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
     m.hasHyper = true;
     m.planFingerprint = planFp;
     m.modelFingerprint = modelFingerprint();
+    m.hasNonce = true;
+    m.nonce = nonce;
     m.worldSize = backend_->worldSize();
     for (int r = 0; r < m.worldSize; ++r)
       m.shards.push_back(shardName(planFp, step, nonce, r));
@@ -301,6 +313,11 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
   std::vector<ckpt::LocalBoxes> slices;
   if (ready)
     ready = localSlices(slices);
+  // Shared with other loads, refused while a save holds the directory: a
+  // save removes the shards of the manifest it replaces.
+  ckpt::DirectoryLock lock;
+  if (ready && topo_.rank == 0)
+    ready = lock.acquire(dir, ckpt::DirectoryLock::Mode::Load);
   DMUON_RETURN_IF_ERROR(agree(ready, "checkpoint_load"));
 
   // Read and check everything this rank needs before changing any state, so
@@ -318,8 +335,12 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
                             "' is for a different model (its params' names or shapes differ "
                             "from this plan's)");
   std::vector<ckpt::ShardIndex> shards(manifest.shards.size());
-  for (size_t i = 0; local && i < shards.size(); ++i)
+  // Each shard of the save the manifest records, none copied in from another.
+  for (size_t i = 0; local && i < shards.size(); ++i) {
     local = ckpt::readShardIndex(dir + "/" + manifest.shards[i], shards[i]);
+    if (local)
+      local = ckpt::checkShardBelongs(shards[i], dir, manifest, i);
+  }
   // This rank's chunk of each state, box by box, from whichever entries
   // hold it.
   const ckpt::Catalog catalog(shards);

@@ -11,6 +11,7 @@
 
 #include "common/Hex.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -50,8 +51,8 @@ std::string restampManifest(const std::string &text) {
 void shard(const uint8_t *data, size_t size, bool restamp) {
   if (size < 24)
     return;
-  uint8_t header[24];
-  std::memcpy(header, data, sizeof header);
+  uint8_t header[ckpt::kShardHeaderBytes] = {};
+  std::memcpy(header, data, std::min(size, sizeof header));
   ckpt::ShardHeader h;
   if (!ckpt::parseShardHeader("fuzz.dmck", header, size, h))
     return;

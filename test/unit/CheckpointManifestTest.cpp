@@ -97,6 +97,7 @@ TEST_F(Checkpoint, EveryManifestValueIsChecked) {
       {"steps_applied", "steps_applied 99999999999999999999", "steps_applied must be an integer"},
       {"steps_skipped", "steps_skipped 9007199254740993", "between 0 and 2^53"},
       {"plan_fingerprint", "plan_fingerprint 0x12", "plan_fingerprint must be 0x and 16 hex"},
+      {"nonce", "nonce 12", "nonce must be 0x and 16 hex digits"},
       {"model_fingerprint", "model_fingerprint 0x0x23456789abcdef",
        "model_fingerprint must be 0x and 16 hex"},
       {"hyper_momentum", "hyper_momentum 0x1p+1", "hyper_momentum=2 must be a number in [0, 1)"},

@@ -50,7 +50,7 @@ protected:
     for (size_t i = 0; i < slices.size(); ++i) {
       const std::string path = dir_ + "/shard-" + std::to_string(i) + ".dmck";
       ckpt::ShardWriter w;
-      ASSERT_TRUE(w.open(path));
+      ASSERT_TRUE(w.open(path, {0, 0, static_cast<uint32_t>(i)}));
       const std::vector<float> v = valuesOf(slices[i]);
       dmuon::rt::Status s = w.add("w", ckpt::Kind::Value, slices[i], v.data(), v.size() * 4);
       ASSERT_TRUE(s) << s.message();
