@@ -83,6 +83,15 @@ int run(const dmuon::DriverFlags &flags, dmuon::Diagnostics &diags) {
                                      {flags.cluster, "--cluster"}},
                                     diags))
     return 1;
+  // The cluster's own cost table is an input too (read by the simulator of
+  // --mesh auto:N), named relative to the description.
+  if (!flags.cluster.empty()) {
+    dmuon::sim::Cluster cluster;
+    if (!dmuon::sim::loadCluster(flags.cluster, diags, cluster) ||
+        !dmuon::checkOutputIsNotInput(
+            outputPath, {{cluster.device.nsTablePath, "the cluster's ns_cost_table"}}, diags))
+      return 1;
+  }
   if (emitForm == dmuon::PlanForm::Binary && outputPath == "-" &&
       sys::Process::StandardOutIsDisplayed()) {
     diags.error("refusing to write a binary plan to a terminal; use -o plan.bin or "

@@ -29,6 +29,8 @@ KIND:
   buffers   a training-mode export's buffers: BatchNorm running statistics, a
             float causal mask used only through Slice/Equal/Where, and an int64
             counter (not floating point: never a param).
+  toomany   2,000,001 initializers of shape [1] without data, hand-encoded:
+            one more than the params dmuonc accepts (compiler/Model.h).
   badnames  initializers named with a newline, a tab, and 4097 bytes, and
             one good name (names must be 1 to 4096 bytes without control
             characters).
@@ -156,6 +158,14 @@ def wire_model():
             field(7, 2, part2))
 
 
+def too_many_model():
+    """One initializer past kMaxModelParams, spelled on the wire (onnx.helper
+    would take minutes for two million tensors)."""
+    shape = field(1, 0, varint(1)) + field(2, 0, varint(TensorProto.FLOAT))
+    graph = b"".join(field(5, 2, shape + field(8, 2, b"p%d" % k)) for k in range(2_000_001))
+    return field(1, 0, varint(8)) + field(7, 2, field(2, 2, b"too_many") + graph)
+
+
 def make_model(graph):
     return helper.make_model(graph, producer_name="make_onnx.py",
                              opset_imports=[helper.make_opsetid("", 17)])
@@ -269,6 +279,9 @@ def main():
     elif kind == "wire":
         with open(out, "wb") as f:
             f.write(wire_model())
+    elif kind == "toomany":
+        with open(out, "wb") as f:
+            f.write(too_many_model())
     elif kind == "deep":
         body = helper.make_graph(
             [helper.make_node("MatMul", ["x", "w.weight"], ["y0"], name="/w/MatMul")],
