@@ -1,6 +1,7 @@
 // The step-time simulator (sim/): the collective cost model, the
 // cluster parser's refusals, the engine on hand-timed programs, and the
 // memory trace against the plan's own peak figure.
+#include "sim/Simulate.h"
 #include "CompileSupport.h"
 #include "sim/Cluster.h"
 #include "sim/CostModel.h"
@@ -8,6 +9,8 @@
 #include "sim/Memory.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 using namespace dmuon;
 using namespace dmuon::sim;
@@ -29,8 +32,7 @@ Cluster unitCluster(bool coalesced) {
 TEST(SimulateCostModel, RingAndTreeFormulas) {
   Cluster c = unitCluster(true);
   // all-reduce of 8 ranks: 2*7 latency steps, 2*7/8 of the bytes per link.
-  EXPECT_DOUBLE_EQ(transferSeconds(c, {CollKind::AllReduce, 8, 8e9, false, 1}),
-                   14e-3 + 14.0);
+  EXPECT_DOUBLE_EQ(transferSeconds(c, {CollKind::AllReduce, 8, 8e9, false, 1}), 14e-3 + 14.0);
   // broadcast: ceil(log2 5) = 3 steps, every byte once.
   EXPECT_DOUBLE_EQ(transferSeconds(c, {CollKind::Broadcast, 5, 1e9, false, 1}), 3e-3 + 1.0);
   EXPECT_DOUBLE_EQ(transferSeconds(c, {CollKind::AllGather, 4, 4e9, false, 1}), 3e-3 + 3.0);
@@ -114,8 +116,10 @@ TEST(SimulateCluster, RefusesBadNumbersWithLocations) {
     std::string edit, from, to, expect;
   };
   const Case cases[] = {
-      {"", "latency = 1e-6", "latency = -1e-6", "c.toml:11:11: error: 'latency' in [network.intra]"},
-      {"", "bandwidth = 1e10", "bandwidth = nan", "must be a number from 1e6 to 1e15 (bytes per second), not nan"},
+      {"", "latency = 1e-6", "latency = -1e-6",
+       "c.toml:11:11: error: 'latency' in [network.intra]"},
+      {"", "bandwidth = 1e10", "bandwidth = nan",
+       "must be a number from 1e6 to 1e15 (bytes per second), not nan"},
       {"", "f32 = 1e12", "f32 = \"fast\"", "c.toml:8:7: error: 'f32' in [device.matmul_flops]"},
       {"", "devices_per_node = 4", "devices_per_node = 4.5", "c.toml:2:20: error"},
       {"", "memory = \"16GiB\"", "memory = true", "'memory' in [device] must be a size"},
@@ -130,8 +134,8 @@ TEST(SimulateCluster, RefusesBadNumbersWithLocations) {
   }
   std::string errors;
   Cluster c;
-  EXPECT_FALSE(parses(std::string(kGood) + "[workload]\nforward_seconds = 1\nmfu = 0.5\n",
-                      errors, c));
+  EXPECT_FALSE(
+      parses(std::string(kGood) + "[workload]\nforward_seconds = 1\nmfu = 0.5\n", errors, c));
   EXPECT_TRUE(unittest::contains(errors, "gives both seconds")) << errors;
 }
 
@@ -244,6 +248,42 @@ TEST(SimulateMemory, TraceMatchesThePlansPeak) {
       EXPECT_EQ(m.ranksOver, 0);
       EXPECT_EQ(checkMemory(p, 1).ranksOver, int64_t(p.mesh()->world_size()));
     }
+}
+
+// The parser's ranges keep a description's figures finite; a cluster built
+// in code has no such guard, and what the simulator would print from it must
+// still be a number or an error, never "inf" or "-nan".
+TEST(SimulateResults, FiguresThatOverflowAreRefusedNotPrinted) {
+  const std::string manifest = "[[param]]\nname = \"layers.0.a.weight\"\nshape = [256, 512]\n";
+  PlanModel model;
+  std::string errors;
+  ASSERT_TRUE(unittest::compile(manifest, "2", model, errors)) << errors;
+  std::vector<uint8_t> buf = writePlan(model);
+  const plan::Plan &p = *plan::GetPlan(buf.data());
+
+  Cluster c = unitCluster(true);
+  c.device.memoryBytes = 1e12;
+  c.workload.kind = Workload::Kind::Seconds;
+  c.workload.forwardSeconds = 1e-3;
+  c.workload.backwardSeconds = 2e-3;
+  Simulation ok;
+  std::string error;
+  ASSERT_TRUE(simulate(p, c, "unit", ok, error)) << error;
+  EXPECT_TRUE(std::isfinite(ok.dmuon.times.total));
+
+  Cluster forward = c;
+  forward.workload.forwardSeconds = INFINITY;
+  Simulation out;
+  EXPECT_FALSE(simulate(p, forward, "unit", out, error));
+  EXPECT_NE(error.find("forward of hook group 'layers.0' is not finite (inf)"), std::string::npos)
+      << error;
+
+  Cluster slowNs = c;
+  slowNs.device.matmulFlops[static_cast<int>(MatmulDType::bf16)] = 1e-320;
+  error.clear();
+  EXPECT_FALSE(simulate(p, slowNs, "unit", out, error));
+  EXPECT_NE(error.find("is not finite"), std::string::npos) << error;
+  EXPECT_NE(error.find("overflow the cost model"), std::string::npos) << error;
 }
 
 } // namespace

@@ -116,15 +116,15 @@ int run(const dmuon::DriverFlags &flags, dmuon::Diagnostics &diags) {
     model.options = config.options;
     if (!dmuon::runPipeline(config.pipeline, model, diags))
       return 1;
-    NamedRegionTimer t("emit", "Write the plan", "dmuonc",
-                       "dmuonc pass execution timing report", config.pipeline.timePasses);
+    NamedRegionTimer t("emit", "Write the plan", "dmuonc", "dmuonc pass execution timing report",
+                       config.pipeline.timePasses);
     plan.emplace(dmuon::writePlan(model));
     stage = model.stage;
   }
   std::string printed;
   {
-    NamedRegionTimer t("verify", "Verify the plan", "dmuonc",
-                       "dmuonc pass execution timing report", config.pipeline.timePasses);
+    NamedRegionTimer t("verify", "Verify the plan", "dmuonc", "dmuonc pass execution timing report",
+                       config.pipeline.timePasses);
     const std::string err = dmuon::verifyWrittenPlan(*plan, stage);
     if (!err.empty()) {
       diags.error("internal error: the plan dmuonc wrote does not verify: " + err);
@@ -132,13 +132,13 @@ int run(const dmuon::DriverFlags &flags, dmuon::Diagnostics &diags) {
     }
   }
   {
-    NamedRegionTimer t("print", "Print the plan", "dmuonc",
-                       "dmuonc pass execution timing report", config.pipeline.timePasses);
+    NamedRegionTimer t("print", "Print the plan", "dmuonc", "dmuonc pass execution timing report",
+                       config.pipeline.timePasses);
     if (emitForm != dmuon::PlanForm::Binary) {
       const auto *root = dmuon::plan::GetPlan(plan->data());
       printed = emitForm == dmuon::PlanForm::Text   ? dmuon::planfile::printText(*root)
                 : emitForm == dmuon::PlanForm::Json ? dmuon::planfile::printJson(*root)
-                                             : dmuon::planfile::printHtml(*root);
+                                                    : dmuon::planfile::printHtml(*root);
     }
   }
   if (!checkMemory(config, *plan, diags))
