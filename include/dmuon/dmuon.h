@@ -389,16 +389,21 @@ DMUON_API dmuon_status_t dmuon_runtime_synchronize(dmuon_runtime_t runtime);
  * What is reduced when: options.accumulation. */
 DMUON_API dmuon_status_t dmuon_runtime_begin_micro_batch(dmuon_runtime_t runtime, int is_last);
 
-#define DMUON_HYPER_PARAMS_VERSION 1
+#define DMUON_HYPER_PARAMS_VERSION 2
 
 /* The hyper-parameters a schedule changes. For set, an unset value
  * (DMUON_UNSET_REAL) is left as it is; initialize with
- * dmuon_hyper_params_init. */
+ * dmuon_hyper_params_init. A host built against version 1 (no SOAP or
+ * Shampoo fields) keeps working: its struct_size and version say which
+ * fields it has, and get fills only those. */
 typedef struct dmuon_hyper_params {
   size_t struct_size; /* sizeof(dmuon_hyper_params_t) */
   uint32_t version;   /* DMUON_HYPER_PARAMS_VERSION */
-  double lr, momentum, weight_decay; /* Muon */
+  double lr, momentum, weight_decay; /* Muon (NorMuon too) */
   double adamw_lr, adamw_weight_decay;
+  /* Version 2. */
+  double soap_lr, soap_weight_decay;
+  double shampoo_lr, shampoo_weight_decay;
 } dmuon_hyper_params_t;
 
 DMUON_API void dmuon_hyper_params_init(dmuon_hyper_params_t *params);

@@ -51,7 +51,7 @@ PARAM_INFO_VERSION = 1
 PARAM_ROUTE_VERSION = 1
 PARAM_SLICE_VERSION = 1
 RUNTIME_OPTIONS_VERSION = 4
-HYPER_PARAMS_VERSION = 1
+HYPER_PARAMS_VERSION = 2
 GRAD_NORM_VERSION = 1
 QK_CLIP_PAIR_INFO_VERSION = 1
 PARAM_STATE_VERSION = 1
@@ -149,6 +149,10 @@ class HyperParams(ctypes.Structure):
         ("weight_decay", _double),
         ("adamw_lr", _double),
         ("adamw_weight_decay", _double),
+        ("soap_lr", _double),
+        ("soap_weight_decay", _double),
+        ("shampoo_lr", _double),
+        ("shampoo_weight_decay", _double),
     ]
 
 

@@ -8,8 +8,8 @@
 #include "backends/mpi/MpiBackend.h"
 #include "core/ParamSlice.h"
 #include "devices/CpuDevice.h"
-#include "plugins/NcclPlugin.h"
 #include "plan/PlanFile.h"
+#include "plugins/NcclPlugin.h"
 
 #include <cmath>
 #include <cstring>
@@ -38,7 +38,7 @@ void dmuon_runtime_options_init(dmuon_runtime_options_t *o) {
   o->replicate_async = DMUON_UNSET;
   o->manage_adamw = 1;
   // Unset: the plan's value, for every real-valued hyper-parameter.
-#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
   o->name = DMUON_UNSET_REAL;
 #define DMUON_HYPER_FIXED DMUON_HYPER_SCHEDULED
 #include "common/HyperParams.def"
@@ -62,24 +62,26 @@ dmuon_status_t dmuon_runtime_create(dmuon_plan_t plan, const dmuon_runtime_optio
                                     dmuon_runtime_t *out_runtime) {
   return guarded(nullptr, [&]() -> Status {
     if (!plan || !given || !out_runtime)
-      return dmuon::rt::invalidArgument("dmuon_runtime_create: plan, options or out_runtime is null");
+      return dmuon::rt::invalidArgument(
+          "dmuon_runtime_create: plan, options or out_runtime is null");
     *out_runtime = nullptr;
     if (given->version > DMUON_RUNTIME_OPTIONS_VERSION)
-      return dmuon::rt::invalidArgument(
-          "options.version " + std::to_string(given->version) +
-          " is newer than this library's (" + std::to_string(DMUON_RUNTIME_OPTIONS_VERSION) + ")");
+      return dmuon::rt::invalidArgument("options.version " + std::to_string(given->version) +
+                                        " is newer than this library's (" +
+                                        std::to_string(DMUON_RUNTIME_OPTIONS_VERSION) + ")");
     if (given->version < 1 || given->struct_size < optionsSize(given->version))
-      return dmuon::rt::invalidArgument(
-          "options are not initialized (struct_size " + std::to_string(given->struct_size) +
-          ", version " + std::to_string(given->version) +
-          "); call dmuon_runtime_options_init first");
+      return dmuon::rt::invalidArgument("options are not initialized (struct_size " +
+                                        std::to_string(given->struct_size) + ", version " +
+                                        std::to_string(given->version) +
+                                        "); call dmuon_runtime_options_init first");
     // An older struct: its fields over this version's defaults.
     dmuon_runtime_options_t resolved;
     dmuon_runtime_options_init(&resolved);
     std::memcpy(&resolved, given, optionsSize(given->version));
     const dmuon_runtime_options_t *options = &resolved;
     if (!(options->collective_timeout_s >= 0))
-      return dmuon::rt::invalidArgument("options.collective_timeout_s must be >= 0 (0: no timeout)");
+      return dmuon::rt::invalidArgument(
+          "options.collective_timeout_s must be >= 0 (0: no timeout)");
     if (options->mode != DMUON_MODE_FROM_PLAN && options->mode != DMUON_MODE_Z2 &&
         options->mode != DMUON_MODE_Z3)
       return dmuon::rt::invalidArgument("options.mode " + std::to_string(options->mode) +
@@ -113,10 +115,10 @@ const char *dmuon_runtime_last_error(dmuon_runtime_t rt) {
   return rt ? rt->lastError.c_str() : dmuon_last_error();
 }
 
-#define DMUON_RUNTIME_CALL(rt, expr)                                                       \
-  guarded(rt, [&]() -> Status {                                                            \
-    DMUON_RETURN_IF_ERROR(requireRuntime(rt));                                             \
-    return expr;                                                                           \
+#define DMUON_RUNTIME_CALL(rt, expr)                                                               \
+  guarded(rt, [&]() -> Status {                                                                    \
+    DMUON_RETURN_IF_ERROR(requireRuntime(rt));                                                     \
+    return expr;                                                                                   \
   })
 
 dmuon_status_t dmuon_runtime_bind_param(dmuon_runtime_t rt, const char *name, const float *values,
@@ -180,24 +182,53 @@ void dmuon_hyper_params_init(dmuon_hyper_params_t *p) {
   *p = {};
   p->struct_size = sizeof *p;
   p->version = DMUON_HYPER_PARAMS_VERSION;
-#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
   p->name = DMUON_UNSET_REAL;
 #include "common/HyperParams.def"
+}
+
+// The size of each version of dmuon_hyper_params_t: fields are only appended.
+static size_t hyperParamsSize(uint32_t version) {
+  return version == 1 ? offsetof(dmuon_hyper_params_t, soap_lr) : sizeof(dmuon_hyper_params_t);
+}
+
+static Status checkHyperParams(const dmuon_hyper_params_t *p, const char *what) {
+  if (!p)
+    return dmuon::rt::invalidArgument(std::string(what) + " is null");
+  if (p->version < 1 || p->version > DMUON_HYPER_PARAMS_VERSION ||
+      p->struct_size < hyperParamsSize(p->version))
+    return dmuon::rt::invalidArgument(std::string(what) + " has struct_size " +
+                                      std::to_string(p->struct_size) + " and version " +
+                                      std::to_string(p->version) +
+                                      "; initialize it with "
+                                      "dmuon_hyper_params_init (version " +
+                                      std::to_string(DMUON_HYPER_PARAMS_VERSION) + ")");
+  return Status::ok();
 }
 
 dmuon_status_t dmuon_runtime_set_hyper_params(dmuon_runtime_t rt, const dmuon_hyper_params_t *p) {
   return guarded(rt, [&]() -> Status {
     DMUON_RETURN_IF_ERROR(requireRuntime(rt));
-    DMUON_RETURN_IF_ERROR(checkStruct(p, DMUON_HYPER_PARAMS_VERSION, "set_hyper_params: params"));
-    return rt->executor->setHyperParams(*p);
+    DMUON_RETURN_IF_ERROR(checkHyperParams(p, "set_hyper_params: params"));
+    // An older struct's fields over unset ones: what it cannot name stays.
+    dmuon_hyper_params_t h;
+    dmuon_hyper_params_init(&h);
+    std::memcpy(&h, p, hyperParamsSize(p->version));
+    return rt->executor->setHyperParams(h);
   });
 }
 
 dmuon_status_t dmuon_runtime_get_hyper_params(dmuon_runtime_t rt, dmuon_hyper_params_t *out) {
   return guarded(rt, [&]() -> Status {
     DMUON_RETURN_IF_ERROR(requireRuntime(rt));
-    DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_HYPER_PARAMS_VERSION, "get_hyper_params: out"));
-    rt->executor->hyperParams(*out);
+    DMUON_RETURN_IF_ERROR(checkHyperParams(out, "get_hyper_params: out"));
+    dmuon_hyper_params_t h;
+    dmuon_hyper_params_init(&h);
+    rt->executor->hyperParams(h);
+    const size_t size = out->struct_size, version = out->version;
+    std::memcpy(out, &h, hyperParamsSize(out->version));
+    out->struct_size = size;
+    out->version = static_cast<uint32_t>(version);
     return Status::ok();
   });
 }

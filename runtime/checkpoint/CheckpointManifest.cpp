@@ -14,6 +14,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -50,7 +51,7 @@ Status writeManifest(const std::string &dir, const Manifest &m) {
   if (m.hasHyper) {
     // Hex floats: the values come back bit for bit.
     const std::pair<const char *, double> hyper[] = {
-#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
   {#name, m.hyper.name},
 #include "common/HyperParams.def"
     };
@@ -64,14 +65,14 @@ Status writeManifest(const std::string &dir, const Manifest &m) {
     body << "shard " << s << "\n";
   std::string text = body.str();
   text += "end " +
-          common::hex64(planfile::fnv1a64(reinterpret_cast<const uint8_t *>(text.data()),
-                                          text.size())) +
+          common::hex64(
+              planfile::fnv1a64(reinterpret_cast<const uint8_t *>(text.data()), text.size())) +
           "\n";
   if (text.size() > kMaxManifestBytes)
-    return {DMUON_ERROR_UNSUPPORTED,
-            "checkpoint '" + dir + "': the manifest of " + std::to_string(m.shards.size()) +
-                " shards would take " + std::to_string(text.size()) + " bytes, over the " +
-                common::bytesText(kMaxManifestBytes) + " a load reads"};
+    return {DMUON_ERROR_UNSUPPORTED, "checkpoint '" + dir + "': the manifest of " +
+                                         std::to_string(m.shards.size()) + " shards would take " +
+                                         std::to_string(text.size()) + " bytes, over the " +
+                                         common::bytesText(kMaxManifestBytes) + " a load reads"};
 
   const std::string path = manifestPath(dir);
   std::string tmp;
@@ -114,8 +115,8 @@ Status parseManifest(const std::string &text, const std::string &path, Manifest 
     return corrupt(path, "not a dmuon checkpoint manifest");
   // The last line is "end 0x<16 hex digits>": the checksum of all above it.
   constexpr size_t kEndLine = sizeof "end 0x0123456789abcdef\n" - 1;
-  const size_t endPos = text.size() >= header.size() + kEndLine ? text.size() - kEndLine
-                                                                : std::string::npos;
+  const size_t endPos =
+      text.size() >= header.size() + kEndLine ? text.size() - kEndLine : std::string::npos;
   if (endPos == std::string::npos || text.compare(endPos, 6, "end 0x") != 0 ||
       text.back() != '\n' || (endPos > 0 && text[endPos - 1] != '\n'))
     return corrupt(path, "manifest is truncated (no end line)");
@@ -126,6 +127,10 @@ Status parseManifest(const std::string &text, const std::string &path, Manifest 
     return corrupt(path, "manifest checksum mismatch");
 
   out = Manifest{};
+  // Unset until read: a manifest of an older runtime lacks the later rows.
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
+  out.hyper.name = DMUON_UNSET_REAL;
+#include "common/HyperParams.def"
   std::set<std::string> seen, shardNames;
   int hyperLines = 0;
   for (size_t at = header.size(); at < endPos;) {
@@ -148,9 +153,10 @@ Status parseManifest(const std::string &text, const std::string &path, Manifest 
     auto count = [&](int64_t max, int64_t &field) {
       char *end = nullptr;
       errno = 0;
-      long long v = value[0] == '-' || value[0] == '+' || std::isspace(static_cast<unsigned char>(value[0]))
-                        ? -1
-                        : std::strtoll(value.c_str(), &end, 10);
+      long long v =
+          value[0] == '-' || value[0] == '+' || std::isspace(static_cast<unsigned char>(value[0]))
+              ? -1
+              : std::strtoll(value.c_str(), &end, 10);
       if (v < 0 || errno != 0 || !end || *end != '\0' || v > max)
         return false;
       field = v;
@@ -187,7 +193,7 @@ Status parseManifest(const std::string &text, const std::string &path, Manifest 
         return bad("steps_skipped must be an integer between 0 and 2^53");
     } else if (key.rfind("hyper_", 0) == 0) {
       const std::tuple<const char *, double *, const common::HyperRange *> slots[] = {
-#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
   {"hyper_" #name, &out.hyper.name, &common::range},
 #include "common/HyperParams.def"
       };
@@ -219,19 +225,27 @@ Status parseManifest(const std::string &text, const std::string &path, Manifest 
       return corrupt(path, "unknown manifest line '" + common::printableName(line) + "'");
     }
   }
-  for (const char *key : {"step", "adamw_step", "plan_fingerprint", "model_fingerprint",
-                          "world_size"})
+  for (const char *key :
+       {"step", "adamw_step", "plan_fingerprint", "model_fingerprint", "world_size"})
     if (!seen.count(key))
       return corrupt(path, std::string("manifest has no '") + key + "' line");
   // Written together since the training loop (older manifests have neither).
   if (seen.count("steps_applied") != seen.count("steps_skipped"))
     return corrupt(path, "manifest has one of 'steps_applied' and 'steps_skipped' but not the "
                          "other");
-  constexpr int kHyperKeys = 5;
-  if (hyperLines != 0 && hyperLines != kHyperKeys)
+  // Every scheduled row, or (a runtime before SOAP's and Shampoo's were
+  // scheduled) exactly Muon's and AdamW's five.
+  constexpr int kHyperKeys = 0
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help) +1
+#include "common/HyperParams.def"
+      ;
+  const bool onlyVersion1 =
+      hyperLines == 5 && std::isnan(out.hyper.soap_lr) && std::isnan(out.hyper.soap_weight_decay) &&
+      std::isnan(out.hyper.shampoo_lr) && std::isnan(out.hyper.shampoo_weight_decay);
+  if (hyperLines != 0 && hyperLines != kHyperKeys && !onlyVersion1)
     return corrupt(path, "manifest has " + std::to_string(hyperLines) + " of the " +
                              std::to_string(kHyperKeys) + " hyper_* lines");
-  out.hasHyper = hyperLines == kHyperKeys;
+  out.hasHyper = hyperLines > 0;
   if (out.shards.size() != static_cast<size_t>(out.worldSize))
     return corrupt(path, "manifest names " + std::to_string(out.shards.size()) +
                              " shards for world_size " + std::to_string(out.worldSize) +

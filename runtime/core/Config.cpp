@@ -134,7 +134,9 @@ uint64_t Config::hash() const {
 }
 
 uint64_t Config::hyperHash() const {
-  const float v[] = {muon.lr, muon.momentum, muon.weightDecay, adamw.lr, adamw.weightDecay};
+  const float v[] = {muon.lr,          muon.momentum,     muon.weightDecay,
+                     adamw.lr,         adamw.weightDecay, soap.lr,
+                     soap.weightDecay, shampoo.lr,        shampoo.weightDecay};
   return planfile::fnv1a64(reinterpret_cast<const uint8_t *>(v), sizeof v);
 }
 

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <unistd.h>
@@ -425,12 +426,13 @@ Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
   adamwStep_ = manifest.adamwStep;
   stepsApplied_ = manifest.stepsApplied;
   stepsSkipped_ = manifest.stepsSkipped;
-  if (manifest.hasHyper) { // the schedule's values at the save
-    config_.muon.lr = static_cast<float>(manifest.hyper.lr);
-    config_.muon.momentum = static_cast<float>(manifest.hyper.momentum);
-    config_.muon.weightDecay = static_cast<float>(manifest.hyper.weight_decay);
-    config_.adamw.lr = static_cast<float>(manifest.hyper.adamw_lr);
-    config_.adamw.weightDecay = static_cast<float>(manifest.hyper.adamw_weight_decay);
+  // The schedule's values at the save; an older manifest's missing rows
+  // (unset) leave this run's.
+  if (manifest.hasHyper) {
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
+  if (!std::isnan(manifest.hyper.name))                                                            \
+    config_.group.field = static_cast<float>(manifest.hyper.name);
+#include "common/HyperParams.def"
   }
   if (step)
     *step = manifest.step;

@@ -1,8 +1,8 @@
 // What a training loop sets and reads between hooks: micro-batch
 // declarations, hyper-parameters for a schedule (agreed on by every rank,
 // like the options at create), per-param-group scales, the gradient norm.
-#include "exec/Executor.h"
 #include "common/HyperRanges.h"
+#include "exec/Executor.h"
 #include "plan/PlanFile.h"
 
 #include <cmath>
@@ -55,27 +55,26 @@ Status Executor::beginMicroBatch(bool isLast) {
 Status Executor::setHyperParams(const dmuon_hyper_params_t &h) {
   Config next = config_;
   Status verdict = Status::ok();
-#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
   if (verdict)                                                                                     \
     verdict = takeValue(h.name, #name, common::range, next.group.field);
 #include "common/HyperParams.def"
 
-  DMUON_RETURN_IF_ERROR(
-      agreeOnSetting(*backend_, verdict, next.hyperHash(), "set_hyper_params"));
+  DMUON_RETURN_IF_ERROR(agreeOnSetting(*backend_, verdict, next.hyperHash(), "set_hyper_params"));
   config_.muon = next.muon;
   config_.adamw = next.adamw;
+  config_.soap = next.soap;
+  config_.shampoo = next.shampoo;
   return Status::ok();
 }
 
 void Executor::hyperParams(dmuon_hyper_params_t &out) const {
-#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                  \
+#define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
   out.name = config_.group.field;
 #include "common/HyperParams.def"
-
 }
 
-Status Executor::setParamGroupScale(const std::string &pattern, double lrScale,
-                                    double wdScale) {
+Status Executor::setParamGroupScale(const std::string &pattern, double lrScale, double wdScale) {
   std::vector<ParamRt *> matched;
   for (ParamRt &p : params_)
     if (::fnmatch(pattern.c_str(), p.name.c_str(), 0) == 0)
@@ -86,17 +85,17 @@ Status Executor::setParamGroupScale(const std::string &pattern, double lrScale,
   else if (std::string e = common::hyperRangeError("lr_scale", lrScale, common::kGroupScaleRange);
            !e.empty())
     verdict = invalidArgument("set_param_group_scale('" + pattern + "'): " + e);
-  else if (std::string e = common::hyperRangeError("weight_decay_scale", wdScale,
-                                                   common::kGroupScaleRange);
+  else if (std::string e =
+               common::hyperRangeError("weight_decay_scale", wdScale, common::kGroupScaleRange);
            !e.empty())
     verdict = invalidArgument("set_param_group_scale('" + pattern + "'): " + e);
   std::string key = pattern;
   key.append(reinterpret_cast<const char *>(&lrScale), sizeof lrScale);
   key.append(reinterpret_cast<const char *>(&wdScale), sizeof wdScale);
-  DMUON_RETURN_IF_ERROR(agreeOnSetting(
-      *backend_, verdict,
-      planfile::fnv1a64(reinterpret_cast<const uint8_t *>(key.data()), key.size()),
-      "set_param_group_scale('" + pattern + "')"));
+  DMUON_RETURN_IF_ERROR(
+      agreeOnSetting(*backend_, verdict,
+                     planfile::fnv1a64(reinterpret_cast<const uint8_t *>(key.data()), key.size()),
+                     "set_param_group_scale('" + pattern + "')"));
   for (ParamRt *p : matched) {
     p->lrScale = static_cast<float>(lrScale);
     p->weightDecayScale = static_cast<float>(wdScale);

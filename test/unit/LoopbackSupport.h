@@ -16,8 +16,10 @@
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace dmuon::rt {
@@ -100,8 +102,13 @@ inline void bindAll(const LoadedPlan &plan, Executor &ex, const ValueFn &valueOf
 // How trainWith() runs: its steps (numbered from `firstStep`: the gradients
 // depend on the number), and the checkpoint it resumes from and saves to.
 struct Run {
-  int steps = 3, firstStep = 0;
+  Run(int steps = 3, int firstStep = 0, std::string resumeFrom = "", std::string saveTo = "")
+      : steps(steps), firstStep(firstStep), resumeFrom(std::move(resumeFrom)),
+        saveTo(std::move(saveTo)) {}
+  int steps, firstStep;
   std::string resumeFrom, saveTo;
+  // Set with set_hyper_params after binding (and resuming), on every rank.
+  std::optional<dmuon_hyper_params_t> hyper;
 };
 
 // The run's steps through every hook, with `valueOf`'s gradients, then every
@@ -114,6 +121,10 @@ inline std::vector<std::vector<float>> trainWith(const LoadedPlan &plan, const R
     bindAll(plan, ex, valueOf);
     if (!run.resumeFrom.empty()) {
       Status s = ex.loadCheckpoint(run.resumeFrom, nullptr);
+      ASSERT_TRUE(s.isOk()) << s.message();
+    }
+    if (run.hyper) {
+      Status s = ex.setHyperParams(*run.hyper);
       ASSERT_TRUE(s.isOk()) << s.message();
     }
     auto addGradients = [&](int step, int group) {

@@ -163,10 +163,18 @@ void accumulate(M &s, const M &g, bool left, double keep) {
 
 // SOAP on one rows x cols matrix for `steps` steps, as its paper's
 // Algorithm 3 and reference code (nikhilvyas/SOAP) define it.
+// `rates`: a schedule's learning rate and weight decay in place of the plan's.
+struct Rates {
+  double lr = NAN, weightDecay = NAN;
+  double lrOr(double plan) const { return std::isnan(lr) ? plan : lr; }
+  double weightDecayOr(double plan) const { return std::isnan(weightDecay) ? plan : weightDecay; }
+};
+
 M soapByHand(const dmuon::plan::OptimizerDefaults &od, int param, int64_t rows, int64_t cols,
-             int steps, int phase) {
-  const double lr = od.soap_lr(), b1 = od.soap_beta1(), b2 = od.soap_beta2(),
-               sb = od.soap_shampoo_beta(), eps = od.soap_eps(), wd = od.soap_weight_decay();
+             int steps, int phase, Rates rates = {}) {
+  const double lr = rates.lrOr(od.soap_lr()), b1 = od.soap_beta1(), b2 = od.soap_beta2(),
+               sb = od.soap_shampoo_beta(), eps = od.soap_eps(),
+               wd = rates.weightDecayOr(od.soap_weight_decay());
   const int64_t cap = od.soap_max_precond_dim();
   const bool hasL = rows <= cap, hasR = cols <= cap;
   M w = initialOf(param, rows, cols), m(rows, cols), v(rows, cols), l(rows, rows), r(cols, cols);
@@ -248,9 +256,9 @@ M inverseRoot(const M &s, double eps) {
 // statistics, filtered gradient, graft, roots every f steps from step f,
 // L^-1/4 F R^-1/4 at the graft's norm, decoupled decay.
 M shampooByHand(const dmuon::plan::OptimizerDefaults &od, int param, int64_t rows, int64_t cols,
-                int steps, int phase) {
-  const double lr = od.shampoo_lr(), b1 = od.shampoo_beta1(), b2 = od.shampoo_beta2(),
-               eps = od.shampoo_eps(), wd = od.shampoo_weight_decay(),
+                int steps, int phase, Rates rates = {}) {
+  const double lr = rates.lrOr(od.shampoo_lr()), b1 = od.shampoo_beta1(), b2 = od.shampoo_beta2(),
+               eps = od.shampoo_eps(), wd = rates.weightDecayOr(od.shampoo_weight_decay()),
                geps = od.shampoo_graft_eps();
   const int64_t cap = od.shampoo_max_preconditioner_dim(), f = od.shampoo_precondition_frequency();
   const bool hasL = rows <= cap, hasR = cols <= cap;
@@ -366,6 +374,56 @@ TEST(Preconditioned, StateResumesOnAnotherMesh) {
   for (size_t i = 0; i < unbroken.size(); ++i)
     EXPECT_EQ(resumed[i], unbroken[i]) << one->param(static_cast<int>(i)).name()->str();
   std::filesystem::remove_all(tmpl);
+}
+
+// A schedule's SOAP and Shampoo rates (dmuon_hyper_params_t version 2) are
+// what their steps use, on every mesh, and a checkpoint carries them: set
+// once before the first step, saved after 4 and resumed on 2x2 without
+// setting them again, the run ends where the references at those rates end.
+TEST(Preconditioned, ScheduledRatesReachTheStepsAndTheCheckpoint) {
+  std::unique_ptr<LoadedPlan> one = mixedPlan("1"), four = mixedPlan("2x2");
+  ASSERT_TRUE(one && four);
+  const dmuon::plan::OptimizerDefaults &od = *one->root().options()->optimizer();
+  const Rates soapRates{od.soap_lr() * 3, od.soap_weight_decay() / 2};
+  const Rates shampooRates{od.shampoo_lr() * 2, od.shampoo_weight_decay() * 4};
+  dmuon_hyper_params_t h;
+  dmuon_hyper_params_init(&h);
+  h.soap_lr = soapRates.lr;
+  h.soap_weight_decay = soapRates.weightDecay;
+  h.shampoo_lr = shampooRates.lr;
+  h.shampoo_weight_decay = shampooRates.weightDecay;
+  char tmpl[] = "/tmp/dmuon-scheduled-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string ckpt = std::string(tmpl) + "/ckpt";
+  dmuon::rt::Run first(4, 0, "", ckpt);
+  first.hyper = h;
+  trainWith(*one, first, noise);
+  const std::vector<std::vector<float>> got = trainWith(*four, {4, 4, ckpt, ""}, noise);
+  std::filesystem::remove_all(tmpl);
+  int checked = 0;
+  for (int i = 0; i < one->numParams(); ++i) {
+    const dmuon::plan::Param &p = one->param(i);
+    const dmuon::plan::MatrixOptimizer rule = p.matrix_optimizer();
+    if (p.role() != dmuon::plan::Role::muon || (rule != dmuon::plan::MatrixOptimizer::soap &&
+                                                rule != dmuon::plan::MatrixOptimizer::shampoo))
+      continue;
+    const bool soap = rule == dmuon::plan::MatrixOptimizer::soap;
+    const M byHand =
+        soap ? soapByHand(od, i, p.rows(), p.cols(), 8, p.refresh_phase(), soapRates)
+             : shampooByHand(od, i, p.rows(), p.cols(), 8, p.refresh_phase(), shampooRates);
+    const M atPlanRates = soap ? soapByHand(od, i, p.rows(), p.cols(), 8, p.refresh_phase())
+                               : shampooByHand(od, i, p.rows(), p.cols(), 8, p.refresh_phase());
+    double worst = 0, largest = 0, apart = 0;
+    for (size_t k = 0; k < byHand.a.size(); ++k) {
+      worst = std::max(worst, std::fabs(got[static_cast<size_t>(i)][k] - byHand.a[k]));
+      largest = std::max(largest, std::fabs(byHand.a[k]));
+      apart = std::max(apart, std::fabs(atPlanRates.a[k] - byHand.a[k]));
+    }
+    EXPECT_LT(worst, 1e-5 * largest) << p.name()->str();
+    EXPECT_GT(apart, 100 * worst) << p.name()->str() << ": the rates make no difference";
+    ++checked;
+  }
+  EXPECT_EQ(checked, 8);
 }
 
 } // namespace

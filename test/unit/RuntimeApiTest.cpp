@@ -1,10 +1,10 @@
 // The C ABI on one rank: plan loading errors, option checks, call-order
 // errors (the runtime stays usable after each), and one step's numerics.
+#include "RuntimeTestSupport.h"
 #include "dmuon/dmuon.h"
 #include "dmuon/plan_generated.h"
 #include "kernels/cpu/MuonKernels.h"
 #include "plan/PlanFile.h"
-#include "RuntimeTestSupport.h"
 
 #include <algorithm>
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -142,8 +143,7 @@ TEST(RuntimeCreate, TheRuntimeKeepsItsPlanAlive) {
   EXPECT_EQ(dmuon_runtime_step(rt), DMUON_SUCCESS) << err();
   void *view = nullptr;
   EXPECT_EQ(dmuon_runtime_param_view(rt, n, &view), DMUON_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(err().find("param index " + std::to_string(n) + " is out of range"),
-            std::string::npos)
+  EXPECT_NE(err().find("param index " + std::to_string(n) + " is out of range"), std::string::npos)
       << err();
   dmuon_comm_counters_t counters{};
   EXPECT_EQ(dmuon_runtime_planned_counters(rt, &counters), DMUON_ERROR_INVALID_ARGUMENT);
@@ -214,8 +214,8 @@ TEST(RuntimeCreate, InitLeavesEveryPlanSettingUnset) {
   EXPECT_EQ(o.mode, DMUON_MODE_FROM_PLAN);
   for (int field : {o.device, o.replicate_async, o.nesterov, o.ns_steps})
     EXPECT_EQ(field, DMUON_UNSET);
-  for (double field : {o.lr, o.momentum, o.weight_decay, o.adamw_lr, o.adamw_beta1,
-                       o.adamw_beta2, o.adamw_eps, o.adamw_weight_decay})
+  for (double field : {o.lr, o.momentum, o.weight_decay, o.adamw_lr, o.adamw_beta1, o.adamw_beta2,
+                       o.adamw_eps, o.adamw_weight_decay})
     EXPECT_TRUE(std::isnan(field));
   EXPECT_TRUE(std::isnan(DMUON_UNSET_REAL));
   dmuon_hyper_params_t h;
@@ -249,7 +249,6 @@ TEST(RuntimeCreate, NcclNegativeDeviceIsRefusedBeforeCuda) {
   dmuon_plan_destroy(plan);
 }
 
-
 TEST_F(OneRank, BindingErrorsNameTheParam) {
   std::vector<float> v(7);
   EXPECT_EQ(dmuon_runtime_bind_param(rt, "nope.weight", v.data(), 7), DMUON_ERROR_INVALID_ARGUMENT);
@@ -269,7 +268,8 @@ TEST_F(OneRank, CallsOutOfOrderAreRefusedAndTheRuntimeStaysUsable) {
   EXPECT_EQ(dmuon_runtime_pre_forward(rt, n), DMUON_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(err().find("out of range"), std::string::npos) << err();
   void *view = nullptr;
-  EXPECT_EQ(dmuon_runtime_param_view(rt, indexOf("layers.0.fc1.weight"), &view), DMUON_ERROR_INVALID_STATE);
+  EXPECT_EQ(dmuon_runtime_param_view(rt, indexOf("layers.0.fc1.weight"), &view),
+            DMUON_ERROR_INVALID_STATE);
 
   int index = -1;
   ASSERT_EQ(dmuon_plan_find_param(plan, "layers.0.fc1.weight", &index), DMUON_SUCCESS);
@@ -279,7 +279,8 @@ TEST_F(OneRank, CallsOutOfOrderAreRefusedAndTheRuntimeStaysUsable) {
   ASSERT_EQ(dmuon_runtime_pre_forward(rt, g0), DMUON_SUCCESS) << err();
   EXPECT_EQ(dmuon_runtime_pre_forward(rt, g0), DMUON_ERROR_INVALID_STATE);
   EXPECT_NE(err().find("called twice"), std::string::npos) << err();
-  EXPECT_EQ(dmuon_runtime_param_view(rt, indexOf("layers.0.fc1.weight"), &view), DMUON_SUCCESS) << err();
+  EXPECT_EQ(dmuon_runtime_param_view(rt, indexOf("layers.0.fc1.weight"), &view), DMUON_SUCCESS)
+      << err();
   EXPECT_FLOAT_EQ(static_cast<float *>(view)[0], 0.01f);
   EXPECT_EQ(dmuon_runtime_pre_backward(rt, g0), DMUON_ERROR_INVALID_STATE);
   for (int g = 0; g < n; ++g) {
@@ -349,6 +350,35 @@ TEST_F(OneRank, TrainingLoopCallsCheckTheirArguments) {
   dmuon_hyper_params_init(&got);
   ASSERT_EQ(dmuon_runtime_get_hyper_params(rt, &got), DMUON_SUCCESS);
   EXPECT_FLOAT_EQ(static_cast<float>(got.momentum), 0.9f);
+  EXPECT_FLOAT_EQ(static_cast<float>(got.soap_lr), 3e-3f); // the plan's (version 2 fields)
+
+  // A host built against version 1 of the struct (no SOAP or Shampoo rates):
+  // accepted, and get writes nothing past its size.
+  struct {
+    dmuon_hyper_params_t h;
+    unsigned char canary[64];
+  } v1;
+  std::memset(&v1, 0xA5, sizeof v1);
+  v1.h.struct_size = offsetof(dmuon_hyper_params_t, soap_lr);
+  v1.h.version = 1;
+  v1.h.lr = 0.01;
+  v1.h.momentum = v1.h.weight_decay = v1.h.adamw_lr = v1.h.adamw_weight_decay = DMUON_UNSET_REAL;
+  EXPECT_EQ(dmuon_runtime_set_hyper_params(rt, &v1.h), DMUON_SUCCESS) << err();
+  std::memset(reinterpret_cast<unsigned char *>(&v1.h) + offsetof(dmuon_hyper_params_t, lr), 0xA5,
+              sizeof v1 - offsetof(dmuon_hyper_params_t, lr));
+  ASSERT_EQ(dmuon_runtime_get_hyper_params(rt, &v1.h), DMUON_SUCCESS) << err();
+  EXPECT_FLOAT_EQ(static_cast<float>(v1.h.lr), 0.01f);
+  EXPECT_EQ(v1.h.struct_size, offsetof(dmuon_hyper_params_t, soap_lr));
+  const unsigned char *past =
+      reinterpret_cast<const unsigned char *>(&v1.h) + offsetof(dmuon_hyper_params_t, soap_lr);
+  for (size_t k = 0; k < sizeof v1 - offsetof(dmuon_hyper_params_t, soap_lr); ++k)
+    ASSERT_EQ(past[k], 0xA5) << "get wrote byte " << k << " past a version-1 struct";
+  ASSERT_EQ(dmuon_runtime_get_hyper_params(rt, &got), DMUON_SUCCESS);
+  EXPECT_FLOAT_EQ(static_cast<float>(got.soap_lr), 3e-3f); // left as it was
+  EXPECT_FLOAT_EQ(static_cast<float>(got.momentum), 0.9f);
+  v1.h.version = 3;
+  EXPECT_EQ(dmuon_runtime_set_hyper_params(rt, &v1.h), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("dmuon_hyper_params_init"), std::string::npos) << err();
 
   // A micro-batch declared not last: the step waits for the last one.
   const int n = dmuon_plan_num_hook_groups(plan);
@@ -469,7 +499,7 @@ TEST(HostRoute, TheRuntimeLeavesHostParamsAlone) {
   mem.struct_size = sizeof mem;
   mem.version = DMUON_MEMORY_REPORT_VERSION;
   ASSERT_EQ(dmuon_runtime_memory(rt, &mem), DMUON_SUCCESS) << err();
-  EXPECT_EQ(mem.values.peak, 0u);       // nothing of the host params
+  EXPECT_EQ(mem.values.peak, 0u); // nothing of the host params
   EXPECT_EQ(mem.adam_moments.peak, 0u);
   EXPECT_GT(mem.masters.peak, 0u);
   dmuon_runtime_destroy(rt);
