@@ -4,7 +4,7 @@
 #include "StepVariant.h"
 
 #include "BridgeHooks.h"
-#include "DmuonTorch.h"
+#include "dmuon/torch/DmuonTorch.h"
 
 namespace step_bench {
 namespace {

@@ -14,10 +14,10 @@
 //
 //   mpirun -n 4 --oversubscribe build/bin/dmuon_step_bench --model llama-shaped
 #include "BenchModel.h"
-#include "DmuonTorch.h"
 #include "StepBenchFlags.h"
 #include "StepReport.h"
 #include "StepVariant.h"
+#include "dmuon/torch/DmuonTorch.h"
 
 #include <mpi.h>
 

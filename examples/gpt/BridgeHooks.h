@@ -1,11 +1,11 @@
 // A model's module hooks (GptModel.h's BlockHooks) forwarded to the
-// libdmuon bridge (DmuonTorch.h): the glue every libtorch model of this
+// libtorch bridge (dmuon::torch, DmuonTorch.h): the glue every libtorch model of this
 // family needs to run its forward through the runtime's hooks.
 #ifndef DMUON_EXAMPLES_GPT_BRIDGEHOOKS_H
 #define DMUON_EXAMPLES_GPT_BRIDGEHOOKS_H
 
-#include "DmuonTorch.h"
 #include "GptModel.h"
+#include "dmuon/torch/DmuonTorch.h"
 
 #include <string>
 

@@ -1,8 +1,8 @@
 #include "GptBackends.h"
 #include "BridgeHooks.h"
 
-#include "DmuonTorch.h"
 #include "ReferenceMuon.h"
+#include "dmuon/torch/DmuonTorch.h"
 
 #include <stdexcept>
 

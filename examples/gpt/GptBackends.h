@@ -1,7 +1,7 @@
 // The two ways dmuon-gpt updates the model, behind one interface so that the
 // training loop (gpt_train.cpp) is the same code for both:
 //  - dmuon: libdmuon over MPI, params and gradients in the runtime's buffers
-//    (DmuonTorch.h), Muon on each matrix's owner rank, AdamW (replicated)
+//    (dmuon::torch's DmuonTorch.h), Muon on each matrix's owner rank, AdamW (replicated)
 //    for the rest;
 //  - reference: one process, libtorch only: ReferenceMuon for the same
 //    matrices and torch::optim::AdamW for the rest.

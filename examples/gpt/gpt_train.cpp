@@ -10,12 +10,12 @@
 // step every rank takes its own equal slice of the same global batch, so the
 // averaged gradient is the gradient of the global batch, which the
 // reference sees whole.
-#include "DmuonTorch.h"
 #include "FortuneData.h"
 #include "GptBackends.h"
 #include "GptFlags.h"
 #include "GptModel.h"
 #include "RunRecord.h"
+#include "dmuon/torch/DmuonTorch.h"
 
 #include <mpi.h>
 

@@ -337,6 +337,37 @@ DMUON_API dmuon_status_t dmuon_runtime_create(dmuon_plan_t plan,
 DMUON_API void dmuon_runtime_destroy(dmuon_runtime_t runtime);
 DMUON_API const char *dmuon_runtime_last_error(dmuon_runtime_t runtime);
 
+/* NCCL communicators for hosts without an NCCL binding of their own (Python
+ * over ctypes): the world ncclComm_t that options.communicator points to,
+ * made through libdmuon's NCCL plugin as a C++ host makes it: a unique id
+ * from dmuon_nccl_unique_id on one rank (rank 0), sent as
+ * DMUON_NCCL_UNIQUE_ID_BYTES opaque bytes to every rank over any channel the
+ * host has (MPI, a key-value store), then dmuon_nccl_comm_init_rank on each.
+ * Arguments are checked first, on any build; then, without the plugin (a
+ * build without CUDA and NCCL), each call that needs NCCL returns
+ * DMUON_ERROR_UNSUPPORTED and says so. */
+#define DMUON_NCCL_UNIQUE_ID_BYTES 128 /* NCCL_UNIQUE_ID_BYTES: an ncclUniqueId */
+
+/* ncclGetUniqueId into `out_id`, `id_size` bytes (DMUON_NCCL_UNIQUE_ID_BYTES,
+ * else DMUON_ERROR_INVALID_ARGUMENT): once per communicator, on one rank. */
+DMUON_API dmuon_status_t dmuon_nccl_unique_id(void *out_id, size_t id_size);
+/* ncclCommInitRank as rank `rank` of `world_size` on CUDA device `device`
+ * (DMUON_UNSET: the calling thread's current one; the thread's current
+ * device is left as it was): collective over the world_size ranks that pass
+ * the same id. Writes
+ * the communicator into *(ncclComm_t *)out_communicator: that pointer is
+ * what options.communicator takes. A rank outside [0, world_size), a device
+ * that is not visible or an id_size other than DMUON_NCCL_UNIQUE_ID_BYTES is
+ * DMUON_ERROR_INVALID_ARGUMENT; no CUDA device or driver, or an NCCL
+ * failure, DMUON_ERROR_BACKEND. */
+DMUON_API dmuon_status_t dmuon_nccl_comm_init_rank(void *out_communicator, int world_size,
+                                                   const void *id, size_t id_size, int rank,
+                                                   int device);
+/* ncclCommDestroy of the communicator that `communicator` points to (as
+ * dmuon_nccl_comm_init_rank wrote it) and sets it to null; a null one is
+ * nothing to do. Destroy the runtimes made over it first. */
+DMUON_API dmuon_status_t dmuon_nccl_comm_destroy(void *communicator);
+
 /* Gives the runtime a param's initial fp32 values: the full param, or this
  * rank's local shard for a param sharded on model-parallel dims (as with
  * DTensor's to_local()). Every data-parallel rank passes the same values;

@@ -21,6 +21,7 @@ from ._capi import (ACCUMULATION_LOCAL, ACCUMULATION_REDUCE, BACKEND_MPI, BACKEN
 from ._capi import version as library_version
 from ._core import Error, Plan, runtime_options
 from ._runtime import Runtime, communicator_address
+from . import nccl  # dmuon.nccl: NCCL communicators for GPU hosts
 
 __version__ = "%d.%d.%d" % library_version()
 

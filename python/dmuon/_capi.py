@@ -32,6 +32,7 @@ UNSET_REAL = float("nan")
 
 MAX_MESH_DIMS = 8
 MAX_DIMS = 8
+NCCL_UNIQUE_ID_BYTES = 128
 
 ROLE_ADAMW, ROLE_MUON = 0, 1
 DTYPE_F32, DTYPE_BF16, DTYPE_F16, DTYPE_F64 = 0, 1, 2, 3
@@ -297,6 +298,9 @@ _PROTOTYPES = {
     "dmuon_runtime_memory": (_status, [_Runtime, _P(MemoryReport)]),
     "dmuon_runtime_planned_memory": (_status, [_Runtime, _P(MemoryReport)]),
     "dmuon_runtime_ns_flops": (_double, [_Runtime]),
+    "dmuon_nccl_unique_id": (_status, [_ptr, _size_t]),
+    "dmuon_nccl_comm_init_rank": (_status, [_ptr, _int, _ptr, _size_t, _int, _int]),
+    "dmuon_nccl_comm_destroy": (_status, [_ptr]),
 }
 
 

@@ -63,8 +63,9 @@ def communicator_address(communicator):
 
 class Runtime:
     """dmuon_runtime_create over `plan` with `communicator` (an mpi4py
-    communicator for the MPI backend; for NCCL the integer address of an
-    variable holding an ncclComm_t, with rank= and stream= given). Keyword options are
+    communicator for the MPI backend; for NCCL a dmuon.nccl.NcclCommunicator,
+    or the integer address of a variable holding an ncclComm_t with rank=,
+    and stream= given). Keyword options are
     dmuon_runtime_options_t's fields (dmuon.runtime_options); those not given
     take the plan's values. Collective over the communicator."""
 
@@ -81,10 +82,20 @@ class Runtime:
             address, comm_rank = communicator_address(communicator)
             self._communicator = communicator  # its handle's address is in `o`
         else:
-            if not isinstance(communicator, int) or rank is None:
-                raise TypeError("the NCCL backend takes the address of an ncclComm_t "
-                                "variable (an int) and rank=")
-            address, comm_rank = communicator, rank
+            from .nccl import NcclCommunicator
+            if isinstance(communicator, NcclCommunicator):
+                address, comm_rank = communicator.address, communicator.rank
+                self._communicator = communicator  # destroyed after this runtime
+                communicator._add_runtime(self)
+            elif isinstance(communicator, int) and rank is not None:
+                address, comm_rank = communicator, rank
+            else:
+                raise TypeError("the NCCL backend takes a dmuon.nccl.NcclCommunicator, or the "
+                                "address of an ncclComm_t variable (an int) and rank=")
+            if not isinstance(stream, int) or not stream:
+                raise TypeError("the NCCL backend takes stream=, the host's compute "
+                                "cudaStream_t as an int (torch.cuda.current_stream()."
+                                f"cuda_stream), not {stream!r}")
             o.stream = stream
         if rank is not None and rank != comm_rank:
             raise ValueError(f"rank={rank} but the communicator says {comm_rank}")

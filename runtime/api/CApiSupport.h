@@ -1,6 +1,7 @@
-// What the C ABI's two files share (CApiPlan.cpp: status strings, version,
-// plans; CApi.cpp: runtimes): the handles' structs, errors as statuses and
-// messages (nothing throws across the boundary), and the argument checks.
+// What the C ABI's files share (CApiPlan.cpp: status strings, version,
+// plans; CApi.cpp: runtimes; CApiNccl.cpp: NCCL communicators): the handles'
+// structs, errors as statuses and messages (nothing throws across the
+// boundary), and the argument checks.
 #ifndef DMUON_RUNTIME_API_CAPISUPPORT_H
 #define DMUON_RUNTIME_API_CAPISUPPORT_H
 

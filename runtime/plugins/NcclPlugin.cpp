@@ -53,10 +53,8 @@ extern "C" DMUON_API int dmuon_nccl_plugin_create(int abi, const dmuon_runtime_o
     std::snprintf(error, errorSize, "%s", s.message().c_str());
     return static_cast<int>(s.code());
   };
-  if (abi != kNcclPluginAbi)
-    return fail(unsupported("libdmuon-nccl.so was built for plugin ABI " +
-                            std::to_string(kNcclPluginAbi) + " but libdmuon expects " +
-                            std::to_string(abi) + "; install matching versions"));
+  if (Status s = checkNcclPluginAbi(abi); !s)
+    return fail(s);
   try {
     int cudaDevice = -1;
     Status s = resolveNcclDevice(options->communicator, options->stream, options->device,

@@ -20,8 +20,7 @@ std::string libraryDirectory() {
 
 } // namespace
 
-Status createNcclFromPlugin(const dmuon_runtime_options_t &options,
-                            std::unique_ptr<Backend> &backend, std::unique_ptr<Device> &device) {
+Status ncclPluginEntry(const char *name, void *&entry) {
   // Loaded once and kept for the life of the process: runtimes may come and
   // go, and threads may create runtimes at the same time.
   static std::mutex loading;
@@ -40,15 +39,21 @@ Status createNcclFromPlugin(const dmuon_runtime_options_t &options,
                          std::string(kNcclPluginFile) + " (" + loadError +
                          "); build dmuon with CUDA and NCCL");
   }
-  auto create = reinterpret_cast<NcclPluginCreateFn>(dlsym(handle, kNcclPluginEntry));
-  if (!create)
-    return unsupported(std::string(kNcclPluginFile) + " has no entry point " + kNcclPluginEntry);
+  entry = dlsym(handle, name);
+  if (!entry)
+    return unsupported(std::string(kNcclPluginFile) + " has no entry point " + name +
+                       "; install a libdmuon-nccl.so of the same dmuon version as libdmuon");
+  return Status::ok();
+}
+
+Status createNcclFromPlugin(const dmuon_runtime_options_t &options,
+                            std::unique_ptr<Backend> &backend, std::unique_ptr<Device> &device) {
+  void *entry = nullptr;
+  DMUON_RETURN_IF_ERROR(ncclPluginEntry(kNcclPluginEntry, entry));
   Backend *b = nullptr;
   Device *d = nullptr;
-  char error[1024] = {0};
-  int code = create(kNcclPluginAbi, &options, &b, &d, error, sizeof error);
-  if (code != DMUON_SUCCESS)
-    return {static_cast<dmuon_status_t>(code), error};
+  DMUON_RETURN_IF_ERROR(
+      callNcclPlugin(reinterpret_cast<NcclPluginCreateFn>(entry), &options, &b, &d));
   backend.reset(b);
   device.reset(d);
   return Status::ok();

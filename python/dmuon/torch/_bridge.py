@@ -1,5 +1,6 @@
 """ParamBridge: the runtime's memory becomes the module's memory
-(examples/gpt/DmuonTorch.h does the same in C++; this is its Python twin).
+(dmuon::torch's DmuonTorch.h, hosts/torch, does the same in C++; this is its
+Python twin).
 
 - Every param is re-pointed (param.data = a tensor over the runtime's
   buffer) whenever the runtime has a view for it, and at an empty tensor

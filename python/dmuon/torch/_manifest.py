@@ -1,5 +1,5 @@
 """The plan from the model itself: dmuonc's TOML manifest written from
-named_parameters(), and dmuonc run on it (examples/gpt/DmuonTorch.cpp's
+named_parameters(), and dmuonc run on it (hosts/torch/DmuonTorch.cpp's
 manifestToml and runDmuonc, with the same text, so that a Python and a C++
 host of one model compile the same plan)."""
 

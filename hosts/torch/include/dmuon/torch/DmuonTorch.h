@@ -1,6 +1,7 @@
-// libdmuon inside a libtorch trainer: what a host needs, in one header you
-// can lift into your own trainer (it depends on libtorch and dmuon.hpp only;
-// no MPI, nothing of the example's model).
+// libdmuon inside a libtorch trainer: what a host needs, in one header
+// (libtorch and dmuon.hpp only; no MPI, nothing of any model). Installed as
+// the CMake component dmuon::torch (find_package(dmuon COMPONENTS torch));
+// docs/torch.md.
 //
 // 1. Plan from the model itself: manifestToml() writes dmuonc's TOML
 //    manifest from named_parameters() (names, shapes, dtypes, in
@@ -33,8 +34,8 @@
 // its gradients fp32), each param its own contiguous storage at offset 0
 // (true for registered module params), and the same forward order on every
 // rank (the hooks issue collectives).
-#ifndef DMUON_EXAMPLES_GPT_DMUONTORCH_H
-#define DMUON_EXAMPLES_GPT_DMUONTORCH_H
+#ifndef DMUON_TORCH_DMUONTORCH_H
+#define DMUON_TORCH_DMUONTORCH_H
 
 #include "dmuon/dmuon.hpp"
 

@@ -1,4 +1,4 @@
-#include "DmuonTorch.h"
+#include "dmuon/torch/DmuonTorch.h"
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
