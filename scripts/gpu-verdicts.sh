@@ -44,6 +44,29 @@ kernel_tests_verdict() {
   fi
 }
 
+# precond_tests_verdict RC LOG: the SOAP/Shampoo kernel tests'
+# (cuda_preconditioner_tests) result from their exit status and gtest
+# output, with the worst CUDA-vs-CPU step error. Prints "PASS|FAIL detail".
+precond_tests_verdict() {
+  local rc=$1 log=$2 passed failed worst figures
+  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+  failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+  worst=$(sed -n 's/.*steps on CUDA vs CPU: update rel error \([0-9.e+-]*\).*/\1/p' "$log" |
+    sort -g | tail -n 1)
+  figures="${passed:-0} passed, ${failed:-0} failed; worst SOAP/Shampoo step error vs CPU ${worst:-n/a} (tolerance 1e-3)"
+  if grep -q 'no CUDA device visible' "$log"; then
+    echo "FAIL tests skipped: no CUDA device visible to the process (driver?)"
+  elif [ "$rc" -eq 124 ]; then
+    echo "FAIL timed out"
+  elif [ "$rc" -ne 0 ]; then
+    echo "FAIL exit status $rc; $figures"
+  elif [ -z "$passed" ] || [ -z "$worst" ]; then
+    echo "FAIL no step comparison ran"
+  else
+    echo "PASS $figures"
+  fi
+}
+
 # bench_verdict RC LOG: the benchmark's result from its "target:" line.
 bench_verdict() {
   local rc=$1 log=$2 target

@@ -19,6 +19,10 @@
 
 namespace dmuon::cuda {
 
+// The preconditioned rules' cuSOLVER handle and scratch (CudaLinearAlgebra.cu),
+// made at their first use: a Muon-only run never creates them.
+struct LinalgState;
+
 class Context {
 public:
   int device = 0;
@@ -31,7 +35,16 @@ public:
   // addSumOfSquares' partial sums, reused in stream order by every call (an
   // allocation per call would go through a memory pool each time).
   double *sumPartials = nullptr;
+  LinalgState *linalg = nullptr;
 };
+
+// Frees the context's LinalgState (destroyContext, on the context's device,
+// after its stream is drained).
+void destroyLinalg(Context *ctx);
+// Copies `bytes` of host memory to a device buffer of the context's, in
+// stream order, through pinned staging (the caller may reuse its memory at
+// once); *device is valid for the kernels enqueued before the next call.
+Result stageHostArray(Context *ctx, const void *host, size_t bytes, const void **device);
 
 namespace {
 

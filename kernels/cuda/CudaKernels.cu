@@ -354,6 +354,7 @@ void destroyContext(Context *ctx) {
         cudaFree(ctx->arena);
       if (ctx->sumPartials)
         cudaFree(ctx->sumPartials);
+      destroyLinalg(ctx);
       cudaGetLastError();
     }
   }

@@ -65,6 +65,9 @@ public:
   // device without them says so (hasPreconditionerKernels) and the runtime
   // refuses such plans at create.
   virtual bool hasPreconditionerKernels() const { return false; }
+  // Sizes the factorizations' scratch for square matrices up to maxSide
+  // once, so that no step allocates (optional: it grows on demand).
+  virtual Status reservePreconditioner(int64_t /*maxSide*/) { return Status::ok(); }
   virtual Status gemm(bool /*transA*/, bool /*transB*/, int64_t /*m*/, int64_t /*n*/, int64_t /*k*/,
                       float /*alpha*/, const float * /*a*/, const float * /*b*/, float /*beta*/,
                       float * /*c*/) {
@@ -108,7 +111,8 @@ public:
 
 protected:
   static Status noPreconditionerKernels() {
-    return unsupported("this device has no SOAP/Shampoo kernels yet (they run on the CPU device)");
+    return unsupported(
+        "this device has no SOAP/Shampoo kernels (the CPU and CUDA devices have them)");
   }
 };
 

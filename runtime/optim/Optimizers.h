@@ -44,8 +44,8 @@ struct OptimizerSet {
         if (!ctx.device.hasPreconditionerKernels())
           return unsupported("param '" + p.name + "' is a " +
                              plan::EnumNameMatrixOptimizer(p.plan->matrix_optimizer()) +
-                             " matrix, but this device has no SOAP/Shampoo kernels yet (they "
-                             "run on the CPU device)");
+                             " matrix, but this device has no SOAP/Shampoo kernels (the CPU "
+                             "and CUDA devices have them)");
         const int64_t cap = rule->maxDim(ctx);
         p.leftDim = common::preconditionsSide(p.localRows, cap) ? p.localRows : 0;
         p.rightDim = common::preconditionsSide(p.localCols, cap) ? p.localCols : 0;

@@ -53,7 +53,8 @@ Status PreconditionedRule::reserve(const Context &ctx, const std::vector<ParamRt
   DMUON_RETURN_IF_ERROR(square_.allocate(dev, floats(side * side)));
   DMUON_RETURN_IF_ERROR(square2_.allocate(dev, floats(side * side)));
   DMUON_RETURN_IF_ERROR(values_.allocate(dev, floats(side)));
-  return norms_.allocate(dev, 2 * sizeof(double));
+  DMUON_RETURN_IF_ERROR(norms_.allocate(dev, 2 * sizeof(double)));
+  return dev.reservePreconditioner(side);
 }
 
 Status PreconditionedRule::rotate(const Context &ctx, const Matrix &m, const float *x, float *out,

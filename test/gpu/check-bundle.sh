@@ -9,7 +9,7 @@
 #     (b) the C/C++ runtime (libc, libm, libstdc++, libgcc_s, ld-linux,
 #         libpthread, libdl, librt), or
 #     (c) the device libraries the GPU machine provides (libcuda, libcublas*,
-#         libnccl, libcusolver*, libnvJitLink);
+#         libnccl, libcusolver*, libcusparse, libnvJitLink);
 #     anything else is a FAIL naming the ELF and the library;
 #   * every symbol of every ELF resolves (ldd -r), the device libraries taken
 #     from /usr/local/cuda/lib64, so that the bundle's OpenBLAS subset has
@@ -34,7 +34,7 @@ set -euo pipefail
 readonly MAX_BUNDLE_BYTES=$((48 * 1024 * 1024))
 readonly RUN_LIMIT_S=420
 readonly RUNTIME_LIBS='^(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so\.[0-9]+$|^ld-linux(-x86-64|-aarch64)?\.so\.[0-9]+$'
-readonly DEVICE_LIBS='^(libcuda|libcublas|libcublasLt|libnccl|libcusolver|libcusolverMg|libnvJitLink)\.so(\.[0-9]+)*$'
+readonly DEVICE_LIBS='^(libcuda|libcublas|libcublasLt|libnccl|libcusolver|libcusolverMg|libcusparse|libnvJitLink)\.so(\.[0-9]+)*$'
 # Commands a bundle script must not run: package installs and MPI launchers.
 readonly FORBIDDEN='(^|[^[:alnum:]_./-])(apt|apt-get|aptitude|mpirun|mpiexec)([^[:alnum:]_-]|$)|pip3?[[:space:]]+install|-m[[:space:]]+pip[[:space:]]'
 

@@ -149,6 +149,15 @@ expect_in "$v" "FAIL no passing check-against-cpu line" "trainer check failed"
 printf '[ RUN      ] NcclRuntime.SingleRankStepsMatchTheCpuKernels\n[  SKIPPED ] 1 test\n' >"$tmp/nccl.log"
 v=$(nccl_runtime_verdict 0 "$tmp/nccl.log")
 expect_in "$v" "FAIL its test skipped itself" "nccl skipped"
+printf 'no CUDA device visible\n[  PASSED  ] 4 tests.\n' >"$tmp/precond.log"
+v=$(precond_tests_verdict 0 "$tmp/precond.log")
+expect_in "$v" "FAIL tests skipped" "precond skipped"
+printf 'SOAP, 12 steps on CUDA vs CPU: update rel error 2.1e-05 (tolerance 1e-03)\n[  FAILED  ] 1 test, listed below:\n' >"$tmp/precond.log"
+v=$(precond_tests_verdict 1 "$tmp/precond.log")
+expect_in "$v" "FAIL exit status 1" "precond fails"
+printf 'Shampoo, 12 steps on CUDA vs CPU: update rel error 4.0e-06 (tolerance 1e-03)\nSOAP, 12 steps on CUDA vs CPU: update rel error 2.1e-05 (tolerance 1e-03)\n[  PASSED  ] 11 tests.\n' >"$tmp/precond.log"
+v=$(precond_tests_verdict 0 "$tmp/precond.log")
+expect_in "$v" "PASS 11 passed, 0 failed; worst SOAP/Shampoo step error vs CPU 2.1e-05" "precond passes"
 printf '[       OK ] NcclRuntime.SingleRankStepsMatchTheCpuKernels\n[  PASSED  ] 1 test.\n' >"$tmp/nccl.log"
 v=$(nccl_runtime_verdict 0 "$tmp/nccl.log")
 expect_in "$v" "PASS 3 steps" "nccl passes"
@@ -157,7 +166,7 @@ expect_in "$v" "PASS 3 steps" "nccl passes"
 run=$tmp/good/run
 out=$("$run" --dry-run 2>&1) || fail "run --dry-run failed:"$'\n'"$out"
 expect_in "$out" "total budget" "dry run"
-for step in gpu libs kernel-tests nccl-runtime trainer-cuda gpu-bench llama-step; do
+for step in gpu libs kernel-tests precond-tests nccl-runtime trainer-cuda gpu-bench llama-step; do
   grep -qE "^  $step +[0-9]+s  " <<<"$out" || fail "dry run lists no budget for $step"
 done
 
@@ -172,7 +181,7 @@ rc=$?
 expect_in "$out" "gpu-bundle: gpu            FAIL" "run without a GPU"
 expect_in "$out" "not run: an earlier step failed" "run without a GPU"
 expect_in "$out" "gpu-bundle: FAIL" "run without a GPU"
-python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["status"] == "FAIL" and len(s["steps"]) == 7, s' \
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["status"] == "FAIL" and len(s["steps"]) == 8, s' \
   "$tmp/nogpu-out/summary.json" || fail "summary.json without a GPU is not the expected JSON"
 
 # A stand-in GPU machine: nvidia-smi of an H200 with driver 580, python3
@@ -192,6 +201,9 @@ esac
 EOF
 touch "$tmp/site/nvidia/cublas/lib/libcublas.so.13" "$tmp/site/nvidia/cublas/lib/libcublasLt.so.13" \
   "$tmp/site/nvidia/nccl/lib/libnccl.so.2" "$tmp/site/nvidia/cublas/lib/libcuda.so.1"
+mkdir -p "$tmp/site/nvidia/cusolver/lib"
+touch "$tmp/site/nvidia/cusolver/lib/libcusolver.so.12" "$tmp/site/nvidia/cusolver/lib/libcusparse.so.12" \
+  "$tmp/site/nvidia/cusolver/lib/libnvJitLink.so.13"
 real_python=$(command -v python3)
 printf '#!/bin/sh\nPYTHONPATH=%s exec %s "$@"\n' "$tmp/site" "$real_python" >"$tmp/sm-bin/python3"
 lines "$sm/share/reference/cpu-trainer.log" 1.551235 1
@@ -200,6 +212,13 @@ cat >"$sm/bin/cuda_kernels_unit_tests" <<'EOF'
 echo "NS 1024x1024 rel Frobenius error 1.2e-02"
 echo "Muon update rel error 1.1e-02"
 echo "[  PASSED  ] 24 tests."
+EOF
+cat >"$sm/bin/cuda_preconditioner_tests" <<'EOF'
+#!/bin/sh
+[ -f "$DMUON_TINY_PLAN_DIR/tiny-1.plan" ] || { echo "no plan in $DMUON_TINY_PLAN_DIR"; exit 1; }
+echo "SOAP, 12 steps on CUDA vs CPU: update rel error 2.1e-05 (tolerance 1e-03)"
+echo "Shampoo, 12 steps on CUDA vs CPU: update rel error 4.0e-06 (tolerance 1e-03)"
+echo "[  PASSED  ] 11 tests."
 EOF
 cat >"$sm/bin/nccl_runtime_single_rank" <<'EOF'
 #!/bin/sh
@@ -227,14 +246,14 @@ touch "$sm/share/plans/tiny-1.plan"
 out=$(PATH="$tmp/sm-bin:$PATH" "$sm/run" "$tmp/sm-out" 2>&1)
 rc=$?
 [ "$rc" -eq 0 ] || fail "run on the stand-in machine exited $rc:"$'\n'"$out"
-for step in gpu libs kernel-tests nccl-runtime trainer-cuda gpu-bench llama-step; do
+for step in gpu libs kernel-tests precond-tests nccl-runtime trainer-cuda gpu-bench llama-step; do
   grep -qE "^gpu-bundle: $step +PASS" <<<"$out" || fail "stand-in run: $step did not PASS:"$'\n'"$out"
 done
 expect_in "$out" "libcublas.so.13 in $tmp/site/nvidia/cublas/lib" "stand-in libraries"
 expect_in "$out" "gpu-bundle: PASS" "stand-in run"
-python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["status"] == "PASS" and [t["status"] for t in s["steps"]] == ["PASS"] * 7, s' \
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["status"] == "PASS" and [t["status"] for t in s["steps"]] == ["PASS"] * 8, s' \
   "$tmp/sm-out/summary.json" || fail "summary.json of the stand-in run is not all PASS"
-for step in gpu libs kernel-tests nccl-runtime trainer-cuda gpu-bench llama-step; do
+for step in gpu libs kernel-tests precond-tests nccl-runtime trainer-cuda gpu-bench llama-step; do
   [ -s "$tmp/sm-out/$step.log" ] || fail "stand-in run wrote no $step.log"
 done
 [ -n "${SHOW:-}" ] && echo "$out"

@@ -2,6 +2,7 @@
 
 #include "devices/cuda/CudaDeviceGuard.h"
 #include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/CudaLinearAlgebra.h"
 
 #include <cuda_runtime.h>
 
@@ -72,7 +73,8 @@ public:
       // launch check would report it as a launch failure.
       cudaGetLastError();
       *out = nullptr;
-      return cudaCheck(e, ("cudaMallocFromPoolAsync of " + std::to_string(bytes) + " bytes").c_str());
+      return cudaCheck(e,
+                       ("cudaMallocFromPoolAsync of " + std::to_string(bytes) + " bytes").c_str());
     }
     return cudaCheck(cudaMemsetAsync(*out, 0, bytes, stream_), "cudaMemsetAsync");
   }
@@ -138,8 +140,7 @@ public:
   Status newtonSchulz(float *x, int64_t batch, int64_t rows, int64_t cols,
                       const MuonHyper &h) override {
     return kernelCheck(
-        cuda::newtonSchulz(ctx_, x, x, batch, rows, cols, h.nsSteps, h.coefficients,
-                           h.nsForm));
+        cuda::newtonSchulz(ctx_, x, x, batch, rows, cols, h.nsSteps, h.coefficients, h.nsForm));
   }
   Status muonApply(float *param, const float *ortho, int64_t n, int64_t rows, int64_t cols,
                    const MuonHyper &h) override {
@@ -147,8 +148,7 @@ public:
   }
   Status normuonNormalize(float *ortho, float *secondMoment, int64_t batch, int64_t rows,
                           int64_t cols, float beta2) override {
-    return kernelCheck(
-        cuda::normuonNormalize(ctx_, ortho, secondMoment, batch, rows, cols, beta2));
+    return kernelCheck(cuda::normuonNormalize(ctx_, ortho, secondMoment, batch, rows, cols, beta2));
   }
   Status reserve(const std::vector<MatrixShape> &shapes) override {
     return kernelCheck(cuda::reserveWorkspace(ctx_, shapes.data(), shapes.size()));
@@ -156,6 +156,36 @@ public:
   Status adamwStep(float *param, float *m, float *v, const float *grad, int64_t n, int64_t step,
                    const AdamWHyper &h) override {
     return kernelCheck(cuda::adamwStep(ctx_, param, m, v, grad, n, step, h));
+  }
+
+  // SOAP and Shampoo (kernels/cuda/CudaLinearAlgebra.h).
+  bool hasPreconditionerKernels() const override { return true; }
+  Status reservePreconditioner(int64_t maxSide) override {
+    return kernelCheck(cuda::reserveLinearAlgebra(ctx_, maxSide));
+  }
+  Status gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+              const float *a, const float *b, float beta, float *c) override {
+    return kernelCheck(cuda::gemm(ctx_, transA, transB, m, n, k, alpha, a, b, beta, c));
+  }
+  Status symmetricEigen(float *a, float *values, int64_t n) override {
+    return kernelCheck(cuda::symmetricEigen(ctx_, a, values, n));
+  }
+  Status orthonormalize(float *a, int64_t n) override {
+    return kernelCheck(cuda::orthonormalize(ctx_, a, n));
+  }
+  Status adamDirection(float *out, const float *m, float *v, const float *g, int64_t n, float beta2,
+                       float eps, float vScale) override {
+    return kernelCheck(cuda::adamDirection(ctx_, out, m, v, g, n, beta2, eps, vScale));
+  }
+  Status decayAdd(float *dst, const float *src, float keep, float take, int64_t n) override {
+    return kernelCheck(cuda::decayAdd(ctx_, dst, src, keep, take, n));
+  }
+  Status permute(float *x, int64_t rows, int64_t cols, const int64_t *order, bool columns,
+                 float *scratch) override {
+    return kernelCheck(cuda::permute(ctx_, x, rows, cols, order, columns, scratch));
+  }
+  Status scaleColumns(float *x, int64_t rows, int64_t cols, const float *scales) override {
+    return kernelCheck(cuda::scaleColumns(ctx_, x, rows, cols, scales));
   }
 
 private:
