@@ -34,9 +34,9 @@ template <typename Edit> void rewriteManifest(const std::string &path, Edit edit
   std::string body = text.substr(0, text.rfind("end 0x"));
   edit(body);
   char end[40];
-  std::snprintf(end, sizeof end, "end 0x%016" PRIx64 "\n",
-                dmuon::planfile::fnv1a64(reinterpret_cast<const uint8_t *>(body.data()),
-                                         body.size()));
+  std::snprintf(
+      end, sizeof end, "end 0x%016" PRIx64 "\n",
+      dmuon::planfile::fnv1a64(reinterpret_cast<const uint8_t *>(body.data()), body.size()));
   std::ofstream(path, std::ios::binary | std::ios::trunc) << body << end;
 }
 
@@ -71,7 +71,8 @@ protected:
     OneRank::TearDown();
   }
   // Loads dir_ and expects INVALID_ARGUMENT (or `code`) with `expect` in the message.
-  void expectRefused(const std::string &expect, dmuon_status_t code = DMUON_ERROR_INVALID_ARGUMENT) {
+  void expectRefused(const std::string &expect,
+                     dmuon_status_t code = DMUON_ERROR_INVALID_ARGUMENT) {
     int64_t step = -1;
     EXPECT_EQ(dmuon_checkpoint_load(rt, dir_.c_str(), &step), code) << expect;
     EXPECT_NE(err().find(expect), std::string::npos)
@@ -128,20 +129,29 @@ TEST_F(Checkpoint, EveryKeyOnceAndTheRequiredOnesPresent) {
     const char *expect;
   } cases[] = {
       {"a second step line", [](std::string &b) { b += "step 8\n"; }, "a second 'step' line"},
-      {"the shard line twice",
-       [](std::string &b) { b += lineOf(b, "shard") + "\n"; }, "the shard is named twice"},
+      {"the shard line twice", [](std::string &b) { b += lineOf(b, "shard") + "\n"; },
+       "the shard is named twice"},
       {"no model fingerprint",
        [](std::string &b) {
          const std::string l = lineOf(b, "model_fingerprint") + "\n";
          b.erase(b.find(l), l.size());
        },
        "manifest has no 'model_fingerprint' line"},
-      {"4 of the 5 hyper-parameters",
+      {"8 of the 9 hyper-parameters",
        [](std::string &b) {
          const std::string l = lineOf(b, "hyper_lr") + "\n";
          b.erase(b.find(l), l.size());
        },
-       "manifest has 4 of the 5 hyper_* lines"},
+       "manifest has 8 of the 9 hyper_* lines"},
+      {"a version-1 five without Muon's lr but with SOAP's",
+       [](std::string &b) {
+         for (const char *key : {"hyper_lr", "hyper_soap_weight_decay", "hyper_shampoo_lr",
+                                 "hyper_shampoo_weight_decay"}) {
+           const std::string l = lineOf(b, key) + "\n";
+           b.erase(b.find(l), l.size());
+         }
+       },
+       "manifest has 5 of the 9 hyper_* lines"},
       {"steps_applied without steps_skipped",
        [](std::string &b) {
          const std::string l = lineOf(b, "steps_skipped") + "\n";
@@ -156,6 +166,19 @@ TEST_F(Checkpoint, EveryKeyOnceAndTheRequiredOnesPresent) {
     SCOPED_TRACE(c.what);
     expectRefused(c.expect);
   }
+  // A runtime before SOAP's and Shampoo's rates were scheduled wrote
+  // Muon's and AdamW's five alone: that loads, and keeps this run's others.
+  restore();
+  rewriteManifest(manifest_, [](std::string &b) {
+    for (const char *key : {"hyper_soap_lr", "hyper_soap_weight_decay", "hyper_shampoo_lr",
+                            "hyper_shampoo_weight_decay"}) {
+      const std::string l = lineOf(b, key) + "\n";
+      b.erase(b.find(l), l.size());
+    }
+  });
+  int64_t step = -1;
+  EXPECT_EQ(dmuon_checkpoint_load(rt, dir_.c_str(), &step), DMUON_SUCCESS) << err();
+  EXPECT_EQ(step, 7);
   // Anything after the end line: the manifest is not what was written.
   restore();
   std::ofstream(manifest_, std::ios::binary | std::ios::app) << "step 9\n";
