@@ -22,6 +22,10 @@ enum class PlanFeature : uint32_t {
   MatrixOptimizers = 7,
   // 1.8: SOAP and Shampoo matrices, and their settings in OptimizerDefaults.
   Preconditioners = 8,
+  // 1.9: matrices orthogonalized as blocks (Param.block_sizes), and
+  // pipeline stages (MeshDim.is_stage, Param/HookGroup.pipeline_stage).
+  MatrixBlocks = 9,
+  PipelineStages = 9,
 };
 
 inline bool planHas(const plan::Plan &p, PlanFeature f) {

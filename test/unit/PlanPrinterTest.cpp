@@ -25,7 +25,7 @@ TEST(PlanPrinter, TextForm) {
   char fp[32];
   std::snprintf(fp, sizeof fp, "0x%016llx", static_cast<unsigned long long>(p->fingerprint()));
   std::string expectHead =
-      "; dmuon plan 1.8 stage=complete producer=dmuonc " DMUON_VERSION_STRING "\n"
+      "; dmuon plan 1.9 stage=complete producer=dmuonc " DMUON_VERSION_STRING "\n"
       "; fingerprint " + std::string(fp) + "\n"
       "source: tiny.toml\n"
       "model: tiny\n"
@@ -85,7 +85,7 @@ TEST(PlanPrinter, StopAfterSelectOmitsLaterFields) {
   m.stage = Stage::select;
   std::vector<uint8_t> b = writePlan(m);
   std::string t = planfile::printText(*plan::GetPlan(b.data()));
-  EXPECT_TRUE(contains(t, "; dmuon plan 1.8 stage=select ")) << t;
+  EXPECT_TRUE(contains(t, "; dmuon plan 1.9 stage=select ")) << t;
   EXPECT_TRUE(contains(t, "param layers.0.q.weight shape=[64,64] dtype=f32 "
                           "placements=[Replicate,Replicate,Replicate] role=muon "
                           "reason=default_matrix "
@@ -130,7 +130,7 @@ TEST(PlanPrinter, JsonForm) {
   std::vector<uint8_t> b = writePlan(m);
   std::string j = planfile::printJson(*plan::GetPlan(b.data()));
   EXPECT_TRUE(balanced(j)) << j;
-  EXPECT_EQ(j.substr(0, 28), "{\n  \"format_version\": \"1.8\",") << j;
+  EXPECT_EQ(j.substr(0, 28), "{\n  \"format_version\": \"1.9\",") << j;
   EXPECT_TRUE(contains(j, "\"model\": \"ti\\\"ny\\\\\\n\\u0001\",")) << j;
   // Top-level key order.
   const char *keys[] = {"\"format_version\"", "\"producer\"", "\"fingerprint\"", "\"stage\"",
