@@ -67,6 +67,7 @@ struct LeafTemplate {
   std::optional<OptimizerChoice> optimizer;
   std::optional<Route> route;
   bool routeInherited = false; // from an enclosing block: skips Muon params
+  std::shared_ptr<const MatrixBlocks> blocks; // heads / ns_split; shared by every copy
   // Rare, and large beside the rest: a pointer keeps a million templates
   // (one per param of a flat manifest) a third smaller.
   std::unique_ptr<QkClipTemplate> qkClip;
@@ -128,6 +129,8 @@ private:
                          Placement &out);
   bool parseDefaults(const toml::table &t, const std::string &who, Defaults &d);
   bool parseQkClip(const toml::node &value, const std::string &who, QkClipTemplate &out);
+  bool parseBlocks(const toml::table &t, const std::string &who,
+                   std::shared_ptr<const MatrixBlocks> &out);
   std::string substitute(const std::vector<Piece> &pieces) const;
   void unknownKey(const toml::key &k, const std::string &who, bool isBlock);
 
