@@ -223,6 +223,17 @@ DMUON_API dmuon_status_t dmuon_plan_param_slice(dmuon_plan_t plan, int index, in
 DMUON_API dmuon_status_t dmuon_plan_find_param(dmuon_plan_t plan, const char *name,
                                               int *out_index);
 
+/* Pipeline stages (plan format 1.9; docs/runtime.md, "Pipeline stages"): a
+ * plan with a `pp` mesh dim gives every param and hook group to one stage,
+ * and a rank holds only its own stage's. Without one there is one stage, 0,
+ * and every rank holds everything. */
+DMUON_API int dmuon_plan_num_stages(dmuon_plan_t plan);
+/* The stage of `rank`: its coordinate on the pp dim. */
+DMUON_API dmuon_status_t dmuon_plan_rank_stage(dmuon_plan_t plan, int rank, int *out_stage);
+DMUON_API dmuon_status_t dmuon_plan_param_stage(dmuon_plan_t plan, int index, int *out_stage);
+DMUON_API dmuon_status_t dmuon_plan_hook_group_stage(dmuon_plan_t plan, int index,
+                                                    int *out_stage);
+
 /* ---------------------------------------------------------------- runtime */
 
 typedef struct dmuon_runtime *dmuon_runtime_t;

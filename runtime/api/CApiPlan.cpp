@@ -125,6 +125,59 @@ const char *dmuon_plan_hook_group_name(dmuon_plan_t plan, int index) {
   return plan->plan->root().hook_groups()->Get(index)->name()->c_str();
 }
 
+int dmuon_plan_num_stages(dmuon_plan_t plan) {
+  if (!plan)
+    return 0;
+  const dmuon::plan::Mesh *mesh = plan->plan->root().mesh();
+  return mesh && mesh->stage_dim() >= 0 ? mesh->num_stages() : 1;
+}
+
+dmuon_status_t dmuon_plan_rank_stage(dmuon_plan_t plan, int rank, int *out_stage) {
+  return guarded(nullptr, [&]() -> Status {
+    if (!plan || !out_stage)
+      return dmuon::rt::invalidArgument("dmuon_plan_rank_stage: plan or out_stage is null");
+    const dmuon::plan::Mesh &mesh = *plan->plan->root().mesh();
+    if (rank < 0 || rank >= mesh.world_size())
+      return dmuon::rt::invalidArgument("rank " + std::to_string(rank) +
+                                        " is out of range (the plan's world has " +
+                                        std::to_string(mesh.world_size()) + " ranks)");
+    *out_stage = 0;
+    const int d = mesh.stage_dim();
+    if (d < 0)
+      return Status::ok();
+    // Row-major: the dims after the stage dim vary faster.
+    int64_t inner = 1;
+    for (uint32_t k = static_cast<uint32_t>(d) + 1; k < mesh.dims()->size(); ++k)
+      inner *= mesh.dims()->Get(k)->size();
+    *out_stage = static_cast<int>(rank / inner % mesh.dims()->Get(d)->size());
+    return Status::ok();
+  });
+}
+
+dmuon_status_t dmuon_plan_param_stage(dmuon_plan_t plan, int index, int *out_stage) {
+  return guarded(nullptr, [&]() -> Status {
+    if (!plan || !out_stage)
+      return dmuon::rt::invalidArgument("dmuon_plan_param_stage: plan or out_stage is null");
+    DMUON_RETURN_IF_ERROR(checkParamIndex(*plan->plan, index));
+    *out_stage = plan->plan->param(index).pipeline_stage();
+    return Status::ok();
+  });
+}
+
+dmuon_status_t dmuon_plan_hook_group_stage(dmuon_plan_t plan, int index, int *out_stage) {
+  return guarded(nullptr, [&]() -> Status {
+    if (!plan || !out_stage)
+      return dmuon::rt::invalidArgument("dmuon_plan_hook_group_stage: plan or out_stage is null");
+    const int groups = dmuon_plan_num_hook_groups(plan);
+    if (index < 0 || index >= groups)
+      return dmuon::rt::invalidArgument("hook group index " + std::to_string(index) +
+                                        " is out of range (the plan has " +
+                                        std::to_string(groups) + ")");
+    *out_stage = plan->plan->root().hook_groups()->Get(index)->pipeline_stage();
+    return Status::ok();
+  });
+}
+
 dmuon_status_t dmuon_plan_param_info(dmuon_plan_t plan, int index, dmuon_param_info_t *out) {
   return guarded(nullptr, [&]() -> Status {
     if (!plan)

@@ -87,6 +87,35 @@ TEST(PlanInfo, MeshOfAnHsdpPlan) {
   dmuon_plan_destroy(plan);
 }
 
+// A plan without a pp dim has one stage: every rank, param and hook group
+// is stage 0; out-of-range indices and null outputs are refused by name.
+TEST(PlanInfo, APlanWithoutStagesHasOne) {
+  dmuon_plan_t plan = nullptr;
+  ASSERT_EQ(dmuon_plan_load_file(planPath("2x4").c_str(), &plan), DMUON_SUCCESS) << lastError();
+  EXPECT_EQ(dmuon_plan_num_stages(plan), 1);
+  int stage = -1;
+  for (int rank : {0, 7}) {
+    ASSERT_EQ(dmuon_plan_rank_stage(plan, rank, &stage), DMUON_SUCCESS) << lastError();
+    EXPECT_EQ(stage, 0);
+  }
+  stage = -1;
+  ASSERT_EQ(dmuon_plan_param_stage(plan, dmuon_plan_num_params(plan) - 1, &stage),
+            DMUON_SUCCESS);
+  EXPECT_EQ(stage, 0);
+  stage = -1;
+  ASSERT_EQ(dmuon_plan_hook_group_stage(plan, 0, &stage), DMUON_SUCCESS);
+  EXPECT_EQ(stage, 0);
+  EXPECT_EQ(dmuon_plan_rank_stage(plan, 8, &stage), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(lastError()).find("rank 8 is out of range"), std::string::npos)
+      << lastError();
+  EXPECT_EQ(dmuon_plan_param_stage(plan, -1, &stage), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(dmuon_plan_hook_group_stage(plan, dmuon_plan_num_hook_groups(plan), &stage),
+            DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(dmuon_plan_rank_stage(plan, 0, nullptr), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(dmuon_plan_num_stages(nullptr), 0);
+  dmuon_plan_destroy(plan);
+}
+
 // Output structs carry their size and version: a caller that did not set
 // them (or set a newer version) is refused, and nothing is written.
 TEST(PlanInfo, OutputStructsMustCarryTheirSizeAndVersion) {
