@@ -8,6 +8,7 @@
 #ifndef DMUON_TEST_UNIT_OPTIMIZERREFERENCES_H
 #define DMUON_TEST_UNIT_OPTIMIZERREFERENCES_H
 
+#include "HashNoise.h"
 #include "core/LoadedPlan.h"
 #include "kernels/cpu/MuonKernels.h"
 
@@ -25,15 +26,7 @@ namespace dmuon::ref {
 // a repeated eigenvalue, so a low-rank statistic would leave the rotated
 // second moment arbitrary): a hash of (param, step, element) in +-0.01.
 inline float noise(int param, int step, int64_t i) {
-  uint64_t x = static_cast<uint64_t>(param + 1) * 0x9E3779B97F4A7C15ull ^
-               static_cast<uint64_t>(step + 7) * 0xC2B2AE3D27D4EB4Full ^
-               static_cast<uint64_t>(i + 1) * 0x165667B19E3779F9ull;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return 0.01f * (static_cast<float>(x >> 40) / static_cast<float>(1 << 24) * 2.f - 1.f);
+  return 0.01f * dmuon::testhash::hashNoise(param, step + 7, i);
 }
 
 // ------------------------------------------------ dense algebra in double
