@@ -11,7 +11,9 @@
 #include "plan/PlanView.h"
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dmuon::sim {
@@ -85,9 +87,43 @@ struct PlanDigest {
   int64_t gatherSize = 1;       // comm params' gather group (model-parallel)
 };
 
+// SOAP's and Shampoo's refreshes (docs/optimizers.md, "Staggered
+// refreshes"). A plan's per-rank figures (ns_flops) and Param.cost carry each
+// refresh amortized over its rule's frequency: the mean step. Every matrix
+// refreshes at the steps s (counted from 0) with s mod frequency equal to its
+// step phase: SOAP's refresh_phase (its updates count from step 1, after a
+// step 0 that only gathers statistics), Shampoo's refresh_phase - 1 (its steps
+// count from 1).
+struct RefreshPeriod {
+  int64_t soap = 0, shampoo = 0; // each rule's frequency; 0 where the plan refreshes none
+  bool any() const { return soap > 0 || shampoo > 0; }
+  int64_t steps() const; // the period of both: the least common multiple
+};
+RefreshPeriod refreshPeriod(const plan::Plan &p);
+
+struct Refresh {
+  bool soap = true;
+  int64_t stepPhase = 0;
+  double seconds = 0; // the refresh's flops at the device's NS rate
+};
+// The refreshes `rank` runs (the matrices it steps).
+std::vector<Refresh> rankRefreshes(const plan::Plan &p, const MeshView &mesh, const Cluster &c,
+                                   int64_t rank);
+// Their seconds at step `step`, and per step on average.
+double refreshSecondsAt(const std::vector<Refresh> &refreshes, const RefreshPeriod &period,
+                        int64_t step);
+double amortizedRefreshSeconds(const std::vector<Refresh> &refreshes, const RefreshPeriod &period);
+// A step of the period at which `refreshes` cost most (of several such, the
+// one pairing each rule's lowest costliest phase), and what they cost there.
+std::pair<int64_t, double> worstRefreshStep(const std::vector<Refresh> &refreshes,
+                                            const RefreshPeriod &period);
+
 std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh);
+// `rank`'s program at the mean step, or with `refreshStep` at that step of
+// the refresh period: the refreshes due then in place of their mean share.
 Program dmuonProgram(const plan::Plan &p, const PlanDigest &d, const MeshView &mesh,
-                     const Cluster &c, const ComputeSplit &split, int64_t rank);
+                     const Cluster &c, const ComputeSplit &split, int64_t rank,
+                     std::optional<int64_t> refreshStep = std::nullopt);
 
 enum class Baseline {
   AdamW,           // FSDP2-style: all-gather / reduce-scatter every group, AdamW on shards

@@ -66,11 +66,24 @@ std::string printSimulationText(const Simulation &s) {
   o += "scheme                    rank     step_ms  compute_ms  exposed_ms optimizer_ms     "
        "ns_ms\n";
   o += row(s.dmuon, true);
+  if (s.refreshes.any())
+    o += row(s.dmuonWorst, true);
   for (const SchemeResult &b : s.baselines)
     o += row(b, false);
   for (const SchemeResult &b : s.baselines)
     if (b.times.total > 0)
       o += "dmuon / " + b.name + ": " + fmt("%.4f", s.dmuon.times.total / b.times.total) + "\n";
+  if (s.refreshes.any()) {
+    std::string rules;
+    if (s.refreshes.soap > 0)
+      rules += "SOAP every " + std::to_string(s.refreshes.soap);
+    if (s.refreshes.shampoo > 0)
+      rules += std::string(rules.empty() ? "" : ", ") + "Shampoo every " +
+               std::to_string(s.refreshes.shampoo);
+    o += "refreshes: " + rules + " steps, a period of " + std::to_string(s.refreshes.steps()) +
+         "; dmuon is its mean step, dmuon worst step its step " + std::to_string(s.worstStep) +
+         "\n";
+  }
   const MemoryReport &m = s.memory;
   if (m.largest.rank >= 0) {
     o += "memory: largest rank " + std::to_string(m.largest.rank) + " needs " +
@@ -131,6 +144,17 @@ std::string printSimulationJson(const Simulation &s) {
   j.endObject();
   j.key("dmuon");
   times(s.dmuon, true);
+  if (s.refreshes.any()) {
+    j.key("dmuon_worst_step");
+    times(s.dmuonWorst, true);
+    j.key("refresh_period");
+    j.beginObject();
+    j.field("soap_frequency", s.refreshes.soap);
+    j.field("shampoo_frequency", s.refreshes.shampoo);
+    j.field("steps", s.refreshes.steps());
+    j.field("worst_step", s.worstStep);
+    j.endObject();
+  }
   j.key("baselines");
   j.beginArray();
   for (const SchemeResult &b : s.baselines)

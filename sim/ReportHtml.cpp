@@ -86,6 +86,8 @@ std::string printSimulationHtml(const Simulation &s) {
   o += "<table>\n<tr><th class=\"l\">scheme</th><th>rank</th><th>step</th><th>compute</th>"
        "<th>exposed comm</th><th>optimizer step</th><th>NS</th></tr>\n";
   o += schemeRow(s.dmuon, true);
+  if (s.refreshes.any()) // the mean step above; SOAP's and Shampoo's costliest below
+    o += schemeRow(s.dmuonWorst, true);
   for (const SchemeResult &b : s.baselines)
     o += schemeRow(b, false);
   o += "</table>\n";

@@ -48,6 +48,46 @@ std::string overflowed(const std::string &what, const std::string &figure) {
          "): the cluster's figures overflow the cost model";
 }
 
+// Runs every rank's program twice (simulate() says why) and sets `out` to
+// the busiest rank's result; `bounds` gets that rank's bounds.
+bool runRanks(const Cluster &c, const MeshView &mesh, const std::vector<Program> &programs,
+              const std::string &what, SchemeResult &out, Bounds &bounds, std::string &error) {
+  // Pass 1: each rank alone. The replicate bound of a rank is what the
+  // ranks of its shard column reached (the owners among them send), the
+  // global bound what every rank reached.
+  const int64_t G = mesh.shardDim >= 0 ? mesh.dims[static_cast<size_t>(mesh.shardDim)] : 1;
+  std::vector<Arrivals> byColumn(static_cast<size_t>(G));
+  Arrivals global;
+  auto shardOf = [&](int64_t r) {
+    return mesh.shardDim >= 0 ? mesh.coord(r)[static_cast<size_t>(mesh.shardDim)] : 0;
+  };
+  for (int64_t r = 0; r < mesh.world; ++r) {
+    RankRun run = runProgram(c, programs[static_cast<size_t>(r)], nullptr, false);
+    maxInto(byColumn[static_cast<size_t>(shardOf(r))], run.arrivals);
+    maxInto(global, run.arrivals);
+  }
+  // Pass 2, with the bounds; the busiest rank is the one with the longest
+  // step (the lowest such rank on ties).
+  double worst = -1;
+  for (int64_t r = 0; r < mesh.world; ++r) {
+    Bounds b;
+    b.replicate = byColumn[static_cast<size_t>(shardOf(r))].replicate;
+    b.global = global.global;
+    RankRun run = runProgram(c, programs[static_cast<size_t>(r)], &b, false);
+    if (const std::string bad = nonFinite(run.times); !bad.empty()) {
+      error = overflowed(what + " of rank " + std::to_string(r), bad);
+      return false;
+    }
+    if (run.times.total > worst) {
+      worst = run.times.total;
+      out = {"dmuon", r, run.times};
+    }
+  }
+  bounds.replicate = byColumn[static_cast<size_t>(shardOf(out.rank))].replicate;
+  bounds.global = global.global;
+  return true;
+}
+
 } // namespace
 
 bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &clusterPath,
@@ -100,46 +140,37 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
     programs.back().collectiveWait = out.collectiveWait;
   }
 
-  // Pass 1: each rank alone. The replicate bound of a rank is what the
-  // ranks of its shard column reached (the owners among them send), the
-  // global bound what every rank reached.
-  const int64_t G = mesh.shardDim >= 0 ? mesh.dims[static_cast<size_t>(mesh.shardDim)] : 1;
-  std::vector<Arrivals> byColumn(static_cast<size_t>(G));
-  Arrivals global;
-  auto shardOf = [&](int64_t r) {
-    return mesh.shardDim >= 0 ? mesh.coord(r)[static_cast<size_t>(mesh.shardDim)] : 0;
-  };
-  for (int64_t r = 0; r < mesh.world; ++r) {
-    RankRun run = runProgram(c, programs[static_cast<size_t>(r)], nullptr, false);
-    maxInto(byColumn[static_cast<size_t>(shardOf(r))], run.arrivals);
-    maxInto(global, run.arrivals);
-  }
-  // Pass 2, with the bounds; the busiest rank is the one with the longest
-  // step (the lowest such rank on ties).
-  double worst = -1;
-  for (int64_t r = 0; r < mesh.world; ++r) {
-    Bounds b;
-    b.replicate = byColumn[static_cast<size_t>(shardOf(r))].replicate;
-    b.global = global.global;
-    RankRun run = runProgram(c, programs[static_cast<size_t>(r)], &b, false);
-    if (const std::string bad = nonFinite(run.times); !bad.empty()) {
-      error = overflowed("dmuon step of rank " + std::to_string(r), bad);
+  Bounds bounds;
+  if (!runRanks(c, mesh, programs, "dmuon step", out.dmuon, bounds, error))
+    return false;
+  out.timeline =
+      runProgram(c, programs[static_cast<size_t>(out.dmuon.rank)], &bounds, true).timeline;
+  // The worst step of the refresh period: the step whose refreshes make
+  // some rank's optimizer compute longest (each rank's worst step, the
+  // costliest of them), every rank at that step.
+  out.refreshes = refreshPeriod(p);
+  if (out.refreshes.any()) {
+    double longest = -1;
+    for (int64_t r = 0; r < mesh.world; ++r) {
+      const std::vector<Refresh> refreshes = rankRefreshes(p, mesh, c, r);
+      const auto [step, seconds] = worstRefreshStep(refreshes, out.refreshes);
+      const double load = programs[static_cast<size_t>(r)].nsSeconds -
+                          amortizedRefreshSeconds(refreshes, out.refreshes) + seconds;
+      if (load > longest) {
+        longest = load;
+        out.worstStep = step;
+      }
+    }
+    for (int64_t r = 0; r < mesh.world; ++r) {
+      programs[static_cast<size_t>(r)] = dmuonProgram(p, *d, mesh, c, out.split, r, out.worstStep);
+      programs[static_cast<size_t>(r)].collectiveWait = out.collectiveWait;
+    }
+    Bounds unused;
+    if (!runRanks(c, mesh, programs, "dmuon worst step", out.dmuonWorst, unused, error))
       return false;
-    }
-    if (run.times.total > worst) {
-      worst = run.times.total;
-      out.dmuon = {"dmuon", r, run.times};
-    }
+    out.dmuonWorst.name = "dmuon worst step";
   }
-  {
-    Bounds b;
-    b.replicate = byColumn[static_cast<size_t>(shardOf(out.dmuon.rank))].replicate;
-    b.global = global.global;
-    out.timeline =
-        runProgram(c, programs[static_cast<size_t>(out.dmuon.rank)], &b, true).timeline;
-  }
-  for (Baseline base :
-       {Baseline::AdamW, Baseline::NaiveAllReduce, Baseline::NaiveAllGather}) {
+  for (Baseline base : {Baseline::AdamW, Baseline::NaiveAllReduce, Baseline::NaiveAllGather}) {
     Program prog = baselineProgram(base, p, *d, mesh, c, out.split);
     prog.collectiveWait = out.collectiveWait;
     out.baselines.push_back({baselineName(base), 0, runProgram(c, prog, nullptr, false).times});

@@ -27,7 +27,13 @@ struct Simulation {
   double tokensPerRank = 0, mfu = 0;
   double computeShare = 1; // of a processor per rank (processors_per_node)
   double collectiveWait = 0; // seconds per wait on a collective (oversubscribed_latency)
-  SchemeResult dmuon;
+  SchemeResult dmuon;        // the mean step: SOAP's and Shampoo's refreshes amortized
+  // Where the plan has SOAP or Shampoo matrices: their refresh period, and
+  // its worst step, the one whose refreshes (at their phases) give the
+  // slowest rank the longest optimizer step, simulated as dmuon is.
+  RefreshPeriod refreshes;
+  int64_t worstStep = 0; // of the period, counted from 0
+  SchemeResult dmuonWorst;
   std::vector<SchemeResult> baselines; // adamw, naive all-reduce, naive all-gather
   std::vector<Span> timeline;          // dmuon's busiest rank
   MemoryReport memory;

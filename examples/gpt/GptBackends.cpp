@@ -36,15 +36,18 @@ public:
   DmuonBackend(const GptFlags &f, Gpt model, const dmuon::Plan &plan, MPI_Comm comm)
       : comm_(comm), model_(std::move(model)), rt_(plan, runtimeOptions(f, &comm_)),
         bridge_(rt_, plan, *model_), hooks_(bridge_), replica_(model_->config()),
-        current_{f.lr, f.adamwLr} {}
+        current_{f.lr, f.adamwLr, 1}, planRates_(rt_.hyperParams()) {}
 
   void beginStep(const StepSettings &s) override {
     // Every rank passes the same settings: the call is collective.
-    if (s.lr != current_.lr || s.adamwLr != current_.adamwLr) {
+    if (s.lr != current_.lr || s.adamwLr != current_.adamwLr || s.scale != current_.scale) {
       dmuon_hyper_params_t h;
       dmuon_hyper_params_init(&h);
       h.lr = s.lr;
       h.adamw_lr = s.adamwLr;
+      // SOAP and Shampoo warm up as Muon and AdamW do, from the plan's rates.
+      h.soap_lr = planRates_.soap_lr * s.scale;
+      h.shampoo_lr = planRates_.shampoo_lr * s.scale;
       rt_.setHyperParams(h);
       current_ = s;
     }
@@ -65,7 +68,8 @@ private:
   dmuon_torch::ParamBridge bridge_;
   BridgeHooks hooks_;
   Gpt replica_;
-  StepSettings current_; // what the runtime steps with
+  StepSettings current_;            // what the runtime steps with
+  dmuon_hyper_params_t planRates_; // before any schedule: the plan's (SOAP's, Shampoo's lr)
 };
 
 // ----------------------------------------------------------- reference

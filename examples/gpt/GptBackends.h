@@ -27,6 +27,9 @@ namespace gpt {
 struct StepSettings {
   double lr = 0;      // Muon
   double adamwLr = 0; // AdamW
+  // The schedule's factor on the rates the flags leave to the plan (SOAP's
+  // and Shampoo's lr): 1 once warmed up.
+  double scale = 1;
 };
 
 class TrainBackend {

@@ -70,7 +70,7 @@ std::string compilePlan(const GptFlags &f, const torch::nn::Module &model, const
 // The learning rates of step `step`: constant for now; a schedule goes here.
 StepSettings settingsAt(int step, const GptFlags &f) {
   const double warm = step < f.warmup ? static_cast<double>(step + 1) / f.warmup : 1.0;
-  return {f.lr * warm, f.adamwLr * warm};
+  return {f.lr * warm, f.adamwLr * warm, warm};
 }
 
 int run(const GptFlags &f, int rank, int world) {

@@ -192,24 +192,11 @@ static size_t hyperParamsSize(uint32_t version) {
   return version == 1 ? offsetof(dmuon_hyper_params_t, soap_lr) : sizeof(dmuon_hyper_params_t);
 }
 
-static Status checkHyperParams(const dmuon_hyper_params_t *p, const char *what) {
-  if (!p)
-    return dmuon::rt::invalidArgument(std::string(what) + " is null");
-  if (p->version < 1 || p->version > DMUON_HYPER_PARAMS_VERSION ||
-      p->struct_size < hyperParamsSize(p->version))
-    return dmuon::rt::invalidArgument(std::string(what) + " has struct_size " +
-                                      std::to_string(p->struct_size) + " and version " +
-                                      std::to_string(p->version) +
-                                      "; initialize it with "
-                                      "dmuon_hyper_params_init (version " +
-                                      std::to_string(DMUON_HYPER_PARAMS_VERSION) + ")");
-  return Status::ok();
-}
-
 dmuon_status_t dmuon_runtime_set_hyper_params(dmuon_runtime_t rt, const dmuon_hyper_params_t *p) {
   return guarded(rt, [&]() -> Status {
     DMUON_RETURN_IF_ERROR(requireRuntime(rt));
-    DMUON_RETURN_IF_ERROR(checkHyperParams(p, "set_hyper_params: params"));
+    DMUON_RETURN_IF_ERROR(checkStruct(p, DMUON_HYPER_PARAMS_VERSION, "set_hyper_params: params",
+                                      hyperParamsSize, "dmuon_hyper_params_init"));
     // An older struct's fields over unset ones: what it cannot name stays.
     dmuon_hyper_params_t h;
     dmuon_hyper_params_init(&h);
@@ -221,7 +208,8 @@ dmuon_status_t dmuon_runtime_set_hyper_params(dmuon_runtime_t rt, const dmuon_hy
 dmuon_status_t dmuon_runtime_get_hyper_params(dmuon_runtime_t rt, dmuon_hyper_params_t *out) {
   return guarded(rt, [&]() -> Status {
     DMUON_RETURN_IF_ERROR(requireRuntime(rt));
-    DMUON_RETURN_IF_ERROR(checkHyperParams(out, "get_hyper_params: out"));
+    DMUON_RETURN_IF_ERROR(checkStruct(out, DMUON_HYPER_PARAMS_VERSION, "get_hyper_params: out",
+                                      hyperParamsSize, "dmuon_hyper_params_init"));
     dmuon_hyper_params_t h;
     dmuon_hyper_params_init(&h);
     rt->executor->hyperParams(h);

@@ -78,16 +78,23 @@ inline Status requireName(const char *name) {
 }
 
 // Output and input structs carry their size and version like the options.
-// Every version so far is the struct's first, so a smaller struct_size is
-// not one of ours.
-template <typename T> Status checkStruct(const T *s, uint32_t newest, const char *what) {
+// A struct's later versions only append fields: `sizeOfVersion` gives the
+// smallest struct_size a caller built against each version may pass (null:
+// the struct has had one layout, sizeof(T)), and `init` the initializer the
+// refusal names (null: it says to set the fields by hand).
+template <typename T>
+Status checkStruct(const T *s, uint32_t newest, const char *what,
+                   size_t (*sizeOfVersion)(uint32_t) = nullptr, const char *init = nullptr) {
   if (!s)
     return dmuon::rt::invalidArgument(std::string(what) + " is null");
-  if (s->version < 1 || s->version > newest || s->struct_size < sizeof(T))
+  if (s->version < 1 || s->version > newest ||
+      s->struct_size < (sizeOfVersion ? sizeOfVersion(s->version) : sizeof(T)))
     return dmuon::rt::invalidArgument(std::string(what) + " has struct_size " +
                                       std::to_string(s->struct_size) + " and version " +
-                                      std::to_string(s->version) + "; set them to sizeof and " +
-                                      std::to_string(newest));
+                                      std::to_string(s->version) + "; " +
+                                      (init ? "initialize it with " + std::string(init) +
+                                                  " (version " + std::to_string(newest) + ")"
+                                            : "set them to sizeof and " + std::to_string(newest)));
   return Status::ok();
 }
 

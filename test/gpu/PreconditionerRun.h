@@ -7,6 +7,7 @@
 #ifndef DMUON_TEST_GPU_PRECONDITIONERRUN_H
 #define DMUON_TEST_GPU_PRECONDITIONERRUN_H
 
+#include "HashNoise.h"
 #include "backends/loopback/LoopbackBackend.h"
 #include "common/MatrixOptimizers.h"
 #include "core/Context.h"
@@ -52,15 +53,7 @@ constexpr double kStepTolerance = 1e-3;
 // gradients, as a low-rank statistic leaves SOAP's basis arbitrary inside
 // its null space.
 inline float valueAt(int matrix, int step, int64_t i) {
-  uint64_t x = static_cast<uint64_t>(matrix + 1) * 0x9E3779B97F4A7C15ull ^
-               static_cast<uint64_t>(step + 11) * 0xC2B2AE3D27D4EB4Full ^
-               static_cast<uint64_t>(i + 1) * 0x165667B19E3779F9ull;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return static_cast<float>(x >> 40) / static_cast<float>(1 << 23) - 1.f;
+  return dmuon::testhash::hashNoise(matrix, step + 11, i);
 }
 
 // Any plan: the rules read none of it, but a Context refers to one. The

@@ -38,7 +38,8 @@ out=$(PATH="$tmp/none:$PATH" NVCC="$tmp/none/nvcc" "$script" --dry-run 2>&1)
 rc=$?
 [ "$rc" -eq 1 ] || fail "dry run without a GPU exited $rc, not 1"
 sum=0
-for step in gpu deps configure build kernel-tests nccl-runtime trainer-cuda trainer-check gpu-bench; do
+for step in gpu deps configure build kernel-tests precond-tests nccl-runtime trainer-cuda \
+  trainer-check gpu-bench; do
   budget=$(sed -n "s/^  $step  *\([0-9]*\)s .*/\1/p" <<<"$out")
   [ -n "$budget" ] || fail "dry run lists no budget for $step"
   sum=$((sum + ${budget:-0}))
@@ -122,6 +123,8 @@ mkdir -p "$build/test/unit" "$build/bin" "$build/bench" "$build/hosts/tiny"
 touch "$build/hosts/tiny/tiny-1.plan"
 printf '#!/bin/sh\necho "NS 1x256x256: rel Frobenius error 1.3e-02"\necho "Muon 1x128x192: update rel error 1.1e-02"\necho "[  PASSED  ] 25 tests."\n' \
   >"$build/test/unit/cuda_kernels_unit_tests"
+printf '#!/bin/sh\necho "soap 1x24x16, 12 steps on CUDA vs CPU: update rel error 3.10e-05 (tolerance 1e-03)"\necho "[  PASSED  ] 9 tests."\n' \
+  >"$build/bin/cuda_preconditioner_tests"
 printf '#!/bin/sh\necho "[  PASSED  ] 1 test."\n' >"$build/bin/nccl_runtime_single_rank"
 printf '#!/bin/sh\ncase "$*" in\n  *--check-against-cpu*) echo "check-against-cpu: step 0, rank 0: loss gpu 1.55 cpu 1.55: PASS" ;;\n  *) echo "loss: 1.551235 -> 0.122880 (12.6x lower) over 20 steps" ;;\nesac\n' \
   >"$build/bin/dmuon-trainer-cuda"
@@ -132,24 +135,27 @@ run_check() {
   PATH="$bin:$PATH" NVCC="$bin/nvcc" INSTALL_DEPS="$bin/install-deps" BUILD_DIR="$build" \
     FAKE_TARGETS="$1" "$script" 2>&1
 }
-out=$(run_check "cuda_kernels_unit_tests dmuon-gpu-bench nccl_runtime_single_rank dmuon-trainer-cuda")
+out=$(run_check "cuda_kernels_unit_tests cuda_preconditioner_tests dmuon-gpu-bench nccl_runtime_single_rank dmuon-trainer-cuda")
 rc=$?
 if [ -n "${SHOW:-}" ]; then echo "$out"; fi
 [ "$rc" -eq 0 ] || fail "the check on a passing stand-in exited $rc:"$'\n'"$out"
-for step in gpu deps configure build kernel-tests nccl-runtime trainer-cuda trainer-check gpu-bench; do
+for step in gpu deps configure build kernel-tests precond-tests nccl-runtime trainer-cuda \
+  trainer-check gpu-bench; do
   grep -q "^gpu-check: $step  *PASS" <<<"$out" || fail "no PASS line for $step as it finished"
   grep -q "^  $step  *PASS" <<<"$out" || fail "no PASS line for $step in the summary"
 done
 expect_in "$out" "25 passed, 0 failed; worst NS rel error 1.3e-02, Muon update 1.1e-02" "passing check"
 expect_in "$out" "NS/GEMM at 4096x4096 = 0.85 (>= 0.60): PASS" "passing check"
+expect_in "$out" "9 passed, 0 failed; worst SOAP/Shampoo step error vs CPU 3.10e-05" "passing check"
 expect_in "$out" "gpu-check: PASS" "passing check"
 # Without the NCCL targets (no NCCL at configure): FAILs, not skips.
 rm "$build/bin/nccl_runtime_single_rank"
-out=$(run_check "cuda_kernels_unit_tests dmuon-gpu-bench dmuon-trainer-cuda")
+out=$(run_check "cuda_kernels_unit_tests cuda_preconditioner_tests dmuon-gpu-bench dmuon-trainer-cuda")
 [ $? -eq 1 ] || fail "the check without the NCCL test did not fail"
 expect_in "$out" "build          FAIL  not part of this build: nccl_runtime_single_rank" "no NCCL"
 expect_in "$out" "nccl-runtime   FAIL  not built" "no NCCL"
 expect_in "$out" "kernel-tests   PASS" "no NCCL"
+expect_in "$out" "precond-tests  PASS" "no NCCL"
 expect_in "$out" "gpu-check: FAIL" "no NCCL"
 expect_not_in "$out" "gpu-check: PASS" "no NCCL"
 

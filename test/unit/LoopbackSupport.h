@@ -111,45 +111,56 @@ struct Run {
   std::optional<dmuon_hyper_params_t> hyper;
 };
 
-// The run's steps through every hook, with `valueOf`'s gradients, then every
-// param's values as gather_param returns them.
+// One rank's part of a run on `ex` (any backend: the loopback world's
+// threads, or one MPI process each): the steps through every hook, with
+// `valueOf`'s gradients, then every param's values as gather_param returns
+// them on this rank.
+inline void trainRank(const LoadedPlan &plan, const Run &run, const ValueFn &valueOf, int rank,
+                      Executor &ex, std::vector<std::vector<float>> &result) {
+  const int n = plan.numParams();
+  result.assign(static_cast<size_t>(n), {});
+  bindAll(plan, ex, valueOf);
+  if (!run.resumeFrom.empty()) {
+    Status s = ex.loadCheckpoint(run.resumeFrom, nullptr);
+    ASSERT_TRUE(s.isOk()) << s.message();
+  }
+  if (run.hyper) {
+    Status s = ex.setHyperParams(*run.hyper);
+    ASSERT_TRUE(s.isOk()) << s.message();
+  }
+  auto addGradients = [&](int step, int group) {
+    for (int i = 0; i < n; ++i) {
+      if (plan.param(i).hook_group() != group)
+        continue;
+      float *g = nullptr;
+      ASSERT_TRUE(ex.gradView(i, &g).isOk());
+      for (int64_t k = 0; k < numel(plan.param(i)); ++k)
+        g[k] += valueOf(i, run.firstStep + step, k);
+    }
+  };
+  trainSteps(plan, ex, rank, run.steps, addGradients);
+  if (!run.saveTo.empty()) {
+    Status s = ex.saveCheckpoint(run.saveTo, run.firstStep + run.steps);
+    ASSERT_TRUE(s.isOk()) << s.message();
+  }
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> &out = result[static_cast<size_t>(i)];
+    out.resize(static_cast<size_t>(numel(plan.param(i))));
+    ASSERT_TRUE(
+        ex.gatherParam(plan.param(i).name()->str(), out.data(), static_cast<int64_t>(out.size()))
+            .isOk());
+  }
+}
+
+// The run on the plan's loopback world: rank 0's trainRank() values.
 inline std::vector<std::vector<float>> trainWith(const LoadedPlan &plan, const Run &run,
                                                  const ValueFn &valueOf) {
-  const int n = plan.numParams();
-  std::vector<std::vector<float>> result(static_cast<size_t>(n));
+  std::vector<std::vector<float>> result;
   runWorld(plan, [&](int rank, Executor &ex) {
-    bindAll(plan, ex, valueOf);
-    if (!run.resumeFrom.empty()) {
-      Status s = ex.loadCheckpoint(run.resumeFrom, nullptr);
-      ASSERT_TRUE(s.isOk()) << s.message();
-    }
-    if (run.hyper) {
-      Status s = ex.setHyperParams(*run.hyper);
-      ASSERT_TRUE(s.isOk()) << s.message();
-    }
-    auto addGradients = [&](int step, int group) {
-      for (int i = 0; i < n; ++i) {
-        if (plan.param(i).hook_group() != group)
-          continue;
-        float *g = nullptr;
-        ASSERT_TRUE(ex.gradView(i, &g).isOk());
-        for (int64_t k = 0; k < numel(plan.param(i)); ++k)
-          g[k] += valueOf(i, run.firstStep + step, k);
-      }
-    };
-    trainSteps(plan, ex, rank, run.steps, addGradients);
-    if (!run.saveTo.empty()) {
-      Status s = ex.saveCheckpoint(run.saveTo, run.firstStep + run.steps);
-      ASSERT_TRUE(s.isOk()) << s.message();
-    }
-    for (int i = 0; i < n; ++i) {
-      std::vector<float> out(static_cast<size_t>(numel(plan.param(i))));
-      ASSERT_TRUE(
-          ex.gatherParam(plan.param(i).name()->str(), out.data(), static_cast<int64_t>(out.size()))
-              .isOk());
-      if (rank == 0)
-        result[static_cast<size_t>(i)] = std::move(out);
-    }
+    std::vector<std::vector<float>> mine;
+    trainRank(plan, run, valueOf, rank, ex, mine);
+    if (rank == 0)
+      result = std::move(mine);
   });
   return result;
 }

@@ -4,6 +4,7 @@
 // expert-parallel plan each dense param has one owner over dp x ep; and the
 // backend itself turns mismatched or missing collectives into errors.
 #include "LoopbackSupport.h"
+#include "OptimizerReferences.h"
 
 #include "kernels/cpu/MuonKernels.h"
 
@@ -52,60 +53,6 @@ TEST(Loopback, ShardedRunsEndWhereOneRankEnds) {
   }
 }
 
-// NorMuon as its paper writes it, in double, on the orthogonalized update
-// `o` of one rows x cols matrix with second moment `v`.
-void normuonReference(std::vector<double> &o, std::vector<double> &v, int64_t rows, int64_t cols,
-                      double beta2) {
-  double before = 0;
-  for (double x : o)
-    before += x * x;
-  for (int64_t r = 0; r < rows; ++r) {
-    double mean = 0;
-    for (int64_t c = 0; c < cols; ++c)
-      mean += o[r * cols + c] * o[r * cols + c] / static_cast<double>(cols);
-    v[r] = beta2 * v[r] + (1 - beta2) * mean;
-    for (int64_t c = 0; c < cols; ++c)
-      o[r * cols + c] /= std::sqrt(v[r]) + 1e-10;
-  }
-  double after = 0;
-  for (double x : o)
-    after += x * x;
-  for (double &x : o)
-    x *= std::sqrt(before) / (std::sqrt(after) + 1e-10);
-}
-
-// Every NorMuon matrix of a 1-rank run, stepped here from the same
-// gradients: momentum and NS by the CPU kernels Muon uses (checked on their
-// own in StepKernelsTest), the normalization and the update in double.
-std::vector<double> normuonByHand(const LoadedPlan &plan, int i) {
-  const dmuon::plan::Param &p = plan.param(i);
-  const dmuon::plan::OptimizerDefaults &od = *plan.root().options()->optimizer();
-  const int64_t rows = p.rows(), cols = p.cols(), n = rows * cols;
-  dmuon::kernels::MuonHyper h;
-  h.lr = static_cast<float>(od.lr());
-  h.momentum = static_cast<float>(od.momentum());
-  h.nesterov = od.nesterov();
-  h.nsSteps = od.ns_steps();
-  std::vector<double> w(static_cast<size_t>(n)), v(static_cast<size_t>(rows), 0.0);
-  std::vector<float> momentum(static_cast<size_t>(n), 0.f), g(static_cast<size_t>(n)),
-      u(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k)
-    w[k] = 10 * valueOf(i, -1, k);
-  dmuon::kernels::NsWorkspace ws;
-  for (int step = 0; step < 3; ++step) {
-    for (int64_t k = 0; k < n; ++k)
-      g[k] = valueOf(i, step, k);
-    dmuon::kernels::muonMomentum(momentum.data(), g.data(), u.data(), n, h);
-    dmuon::kernels::newtonSchulz(u.data(), u.data(), rows, cols, h.nsSteps, h.coefficients, ws);
-    std::vector<double> o(u.begin(), u.end());
-    normuonReference(o, v, rows, cols, od.normuon_beta2());
-    const double scale = std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));
-    for (int64_t k = 0; k < n; ++k)
-      w[k] = w[k] * (1 - od.lr() * od.weight_decay()) - od.lr() * scale * o[k];
-  }
-  return w;
-}
-
 TEST(Loopback, NorMuonRunsEndWhereOneRankAndThePaperEnd) {
   const std::string dir = DMUON_NORMUON_PLAN_DIR;
   std::unique_ptr<LoadedPlan> one = loadPlan(dir + "/tiny-1.plan");
@@ -117,7 +64,8 @@ TEST(Loopback, NorMuonRunsEndWhereOneRankAndThePaperEnd) {
     if (p.matrix_optimizer() != dmuon::plan::MatrixOptimizer::normuon)
       continue;
     ++matrices;
-    const std::vector<double> byHand = normuonByHand(*one, i);
+    // NorMuon as its paper writes it (OptimizerReferences.h).
+    const std::vector<double> byHand = dmuon::ref::muonByHand(*one, i, 3, valueOf, true);
     double worst = 0, largest = 0;
     for (size_t k = 0; k < byHand.size(); ++k) {
       worst = std::max(worst, std::fabs(want[i][k] - byHand[k]));

@@ -408,6 +408,16 @@ TEST_F(OneRank, TrainingLoopCallsCheckTheirArguments) {
   v1.h.version = 3;
   EXPECT_EQ(dmuon_runtime_set_hyper_params(rt, &v1.h), DMUON_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(err().find("dmuon_hyper_params_init"), std::string::npos) << err();
+  // Version 2 with version 1's size: each version has its own minimum size.
+  v1.h.version = 2;
+  EXPECT_EQ(dmuon_runtime_set_hyper_params(rt, &v1.h), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("set_hyper_params: params has struct_size " +
+                       std::to_string(offsetof(dmuon_hyper_params_t, soap_lr)) +
+                       " and version 2; initialize it with dmuon_hyper_params_init (version 2)"),
+            std::string::npos)
+      << err();
+  EXPECT_EQ(dmuon_runtime_get_hyper_params(rt, &v1.h), DMUON_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("get_hyper_params: out has struct_size"), std::string::npos) << err();
 
   // A micro-batch declared not last: the step waits for the last one.
   const int n = dmuon_plan_num_hook_groups(plan);

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace dmuon;
@@ -284,6 +285,89 @@ TEST(SimulateResults, FiguresThatOverflowAreRefusedNotPrinted) {
   EXPECT_FALSE(simulate(p, slowNs, "unit", out, error));
   EXPECT_NE(error.find("is not finite"), std::string::npos) << error;
   EXPECT_NE(error.find("overflow the cost model"), std::string::npos) << error;
+}
+
+// The worst step of a refresh period is the costliest step of it: against
+// every step of the period tried in turn, for frequencies whose gcd is not
+// 1 (so not every pair of phases meets) and for one rule alone.
+TEST(SimulateRefreshes, WorstStepIsTheCostliestOfThePeriod) {
+  for (RefreshPeriod period : {RefreshPeriod{6, 4}, RefreshPeriod{5, 0}, RefreshPeriod{0, 3}}) {
+    std::vector<Refresh> refreshes;
+    for (int64_t k = 0; k < 7; ++k) {
+      const bool soap = period.shampoo == 0 || (period.soap > 0 && k % 2 == 0);
+      const int64_t f = soap ? period.soap : period.shampoo;
+      refreshes.push_back({soap, (k * 5 + 1) % f, 1.0 + static_cast<double>((k * 7) % 4)});
+    }
+    double most = 0;
+    for (int64_t step = 0; step < period.steps(); ++step)
+      most = std::max(most, refreshSecondsAt(refreshes, period, step));
+    const auto [step, seconds] = worstRefreshStep(refreshes, period);
+    EXPECT_DOUBLE_EQ(seconds, most) << period.soap << " " << period.shampoo;
+    EXPECT_GE(step, 0);
+    EXPECT_LT(step, period.steps());
+    EXPECT_DOUBLE_EQ(refreshSecondsAt(refreshes, period, step), most) << step;
+    double sum = 0;
+    for (int64_t t = 0; t < period.steps(); ++t)
+      sum += refreshSecondsAt(refreshes, period, t);
+    EXPECT_DOUBLE_EQ(amortizedRefreshSeconds(refreshes, period), sum / period.steps());
+  }
+}
+
+// SOAP's and Shampoo's refreshes at their phases: the mean step is the same
+// whatever the phases (each refresh amortized), the worst step is longer
+// than the mean, and longest where every matrix refreshes on the same step
+// (--stagger-refreshes=false). A Muon-only plan has neither.
+TEST(SimulateRefreshes, StaggeredPhasesShortenTheWorstStep) {
+  const std::string manifest =
+      "[[param]]\nrepeat = 4\nprefix = \"layers.{i}.\"\n"
+      "  [[param.param]]\n  name = \"soap.weight\"\n  shape = [128, 128]\n"
+      "  optimizer = \"soap\"\n"
+      "  [[param.param]]\n  name = \"shampoo.weight\"\n  shape = [128, 128]\n"
+      "  optimizer = \"shampoo\"\n";
+  Cluster c = unitCluster(true);
+  c.device.memoryBytes = 1e12;
+  c.workload.kind = Workload::Kind::Seconds;
+  c.workload.forwardSeconds = 1e-3;
+  c.workload.backwardSeconds = 2e-3;
+  std::vector<Simulation> sims;
+  for (bool stagger : {true, false}) {
+    PlanModel model;
+    model.options.smallParamThreshold = 0;
+    model.options.optimizer.soapPreconditionFrequency = 4;
+    model.options.optimizer.shampooPreconditionFrequency = 3;
+    model.options.optimizer.staggerRefreshes = stagger;
+    std::string errors;
+    ASSERT_TRUE(unittest::compile(manifest, "2", model, errors)) << errors;
+    std::vector<uint8_t> buf = writePlan(model);
+    const plan::Plan &p = *plan::GetPlan(buf.data());
+    Simulation out;
+    std::string error;
+    ASSERT_TRUE(simulate(p, c, "unit", out, error)) << error;
+    EXPECT_EQ(out.refreshes.soap, 4);
+    EXPECT_EQ(out.refreshes.shampoo, 3);
+    EXPECT_EQ(out.refreshes.steps(), 12);
+    EXPECT_GT(out.dmuonWorst.times.optimizer, out.dmuon.times.optimizer) << stagger;
+    EXPECT_GE(out.dmuonWorst.times.total, out.dmuon.times.total) << stagger;
+    sims.push_back(std::move(out));
+  }
+  const Simulation &staggered = sims[0], &flat = sims[1];
+  EXPECT_NEAR(staggered.dmuon.times.total, flat.dmuon.times.total, 1e-12 * flat.dmuon.times.total);
+  EXPECT_GT(flat.dmuonWorst.times.total, staggered.dmuonWorst.times.total);
+  // Every matrix at phase 0: SOAP's refreshes at steps 0 mod 4 and Shampoo's
+  // at steps 2 mod 3 (its steps count from 1) meet at step 8 of the 12.
+  EXPECT_EQ(flat.worstStep, 8);
+
+  const std::string muonOnly = "[[param]]\nname = \"layers.0.a.weight\"\nshape = [256, 512]\n";
+  PlanModel model;
+  std::string errors;
+  ASSERT_TRUE(unittest::compile(muonOnly, "2", model, errors)) << errors;
+  std::vector<uint8_t> buf = writePlan(model);
+  Simulation out;
+  std::string error;
+  ASSERT_TRUE(simulate(*plan::GetPlan(buf.data()), c, "unit", out, error)) << error;
+  EXPECT_FALSE(out.refreshes.any());
+  EXPECT_EQ(printSimulationText(out).find("worst"), std::string::npos);
+  EXPECT_EQ(printSimulationJson(out).find("worst"), std::string::npos);
 }
 
 } // namespace
