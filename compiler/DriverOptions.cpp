@@ -80,6 +80,7 @@ bool checkPlanningFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
   o.strictNames = f.strictNames;
   o.matrixOptimizer = f.matrixOptimizer;
   o.hookBoundary = f.hookBoundary;
+  o.pipelineSplit = f.pipelineSplit;
   o.muonInclude = f.muonInclude;
   o.muonExclude = f.muonExclude;
   o.alignment = static_cast<int>(f.alignment);
