@@ -314,12 +314,13 @@ bool StageAssigner::run() {
   if (stages_ == 1) {
     // Without a stage dim every param is on stage 0; a manifest may say so.
     bool ok = true;
+    const std::string hint =
+        model_.mesh.stageDim < 0 ? " (no pipeline dim: add one, e.g. --mesh pp=2,dp_shard=4)" : "";
     for (const Param &p : model_.params)
       if (p.manifestStage > 0) {
         diags_.error(p.stageLoc, "stage " + std::to_string(p.manifestStage) + " of param '" +
-                                     p.name +
-                                     "' is out of range: the mesh has no pipeline "
-                                     "(stage) dim; add one, e.g. --mesh pp=2,dp_shard=4");
+                                     p.name + "' is out of range: the mesh has 1 pipeline stage" +
+                                     hint);
         ok = false;
       }
     if (!split.empty()) {
@@ -337,7 +338,8 @@ bool StageAssigner::run() {
                  std::to_string(stages_) +
                  "' asks for more pipeline stages than the model has "
                  "layers (" +
-                 std::to_string(layers_.size()) + "); every stage needs at least one layer");
+                 std::to_string(layers_.size()) +
+                 ", the embedding and the head among them); every stage needs at least one");
     return false;
   }
   if (manifest && !applyManifestStages())

@@ -61,6 +61,7 @@ public:
     if (s) {
       grid(*s);
       chart(*s);
+      pipelineStages(*s);
     } else {
       section("mesh", "Mesh");
       o_ += "<p class=\"note\">Not partitioned yet (stage " + stageName(p_) + ").</p>\n</section>\n";
@@ -376,6 +377,28 @@ private:
     o_ += "</svg>\n</section>\n";
   }
 
+  // 1.9: one row per pipeline stage, each partitioned over its own slots.
+  void pipelineStages(const plan::Stats &s) {
+    const auto *rows = s.pipeline_stages();
+    if (!rows || rows->size() == 0)
+      return;
+    section("pipeline-stages", "Pipeline stages");
+    o_ += "<p class=\"note\">" + i64(rows->size()) +
+          " stages, each a contiguous run of layers partitioned over its own owner slots; "
+          "the plan's imbalance is the worst stage's.</p>\n";
+    o_ += "<table>\n<tr><th>stage</th><th>params</th><th>param elements</th><th>hook "
+          "groups</th><th>total</th><th>lower bound</th><th>max</th><th>max / LB</th></tr>\n";
+    for (uint32_t k = 0; k < rows->size(); ++k) {
+      const plan::PipelineStageStats *r = rows->Get(k);
+      o_ += "<tr><td>" + i64(r->stage()) + "</td><td>" + i64(r->params()) + "</td><td>" +
+            grouped(r->param_elements()) + "</td><td>" + i64(r->first_hook_group()) + "+" +
+            i64(r->hook_groups()) + "</td><td>" + unit_(r->total_cost()) + "</td><td>" +
+            unit_(r->lower_bound()) + "</td><td>" + unit_(r->max_load()) + "</td><td>" +
+            fmt("%.4f", r->imbalance()) + "</td></tr>\n";
+    }
+    o_ += "</table>\n</section>\n";
+  }
+
   void hooks() {
     if (!reached(p_, plan::Stage::hooks))
       return;
@@ -385,7 +408,10 @@ private:
     o_ += "<p class=\"note\">" + i64(n) +
           " hook groups in forward order. Each owner holds one contiguous segment of the "
           "group's packed buffer: its params move in one broadcast and one reduce.</p>\n";
+    const bool staged = mesh_.P > 1;
     o_ += "<table>\n<tr><th>#</th><th class=\"l\">group</th><th>params</th>";
+    if (staged)
+      o_ += "<th>stage</th>";
     if (laidOut)
       o_ += "<th>buffer</th><th>reduce buffer</th><th>owners</th><th class=\"l\">owner "
             "segments: rank (s,r) bytes \xC2\xB7 params</th>";
@@ -395,6 +421,8 @@ private:
       const plan::HookGroup *h = p_.hook_groups()->Get(i);
       o_ += "<tr><td>" + i64(i) + "</td><td class=\"l\"><code>" + esc(str(h->name())) +
             "</code></td><td>" + i64(size(h->params())) + "</td>";
+      if (staged)
+        o_ += "<td>" + i64(h->pipeline_stage()) + "</td>";
       if (laidOut) {
         const uint32_t ns = size(h->segments());
         o_ += "<td title=\"" + grouped(h->buffer_bytes()) + " bytes\">" +
