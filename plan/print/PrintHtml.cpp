@@ -145,7 +145,12 @@ private:
           (R == 1 ? "" : "s") + " \xC3\x97 " + i64(G) + " " + esc(mesh_.shardName()) + " column" +
           (G == 1 ? "" : "s") +
           "; slot <i>i</i> = <i>r</i>\xC2\xB7G + <i>s</i>. Hover a cell for its rank and "
-          "load; the busiest slot is outlined in red.</p>\n";
+          "load; the busiest slot is outlined in red." +
+          (mesh_.P > 1 ? " Each of the " + i64(mesh_.P) +
+                             " pipeline stages has these slots; a cell shows its busiest "
+                             "stage's load and stage 0's rank."
+                       : std::string()) +
+          "</p>\n";
     // Past a few pages of cells (a mesh of millions of slots would make a
     // report of gigabytes) the grid says why it is left out; the load chart
     // below still covers every slot.
@@ -202,14 +207,15 @@ private:
     for (int64_t r = 0; r < R; ++r)
       for (int64_t c = 0; c < G; ++c) {
         uint32_t i = static_cast<uint32_t>(r * G + c);
-        // With data-carrying dims a slot's owners are D fine slots: its
-        // busiest one.
+        // With data-carrying dims a slot's owners are D fine slots, and with
+        // pipeline stages (1.9) each stage has its own: the busiest.
         double load = 0;
-        for (int64_t d = 0; d < mesh_.D; ++d) {
-          const int64_t fine = static_cast<int64_t>(i) * mesh_.D + d;
-          if (fine < nLoad)
-            load = std::max(load, loads.at(fine));
-        }
+        for (int64_t stage = 0; stage < mesh_.P; ++stage)
+          for (int64_t d = 0; d < mesh_.D; ++d) {
+            const int64_t fine = (stage * G * R + static_cast<int64_t>(i)) * mesh_.D + d;
+            if (fine < nLoad)
+              load = std::max(load, loads.at(fine));
+          }
         double t = maxLoad > 0 ? load / maxLoad : 0;
         double x = left + static_cast<double>(c) * cw, y = top + static_cast<double>(r) * ch;
         int64_t rank = mesh_.slotRank(c, r);
@@ -236,7 +242,7 @@ private:
       }
     o_ += "</g>\n";
     if (nLoad > 0 && maxLoad > 0) {
-      const int64_t cell = busiest / mesh_.D;
+      const int64_t cell = busiest / mesh_.D % (G * R);
       int64_t bc = cell % G, br = cell / G;
       o_ += "<rect x=\"" + px(left + static_cast<double>(bc) * cw) + "\" y=\"" +
             px(top + static_cast<double>(br) * ch) + "\" width=\"" + px(cw) + "\" height=\"" +
