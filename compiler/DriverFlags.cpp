@@ -67,6 +67,14 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
                                    "Adam in the eigenbasis of Shampoo's statistics"),
                         clEnumValN(MatrixOptimizer::shampoo, "shampoo",
                                    "Shampoo's inverse fourth roots, grafted onto Adam")));
+  binder.list(flags.nsSplits, "ns-split",
+              cl::desc("Orthogonalize the matrices whose names match REGEX as blocks: SPEC is "
+                       "[rows:|cols:]N (N equal blocks) or [rows:|cols:]a,b,... (their sizes); "
+                       "may be repeated, the first match wins"),
+              cl::value_desc("REGEX=SPEC"));
+  binder.opt(flags.splitInProj, "split-in-proj",
+             cl::desc("Orthogonalize a fused attention in_proj_weight [3E, E] "
+                      "(nn.MultiheadAttention) as its Q, K and V rows (default true)"));
   binder.opt(flags.strictNames, "strict-names",
              cl::desc("An ONNX initializer whose torch parameter name cannot be recovered (a "
                       "constant-folded export) is an error, not a warning"));

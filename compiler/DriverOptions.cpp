@@ -5,6 +5,9 @@
 #include "common/HyperRanges.h"
 #include "common/PlanRules.h"
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Regex.h"
+
 #include <cstdio>
 #include <utility>
 
@@ -43,6 +46,44 @@ bool checkPipelineFlags(const DriverFlags &f, Diagnostics &diags, PipelineOption
   return ok;
 }
 
+// --ns-split=REGEX=[rows:|cols:]N or REGEX=[rows:|cols:]a,b,...: the regex
+// is everything before the last '=' (a regex may hold '=', a spec never).
+bool parseBlockRule(const std::string &text, Diagnostics &diags, Options::BlockRule &out) {
+  auto fail = [&](const llvm::Twine &why) {
+    diags.error("--ns-split=" + text + ": " + why);
+    return false;
+  };
+  const size_t eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0)
+    return fail("expected REGEX=SPEC, e.g. 'c_attn\\.weight$=cols:3'");
+  out.text = text;
+  out.pattern = text.substr(0, eq);
+  std::string err;
+  if (!llvm::Regex(out.pattern).isValid(err))
+    return fail("invalid regex '" + out.pattern + "': " + err);
+  llvm::StringRef spec = llvm::StringRef(text).substr(eq + 1);
+  out.blocks.dim = plan::BlockDim::rows;
+  out.blocks.source = plan::BlockSource::split_flag;
+  if (spec.consume_front("cols:"))
+    out.blocks.dim = plan::BlockDim::cols;
+  else
+    spec.consume_front("rows:");
+  llvm::SmallVector<llvm::StringRef, 8> fields;
+  spec.split(fields, ',');
+  for (llvm::StringRef field : fields) {
+    int64_t size = 0;
+    if (field.getAsInteger(10, size) || size < 1 || size > INT32_MAX)
+      return fail("'" + field + "' is not a block count or size (an integer from 1 to " +
+                  llvm::Twine(INT32_MAX) + "); SPEC is [rows:|cols:]N or [rows:|cols:]a,b,...");
+    out.blocks.sizes.push_back(size);
+  }
+  if (fields.size() == 1) {
+    out.blocks.count = out.blocks.sizes.front();
+    out.blocks.sizes.clear();
+  }
+  return true;
+}
+
 bool checkPlanningFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
   bool ok = true;
   if (f.alignment == 0 || (f.alignment & (f.alignment - 1)) != 0 || f.alignment > 65536) {
@@ -79,6 +120,14 @@ bool checkPlanningFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
   o.shardedThreshold = static_cast<int64_t>(f.shardedThreshold);
   o.strictNames = f.strictNames;
   o.matrixOptimizer = f.matrixOptimizer;
+  for (const std::string &text : f.nsSplits) {
+    Options::BlockRule rule;
+    if (parseBlockRule(text, diags, rule))
+      o.blockRules.push_back(std::move(rule));
+    else
+      ok = false;
+  }
+  o.splitInProj = f.splitInProj;
   o.hookBoundary = f.hookBoundary;
   o.pipelineSplit = f.pipelineSplit;
   o.muonInclude = f.muonInclude;

@@ -37,6 +37,8 @@ struct DriverFlags {
   bool shardedThresholdGiven = false;
   std::string muonInclude, muonExclude;
   MatrixOptimizer matrixOptimizer = MatrixOptimizer::muon;
+  std::vector<std::string> nsSplits; // --ns-split, as given
+  bool splitInProj = true;
   bool strictNames = false;
   Mode mode = Mode::z3;
   bool modeGiven = false; // --mesh auto:N tries both modes unless --mode is given

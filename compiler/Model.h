@@ -69,6 +69,17 @@ struct OptimizerChoice {
   MatrixOptimizer matrix = MatrixOptimizer::muon;
 };
 
+// The blocks a matrix is orthogonalized as (plan.fbs Param.block_sizes):
+// `sizes` along `dim` of every batch slice of the matrix view, or, as a
+// manifest or flag gives them before validate, `count` equal blocks.
+struct MatrixBlocks {
+  plan::BlockDim dim = plan::BlockDim::none;
+  std::vector<int64_t> sizes;
+  int64_t count = 0;
+  plan::BlockSource source = plan::BlockSource::none;
+  llvm::SMLoc loc; // the manifest key that gave them, for diagnostics
+};
+
 struct Param {
   // Frontend.
   std::string name;
@@ -85,6 +96,9 @@ struct Param {
   // `stage = k` in the manifest (-1: none given), and where it was written.
   int manifestStage = -1;
   llvm::SMLoc stageLoc;
+  // Rare: shared, as a million params of a flat manifest mostly have none.
+  // From validate on, sizes resolved (passes/NsBlocks.cpp); null: one block.
+  std::shared_ptr<const MatrixBlocks> blocks;
 
   // select
   Role role = Role::adamw;
@@ -267,6 +281,16 @@ struct Options {
   // --matrix-optimizer: the rule of every matrix a manifest does not name
   // one for (recorded per param).
   MatrixOptimizer matrixOptimizer = MatrixOptimizer::muon;
+  // --ns-split: matrices whose names match `pattern` are orthogonalized as
+  // blocks (passes/NsBlocks.cpp); --split-in-proj: a fused attention
+  // in_proj_weight [3E, E] as its Q, K and V.
+  struct BlockRule {
+    std::string text; // the flag's value, for diagnostics
+    std::string pattern;
+    MatrixBlocks blocks;
+  };
+  std::vector<BlockRule> blockRules;
+  bool splitInProj = true;
 };
 
 // A query/key pair for QK-Clip (docs/manifest-format.md, `qk_clip`): the

@@ -40,7 +40,9 @@ bool chunkedByModelParallelDims(const Param &p, const Mesh &mesh);
 // Part of validate: the manifest's qk_clip pairs (passes/QkClip.cpp); resolves
 // each pair's key param.
 bool validateQkClip(PlanModel &model, Diagnostics &diags);
-
+// Part of validate: the blocks each matrix is orthogonalized as, resolved
+// and checked against its matrix view (passes/NsBlocks.cpp).
+bool resolveMatrixBlocks(PlanModel &model, Diagnostics &diags);
 
 // Whether mesh dim `meshDim` is a model-parallel dim whose Shard or
 // StridedShard touches the param's matrix dims (for a flattened conv weight:

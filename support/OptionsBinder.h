@@ -37,6 +37,12 @@ public:
         std::forward<Mods>(mods)..., llvm::cl::callback([&field](const T &v) { field = v; })));
   }
 
+  // A flag that may be given many times, each value appended to `field`.
+  template <typename T, typename... Mods> void list(std::vector<T> &field, Mods &&...mods) {
+    add(std::make_unique<llvm::cl::list<T, std::vector<T>>>(std::forward<Mods>(mods)...,
+                                                            llvm::cl::location(field)));
+  }
+
 private:
   void add(std::unique_ptr<llvm::cl::Option> flag) {
     if (category_)

@@ -216,6 +216,10 @@ Offset<plan::Param> Writer::writeParam(const Param &p) {
                       ? intVector(p.dataDims)
                       : Offset<flatbuffers::Vector<int32_t>>();
 
+  const bool blocked = reached(Stage::validate) && p.blocks;
+  auto blockSizes =
+      blocked ? b_.CreateVector(p.blocks->sizes) : Offset<flatbuffers::Vector<int64_t>>();
+
   plan::ParamBuilder pb(b_);
   pb.add_name(name);
   pb.add_source_name(sourceName);
@@ -246,6 +250,11 @@ Offset<plan::Param> Writer::writeParam(const Param &p) {
     pb.add_local_batch(p.localBatch);
     pb.add_local_rows(p.localRows);
     pb.add_local_cols(p.localCols);
+    if (blocked) { // 1.9
+      pb.add_block_dim(p.blocks->dim);
+      pb.add_block_sizes(blockSizes);
+      pb.add_block_source(p.blocks->source);
+    }
   }
   if (reached(Stage::group)) {
     pb.add_group(p.group);

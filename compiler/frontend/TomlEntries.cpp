@@ -269,7 +269,8 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
   for (auto &&[k, v] : t) {
     std::string_view key = k.str();
     if (key == "name" || key == "shape" || key == "dtype" || key == "placements" ||
-        key == "optimizer" || key == "route" || key == "conv" || key == "qk_clip" || key == "stage")
+        key == "optimizer" || key == "route" || key == "conv" || key == "qk_clip" ||
+        key == "heads" || key == "ns_split" || key == "ns_split_dim" || key == "stage")
       continue;
     unknownKey(k, who, false);
     ok = false;
@@ -345,6 +346,8 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
     }
   }
 
+  ok &= parseBlocks(t, who, leaf.blocks);
+
   if (const toml::node *q = t.get("qk_clip")) {
     auto qk = std::make_unique<QkClipTemplate>();
     if (parseQkClip(*q, who, *qk))
@@ -362,6 +365,84 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
   leaf.sourceLoc = diags_.describe(leaf.loc);
   item.leaf = static_cast<int>(leaves_.size());
   leaves_.push_back(std::move(leaf));
+  return true;
+}
+
+// heads = H (H equal blocks of rows), or ns_split = N (N equal blocks) or
+// [a, b, ...] (their sizes) with ns_split_dim = "rows" (the default) or
+// "cols": checked against the matrix in passes/NsBlocks.cpp.
+bool TomlFrontend::parseBlocks(const toml::table &t, const std::string &who,
+                               std::shared_ptr<const MatrixBlocks> &out) {
+  const toml::node *heads = t.get("heads"), *split = t.get("ns_split"),
+                   *dim = t.get("ns_split_dim");
+  if (!heads && !split && !dim)
+    return true;
+  auto blocks = std::make_shared<MatrixBlocks>();
+  blocks->dim = plan::BlockDim::rows;
+  auto positive = [&](const toml::node &n, const llvm::Twine &what, int64_t &field) {
+    const auto *iv = n.as_integer();
+    if (!iv) {
+      error(locOf(n), what + " in " + who + " must be an integer, not " + tomlTypeName(n));
+      return false;
+    }
+    if (iv->get() < 1 || iv->get() > INT32_MAX) {
+      error(locOf(n), what + " in " + who + " must be between 1 and " + llvm::Twine(INT32_MAX) +
+                          ", not " + llvm::Twine(iv->get()));
+      return false;
+    }
+    field = iv->get();
+    return true;
+  };
+  if (heads && (split || dim)) {
+    error(locOf(*(split ? split : dim)),
+          "'" + llvm::Twine(split ? "ns_split" : "ns_split_dim") + "' in " + who +
+              " cannot be combined with 'heads' (heads = H splits the rows in H equal blocks)");
+    return false;
+  }
+  if (heads) {
+    blocks->source = plan::BlockSource::manifest_heads;
+    blocks->loc = locOf(*heads);
+    if (!positive(*heads, "'heads'", blocks->count))
+      return false;
+    out = std::move(blocks);
+    return true;
+  }
+  if (!split) {
+    error(locOf(*dim), "'ns_split_dim' in " + who + " needs 'ns_split' (the block sizes)");
+    return false;
+  }
+  blocks->source = plan::BlockSource::manifest_split;
+  blocks->loc = locOf(*split);
+  if (dim) {
+    const auto *sv = dim->as_string();
+    if (!sv || (sv->get() != "rows" && sv->get() != "cols")) {
+      error(locOf(*dim), "'ns_split_dim' in " + who + " must be \"rows\" or \"cols\", not " +
+                             (sv ? "\"" + sv->get() + "\"" : std::string(tomlTypeName(*dim))));
+      return false;
+    }
+    blocks->dim = sv->get() == "rows" ? plan::BlockDim::rows : plan::BlockDim::cols;
+  }
+  if (split->is_integer()) {
+    if (!positive(*split, "'ns_split'", blocks->count))
+      return false;
+  } else if (const auto *a = split->as_array()) {
+    if (a->empty()) {
+      error(locOf(*split), "'ns_split' in " + who + " is empty; give the block sizes");
+      return false;
+    }
+    for (size_t i = 0; i < a->size(); ++i) {
+      int64_t size = 0;
+      if (!positive((*a)[i], "block " + llvm::Twine(i) + " of 'ns_split'", size))
+        return false;
+      blocks->sizes.push_back(size);
+    }
+  } else {
+    error(locOf(*split), "'ns_split' in " + who +
+                             " must be a block count or an array of block sizes, not " +
+                             tomlTypeName(*split));
+    return false;
+  }
+  out = std::move(blocks);
   return true;
 }
 

@@ -114,6 +114,7 @@ void TomlFrontend::expand(const std::vector<Item> &items) {
     p.routeOverrideInherited = leaf.routeInherited;
     p.manifestStage = leaf.stage;
     p.stageLoc = leaf.stageLoc;
+    p.blocks = leaf.blocks;
     p.loc = leaf.loc;
     model_.params.push_back(std::move(p));
     const std::string &name = model_.params.back().name;

@@ -85,8 +85,9 @@ std::string TomlFrontend::displayPrefix() const {
 }
 
 void TomlFrontend::unknownKey(const toml::key &k, const std::string &who, bool isBlock) {
-  static const char *const leafKeys[] = {"name",  "shape", "dtype",   "placements", "optimizer",
-                                         "route", "conv",  "qk_clip", "stage"};
+  static const char *const leafKeys[] = {
+      "name",  "shape",   "dtype", "placements", "optimizer",    "route",
+      "conv",  "qk_clip", "heads", "ns_split",   "ns_split_dim", "stage"};
   static const char *const blockKeys[] = {"repeat", "start",      "index",     "prefix", "param",
                                           "dtype",  "placements", "optimizer", "route",  "stage"};
   llvm::StringRef key(k.str());

@@ -72,6 +72,7 @@ struct LeafTemplate {
   bool routeInherited = false; // from an enclosing block: skips Muon params
   int stage = -1;              // `stage`, own or an enclosing block's; -1: none
   llvm::SMLoc stageLoc;
+  std::shared_ptr<const MatrixBlocks> blocks; // heads / ns_split; shared by every copy
   // Rare, and large beside the rest: a pointer keeps a million templates
   // (one per param of a flat manifest) a third smaller.
   std::unique_ptr<QkClipTemplate> qkClip;
@@ -137,6 +138,8 @@ private:
   bool mergeStage(const Defaults &own, const Defaults *inherited, const std::string &who,
                   Defaults &into);
   bool parseQkClip(const toml::node &value, const std::string &who, QkClipTemplate &out);
+  bool parseBlocks(const toml::table &t, const std::string &who,
+                   std::shared_ptr<const MatrixBlocks> &out);
   std::string substitute(const std::vector<Piece> &pieces) const;
   void unknownKey(const toml::key &k, const std::string &who, bool isBlock);
 

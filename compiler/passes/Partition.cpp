@@ -9,6 +9,7 @@
 #include "support/CostTable.h"
 
 #include "common/FirstSeenTable.h"
+#include "common/MatrixBlocks.h"
 #include "common/MatrixOptimizers.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -323,24 +324,45 @@ bool priceOwnerParams(PlanModel &model, size_t numLayers, Diagnostics &diags, Ow
     const int64_t nsCols = comm ? p.cols : p.localCols;
     // Priced as the kernel will run it: the form the runtime's rule picks
     // for this shape, and that form's flops (kernels/NsForms.h).
-    const kernels::NsForm form = kernels::ns::chooseForm(nsRows, nsCols);
+    // Blocks (passes/NsBlocks.cpp) all run the form of the largest.
+    const MatrixBlocks none;
+    const MatrixBlocks &blocks = p.blocks ? *p.blocks : none;
+    const common::BlockShape largest =
+        common::largestBlock(blocks.dim, nsRows, nsCols, blocks.sizes);
+    const kernels::NsForm form = kernels::ns::chooseForm(largest.rows, largest.cols);
     p.nsForm = planForm(form);
-    const double nsFlops = kernels::ns::flops(form, nsRows, nsCols, steps);
+    const double nsFlops =
+        common::blockedNsFlops(form, blocks.dim, nsRows, nsCols, blocks.sizes, steps);
     p.cost = static_cast<double>(p.localBatch) * nsFlops;
     if (common::preconditions(p.matrixOptimizer))
       p.cost = preconditionerCost(model.options.optimizer, p);
     out.cost[i] = p.cost;
     if (measured) {
-      std::optional<double> sec = lookupCost(model.options.costTable, nsRows, nsCols);
-      if (!sec) {
-        if (missing.insert({nsRows, nsCols}).second)
+      // A blocked matrix at the table's times of its block shapes.
+      double sec = 0;
+      bool found = true;
+      auto addTime = [&](int64_t rows, int64_t cols) {
+        std::optional<double> t = lookupCost(model.options.costTable, rows, cols);
+        if (t) {
+          sec += *t;
+          return;
+        }
+        found = false;
+        if (missing.insert({rows, cols}).second)
           diags.fileError(model.options.costTablePath,
-                          "no measured time for shape " + std::to_string(nsRows) + "x" +
-                              std::to_string(nsCols) + " (param '" + p.name + "')");
-        continue;
+                          "no measured time for shape " + std::to_string(rows) + "x" +
+                              std::to_string(cols) + " (param '" + p.name + "')");
+      };
+      if (blocks.sizes.empty())
+        addTime(nsRows, nsCols);
+      for (int64_t size : blocks.sizes) {
+        const common::BlockShape b = common::blockShape(blocks.dim, nsRows, nsCols, size);
+        addTime(b.rows, b.cols);
       }
+      if (!found)
+        continue;
       // SOAP and Shampoo at the rate the table measured for NS on this shape.
-      out.cost[i] = p.cost / nsFlops * *sec;
+      out.cost[i] = p.cost / nsFlops * sec;
     }
     out.layer.push_back(p.layerId);
     out.params.push_back(static_cast<int>(i));

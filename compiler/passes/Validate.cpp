@@ -193,6 +193,7 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
     p.localCols = local.cols;
   }
   validateQkClip(model, diags);
+  resolveMatrixBlocks(model, diags);
   return !diags.hasErrors();
 }
 

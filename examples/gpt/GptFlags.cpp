@@ -58,7 +58,10 @@ void printGptUsage(FILE *out) {
                "  --compare-to DIR            fail unless every step's loss and every final\n"
                "                              param equals that run's within --rtol (1e-4)\n"
                "  --expect-val-drop           fail unless the validation loss fell\n"
-               "  --dmuonc PATH               the planning compiler (default: the build's)\n");
+               "  --dmuonc PATH               the planning compiler (default: the build's)\n"
+               "  --dmuonc-arg ARG            one more dmuonc flag (repeatable), e.g.\n"
+               "                              --dmuonc-arg='--ns-split=\\.(q|k|v)\\.weight$=4'\n"
+               "                              to orthogonalize q, k and v per head\n");
 }
 
 bool parseGptFlags(int argc, char **argv, GptFlags &f, std::string &err) {
@@ -98,6 +101,7 @@ bool parseGptFlags(int argc, char **argv, GptFlags &f, std::string &err) {
       {"--compare-to", [&](auto &s) { return f.compareTo = s, true; }},
       {"--rtol", [&](auto &s) { return toDouble(s, f.rtol) && f.rtol >= 0; }},
       {"--dmuonc", [&](auto &s) { return f.dmuonc = s, true; }},
+      {"--dmuonc-arg", [&](auto &s) { return f.dmuoncArgs.push_back(s), !s.empty(); }},
   };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i], value;

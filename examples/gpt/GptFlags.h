@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gpt {
 
@@ -33,6 +34,7 @@ struct GptFlags {
   double rtol = 1e-4;
   bool expectValDrop = false;
   std::string dmuonc;
+  std::vector<std::string> dmuoncArgs; // --dmuonc-arg, passed on to dmuonc as given
 };
 
 // Parses argv; on --help prints usage and exits 0; on an error fills `err`.

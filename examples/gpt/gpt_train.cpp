@@ -54,6 +54,7 @@ std::string compilePlan(const GptFlags &f, const torch::nn::Module &model, const
                                        "-o", plan};
       if (f.optimizer != "muon" && f.optimizer != "adamw")
         args.push_back("--matrix-optimizer=" + f.optimizer);
+      args.insert(args.end(), f.dmuoncArgs.begin(), f.dmuoncArgs.end());
       dmuon_torch::runDmuonc(f.dmuonc.empty() ? DMUON_GPT_DMUONC : f.dmuonc, args);
     } catch (const std::exception &e) {
       error = e.what();

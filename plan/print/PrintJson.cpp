@@ -93,6 +93,14 @@ void jsonParam(Json &j, const View &v, const plan::Param &q) {
       j.field("cols", q.cols());
       j.endObject();
     }
+    if (muon && size(q.block_sizes())) { // 1.9
+      j.key("blocks");
+      j.beginObject(true);
+      j.field("dim", enumName(q.block_dim(), plan::EnumNameBlockDim));
+      jsonInlineList(j, "sizes", q.block_sizes());
+      j.field("source", enumName(q.block_source(), plan::EnumNameBlockSource));
+      j.endObject();
+    }
     if (v.reached(plan::Stage::group) && size(q.data_dims()))
       jsonInlineList(j, "data_dims", q.data_dims()); // 1.4
     if (muon && v.reached(plan::Stage::group)) {

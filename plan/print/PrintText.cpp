@@ -76,6 +76,12 @@ void textParam(const View &v, const plan::Param &q, std::string &o) {
          " route_reason=" + enumName(q.route_reason(), plan::EnumNameRouteReason);
   if (muon)
     o += " matrix=" + num(q.batch()) + "x" + num(q.rows()) + "x" + num(q.cols());
+  if (muon && size(q.block_sizes())) { // 1.9
+    o += " blocks=" + enumName(q.block_dim(), plan::EnumNameBlockDim) + ":";
+    for (uint32_t i = 0; i < q.block_sizes()->size(); ++i)
+      o += (i ? "," : "[") + num(q.block_sizes()->Get(i));
+    o += "] blocks_from=" + enumName(q.block_source(), plan::EnumNameBlockSource);
+  }
   if (muon && v.reached(plan::Stage::group)) {
     o += " group=" + enumName(q.group(), plan::EnumNameShardingGroupKind);
     if (gathers(q)) {

@@ -4,6 +4,7 @@
 #include "plan/verify/PlanChecker.h"
 
 #include "common/FirstSeenTable.h"
+#include "common/MatrixBlocks.h"
 #include "common/MatrixOptimizers.h"
 #include "common/ParamNames.h"
 #include "common/PlanRules.h"
@@ -18,6 +19,41 @@
 #include <vector>
 
 namespace dmuon::planfile::detail {
+
+namespace {
+
+// 1.9: a matrix's blocks tile one of its matrix dims, on a rule that
+// orthogonalizes (SOAP and Shampoo keep whole-matrix statistics).
+std::string blocksError(const plan::Param &q, const Who &who) {
+  if (!enumOk(q.block_dim(), plan::BlockDim::MIN, plan::BlockDim::MAX))
+    return who + ": unknown block_dim " + std::to_string(static_cast<int>(q.block_dim()));
+  if (!enumOk(q.block_source(), plan::BlockSource::MIN, plan::BlockSource::MAX))
+    return who + ": unknown block_source " + std::to_string(static_cast<int>(q.block_source()));
+  const uint32_t n = q.block_sizes() ? q.block_sizes()->size() : 0;
+  if ((n == 0) != (q.block_dim() == plan::BlockDim::none))
+    return who + (n ? " has block_sizes but no block_dim" : " has a block_dim but no block_sizes");
+  if (n == 0)
+    return {};
+  if (q.role() != plan::Role::muon || common::preconditions(q.matrix_optimizer()))
+    return who + " has blocks; only muon and normuon matrices are orthogonalized as blocks";
+  if (n < 2 || n > common::kMaxMatrixBlocks)
+    return who + " has " + std::to_string(n) + " blocks; a blocked matrix has 2 to " +
+           std::to_string(common::kMaxMatrixBlocks);
+  const int64_t extent = q.block_dim() == plan::BlockDim::rows ? q.rows() : q.cols();
+  int64_t sum = 0;
+  for (int64_t s : *q.block_sizes()) {
+    if (s < 1 || s > extent)
+      return who + " has a block of size " + std::to_string(s) + " in a matrix of " +
+             std::to_string(extent) + " " + plan::EnumNameBlockDim(q.block_dim());
+    sum += s;
+  }
+  if (sum != extent)
+    return who + "'s blocks sum to " + std::to_string(sum) + " " +
+           plan::EnumNameBlockDim(q.block_dim()) + ", not its " + std::to_string(extent);
+  return {};
+}
+
+} // namespace
 
 namespace {
 
@@ -164,6 +200,8 @@ std::string Checker::checkParams() {
         return who + ": refresh_phase " + std::to_string(q->refresh_phase()) + " is not in [0, " +
                std::to_string(frequency) + ") (its precondition frequency)";
     }
+    if (std::string e = blocksError(*q, who); !e.empty())
+      return e;
     if (!enumOk(q->ns_form(), plan::NsForm::MIN, plan::NsForm::MAX))
       return who + ": unknown ns_form " + std::to_string(static_cast<int>(q->ns_form()));
     if (!enumOk(q->route_reason(), plan::RouteReason::MIN, plan::RouteReason::MAX))

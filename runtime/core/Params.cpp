@@ -187,6 +187,24 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
     p.nsForm = pp.ns_form() == plan::NsForm::gram        ? kernels::NsForm::Gram
                : pp.ns_form() == plan::NsForm::symmetric ? kernels::NsForm::Symmetric
                                                          : kernels::NsForm::ThreeGemm;
+    if (p.muon && pp.block_sizes() && pp.block_sizes()->size()) {
+      p.blocks.dim = pp.block_dim();
+      p.blocks.sizes.assign(pp.block_sizes()->begin(), pp.block_sizes()->end());
+      // The verifier checked the sizes against the whole matrix; a matrix
+      // NS runs on locally must be that one.
+      const bool gathered = pp.group() == plan::ShardingGroupKind::comm;
+      const int64_t extent = p.blocks.dim == plan::BlockDim::rows
+                                 ? (gathered ? pp.rows() : p.localRows)
+                                 : (gathered ? pp.cols() : p.localCols);
+      int64_t sum = 0;
+      for (int64_t s : p.blocks.sizes)
+        sum += s;
+      if (sum != extent)
+        return {DMUON_ERROR_INVALID_PLAN,
+                "param '" + p.name + "': its blocks sum to " + std::to_string(sum) + " " +
+                    plan::EnumNameBlockDim(p.blocks.dim) + ", but the matrix NS runs on has " +
+                    std::to_string(extent)};
+    }
     if (p.muon && pp.group() == plan::ShardingGroupKind::comm) {
       const int d = pp.gather_mesh_dim(), td = pp.gather_tensor_dim();
       MatrixGather &gather = p.gather;

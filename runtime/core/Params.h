@@ -63,6 +63,14 @@ struct AlongData {
 
 class ParamOptimizer;
 
+// The blocks a matrix rule orthogonalizes apart (plan 1.9 block_sizes, of
+// the matrix NS runs on: optim/MatrixBlocks.h).
+struct MatrixBlockSplit {
+  plan::BlockDim dim = plan::BlockDim::none;
+  std::vector<int64_t> sizes; // along dim; empty: the whole matrix
+  bool whole() const { return sizes.empty(); }
+};
+
 struct ParamRt {
   const dmuon::plan::Param *plan = nullptr;
   std::string name;
@@ -84,6 +92,7 @@ struct ParamRt {
   int64_t localBatch = 1, localRows = 0, localCols = 0;
   int64_t sliceBatch = 1; // the matrices of this rank's own slice (numel: the largest's)
   kernels::NsForm nsForm = kernels::NsForm::ThreeGemm; // the plan's, for Muon params
+  MatrixBlockSplit blocks;                             // the plan's, for Muon and NorMuon
   // SOAP and Shampoo: the sides of the matrix view they precondition (0: a
   // side left as it is); set with the param's rule (optim/Optimizers.h).
   int64_t leftDim = 0, rightDim = 0;

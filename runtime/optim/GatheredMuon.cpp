@@ -1,9 +1,11 @@
 #include "optim/GatheredMuon.h"
 
+#include "optim/MatrixBlocks.h"
+
 namespace dmuon::rt {
 
 Status gatheredMuonStep(const Context &ctx, ParamRt &p, const float *grad, const MuonHyper &h,
-                        GatherScratch &sc) {
+                        GatherScratch &sc, DeviceArray &blockScratch) {
   const MatrixGather &g = p.gather;
   Device &dev = ctx.device;
   Backend &backend = ctx.backend;
@@ -41,8 +43,10 @@ Status gatheredMuonStep(const Context &ctx, ParamRt &p, const float *grad, const
                                        sc.chunks.bytes() + k * bytes, row, row, height));
       at += row;
     }
-    DMUON_RETURN_IF_ERROR(
-        dev.newtonSchulz(sc.full.floats(), p.sliceBatch, p.plan->rows(), p.plan->cols(), h));
+    DMUON_RETURN_IF_ERROR(orthogonalizeBlocks(dev, sc.full.floats(), p.sliceBatch, p.plan->rows(),
+                                              p.plan->cols(), p.blocks, h, blockScratch));
+    DMUON_RETURN_IF_ERROR(scaleBlocks(dev, sc.full.floats(), p.sliceBatch, p.plan->rows(),
+                                      p.plan->cols(), p.blocks, h));
     at = 0;
     for (int k = 0; k < K; ++k) {
       const size_t row = static_cast<size_t>(g.chunks[k]) * unit;

@@ -17,7 +17,7 @@ struct GatherScratch {
 
 // Muon on `p` from its averaged gradient `grad`.
 Status gatheredMuonStep(const Context &ctx, ParamRt &p, const float *grad, const MuonHyper &h,
-                        GatherScratch &scratch);
+                        GatherScratch &scratch, DeviceArray &blockScratch);
 
 } // namespace dmuon::rt
 

@@ -1,6 +1,8 @@
 #include "optim/Muon.h"
 
+#include "common/MatrixBlocks.h"
 #include "kernels/NsForms.h"
+#include "optim/MatrixBlocks.h"
 
 namespace dmuon::rt {
 
@@ -31,9 +33,19 @@ MatrixShape MatrixRule::nsShape(const ParamRt &p) {
 
 Status MatrixRule::reserve(const Context &ctx, const std::vector<ParamRt> &params) {
   std::vector<MatrixShape> shapes;
+  int64_t largestBlocked = 0;
   for (const ParamRt &p : params)
-    if (p.optimizer == this && p.route == plan::Route::owner && p.owner.isOwner)
-      shapes.push_back(nsShape(p));
+    if (p.optimizer == this && p.route == plan::Route::owner && p.owner.isOwner) {
+      const MatrixShape m = nsShape(p);
+      for (const MatrixShape &s : blockNsShapes(p.blocks, m.batch, m.rows, m.cols))
+        shapes.push_back(s);
+      if (!p.blocks.whole())
+        largestBlocked = std::max(largestBlocked, m.batch * m.rows * m.cols);
+    }
+  // Blocks gathered into one batch (optim/MatrixBlocks.h) fit in a matrix.
+  if (largestBlocked)
+    DMUON_RETURN_IF_ERROR(
+        blockScratch_.allocate(ctx.device, static_cast<size_t>(largestBlocked) * sizeof(float)));
   return shapes.empty() ? Status::ok() : ctx.device.reserve(shapes);
 }
 
@@ -42,7 +54,8 @@ void MatrixRule::countNs(const Context &ctx, const ParamRt &p) {
     return; // another rank of the gather group ran it
   const MatrixShape m = nsShape(p);
   nsFlops_ += static_cast<double>(p.sliceBatch) *
-              kernels::ns::flops(p.nsForm, m.rows, m.cols, ctx.config.muon.nsSteps);
+              common::blockedNsFlops(p.nsForm, p.blocks.dim, m.rows, m.cols, p.blocks.sizes,
+                                     ctx.config.muon.nsSteps);
 }
 
 std::span<const StateField> Muon::fields() const { return kMuonFields; }
@@ -52,11 +65,25 @@ std::span<const StateField> Muon::fields() const { return kMuonFields; }
 Status Muon::step(const Context &ctx, ParamRt &p, const float *grad, int64_t /*n*/,
                   int64_t /*adamwStep*/) {
   const MuonHyper h = hyperOf(ctx, p);
-  if (p.gather.active)
-    DMUON_RETURN_IF_ERROR(gatheredMuonStep(ctx, p, grad, h, scratch_));
-  else
-    DMUON_RETURN_IF_ERROR(ctx.device.muonStep(p.master.floats(), p.state[0].floats(), grad,
-                                              p.sliceBatch, p.localRows, p.localCols, h));
+  Device &dev = ctx.device;
+  if (p.gather.active) {
+    DMUON_RETURN_IF_ERROR(gatheredMuonStep(ctx, p, grad, h, scratch_, blockScratch_));
+  } else if (p.blocks.whole()) {
+    DMUON_RETURN_IF_ERROR(dev.muonStep(p.master.floats(), p.state[0].floats(), grad, p.sliceBatch,
+                                       p.localRows, p.localCols, h));
+  } else {
+    DeviceArray &u = scratch_.u;
+    const size_t bytes = static_cast<size_t>(p.numel) * sizeof(float);
+    if (u.size() < bytes)
+      DMUON_RETURN_IF_ERROR(u.allocate(dev, bytes));
+    DMUON_RETURN_IF_ERROR(dev.muonMomentum(p.state[0].floats(), grad, u.floats(), p.numel, h));
+    DMUON_RETURN_IF_ERROR(orthogonalizeBlocks(dev, u.floats(), p.sliceBatch, p.localRows,
+                                              p.localCols, p.blocks, h, blockScratch_));
+    DMUON_RETURN_IF_ERROR(
+        scaleBlocks(dev, u.floats(), p.sliceBatch, p.localRows, p.localCols, p.blocks, h));
+    DMUON_RETURN_IF_ERROR(
+        dev.muonApply(p.master.floats(), u.floats(), p.numel, p.localRows, p.localCols, h));
+  }
   countNs(ctx, p);
   return Status::ok();
 }
@@ -81,9 +108,13 @@ Status NorMuon::step(const Context &ctx, ParamRt &p, const float *grad, int64_t 
   Device &dev = ctx.device;
   DeviceArray &u = scratch_.u; // sized by reserve()
   DMUON_RETURN_IF_ERROR(dev.muonMomentum(p.state[0].floats(), grad, u.floats(), p.numel, h));
-  DMUON_RETURN_IF_ERROR(dev.newtonSchulz(u.floats(), p.sliceBatch, p.localRows, p.localCols, h));
+  DMUON_RETURN_IF_ERROR(orthogonalizeBlocks(dev, u.floats(), p.sliceBatch, p.localRows, p.localCols,
+                                            p.blocks, h, blockScratch_));
   DMUON_RETURN_IF_ERROR(dev.normuonNormalize(u.floats(), p.state[1].floats(), p.sliceBatch,
                                              p.localRows, p.localCols, h.normuonBeta2));
+  // Per neuron over the whole row, then each block at its own rate.
+  DMUON_RETURN_IF_ERROR(
+      scaleBlocks(dev, u.floats(), p.sliceBatch, p.localRows, p.localCols, p.blocks, h));
   DMUON_RETURN_IF_ERROR(
       dev.muonApply(p.master.floats(), u.floats(), p.numel, p.localRows, p.localCols, h));
   countNs(ctx, p);

@@ -25,6 +25,7 @@ protected:
   static MatrixShape nsShape(const ParamRt &p);
   void countNs(const Context &ctx, const ParamRt &p);
   GatherScratch scratch_;
+  DeviceArray blockScratch_; // blocks gathered into one batch (optim/MatrixBlocks.h)
 
 private:
   double nsFlops_ = 0;

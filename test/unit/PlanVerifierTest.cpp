@@ -461,3 +461,65 @@ TEST(PlanRoundTrip, CompletePlanChecksSkipPartialPlans) {
 }
 
 } // namespace
+
+// Blocks (format 1.9): a matrix split in row blocks round trips and prints,
+// and blocks that do not tile the matrix, or sit on a rule that keeps
+// whole-matrix statistics, are refused with their own message.
+TEST(PlanRoundTrip, MatrixBlocks) {
+  auto model = [] {
+    PlanModel m = makeModel();
+    auto blocks = std::make_shared<MatrixBlocks>();
+    blocks->dim = plan::BlockDim::rows;
+    blocks->sizes = {64, 32, 32};
+    blocks->source = plan::BlockSource::manifest_split;
+    m.params[2].blocks = std::move(blocks);
+    m.params[2].matrixOptimizer = MatrixOptimizer::normuon; // stored, so a case can change it
+    return m;
+  };
+  std::vector<uint8_t> good = writePlan(model());
+  ASSERT_EQ(verify(good), "");
+  const plan::Plan *p = plan::GetPlan(good.data());
+  ASSERT_TRUE(p->params()->Get(2)->block_sizes());
+  EXPECT_EQ(p->params()->Get(2)->block_sizes()->size(), 3u);
+  EXPECT_FALSE(p->params()->Get(0)->block_sizes());
+  std::string t = planfile::printText(*p);
+  EXPECT_TRUE(contains(t, " blocks=rows:[64,32,32] blocks_from=manifest_split ")) << t;
+
+  struct Case {
+    const char *expect;
+    bool (*mutate)(plan::Plan &);
+  };
+  const Case cases[] = {
+      {"param 'layers.0.up.weight''s blocks sum to 96 rows, not its 128",
+       [](plan::Plan &pl) {
+         pl.mutable_params()->GetMutableObject(2)->mutable_block_sizes()->Mutate(0, 32);
+         return true;
+       }},
+      {"param 'layers.0.up.weight' has a block of size 0 in a matrix of 128 rows",
+       [](plan::Plan &pl) {
+         pl.mutable_params()->GetMutableObject(2)->mutable_block_sizes()->Mutate(1, 0);
+         return true;
+       }},
+      {"param 'layers.0.up.weight''s blocks sum to 128 cols, not its 64",
+       [](plan::Plan &pl) {
+         return pl.mutable_params()->GetMutableObject(2)->mutate_block_dim(plan::BlockDim::cols);
+       }},
+      {"param 'layers.0.up.weight' has block_sizes but no block_dim",
+       [](plan::Plan &pl) {
+         return pl.mutable_params()->GetMutableObject(2)->mutate_block_dim(plan::BlockDim::none);
+       }},
+      {"param 'layers.0.up.weight' has blocks; only muon and normuon matrices are orthogonalized "
+       "as blocks",
+       [](plan::Plan &pl) {
+         return pl.mutable_params()->GetMutableObject(2)->mutate_matrix_optimizer(
+             plan::MatrixOptimizer::soap);
+       }},
+  };
+  for (const Case &c : cases) {
+    std::vector<uint8_t> b = writePlan(model());
+    ASSERT_TRUE(c.mutate(*mutablePlan(b))) << "field not present for: " << c.expect;
+    restamp(b);
+    std::string e = verify(b);
+    EXPECT_TRUE(contains(e, c.expect)) << "expected: " << c.expect << "\n     got: " << e;
+  }
+}

@@ -5,6 +5,9 @@ plan against torch's named_parameters() and named_buffers():
   train exports    every param once, with torch's name and shape; no buffer
                    in the plan's params; no vector-like tensor on Muon; one
                    hook group per block plus at most MAX_ROOTS others
+  every export     each nn.MultiheadAttention in_proj_weight [3E, E] that
+                   keeps its name is orthogonalized as Q, K, V blocks (and
+                   the zoo has such a model: ViT)
   default exports  no silent entry: a plan entry that is not a torch param
                    (name and shape) is named in a warning, and under
                    --strict-names dmuonc refuses the model, saying how to
@@ -79,6 +82,13 @@ def measure(dmuonc, zoo, model, mode):
                            and b["name"] not in {x["name"] for x in plan.get("buffers", [])}),
         "vectors": [p["name"] for p in entries
                     if p["role"] == "muon" and vector_like(p["name"], p["shape"])],
+        # nn.MultiheadAttention's fused [3E, E] projection: orthogonalized as
+        # its Q, K and V rows by default (1.9 blocks).
+        "in_proj": sum(1 for p in entries if p["name"].endswith("in_proj_weight")),
+        "in_proj_unsplit": [p["name"] for p in entries
+                            if p["name"].endswith("in_proj_weight") and p["role"] == "muon"
+                            and p.get("blocks") != {"dim": "rows", "source": "in_proj",
+                                                    "sizes": [p["shape"][1]] * 3}],
         "groups": len(hooks),
         "blocks": len(blocks),
         "blocks_missing": [b for b in blocks if b not in hooks],
@@ -99,6 +109,8 @@ def problems(dmuonc, model, mode, m):
         out.append(f"params listed as buffers: {m['listed_params'][:5]}")
     if m["vectors"]:
         out.append(f"vector-like tensors on Muon: {m['vectors'][:5]}")
+    if m["in_proj_unsplit"]:
+        out.append(f"in_proj_weight not split in Q, K, V: {m['in_proj_unsplit'][:5]}")
     if mode == "train":
         if m["extras"] or m["missing"]:
             out.append(f"not torch's params: extra {m['extras'][:5]}, missing {m['missing'][:5]}")
@@ -141,6 +153,7 @@ def main():
     print(f"{'model':20} {'mode':8} {'matched':>9} {'extra':>5} {'silent':>6} {'buffers':>7}"
           f" {'vectors':>7} {'groups/blocks':>13}")
     failures = []
+    split = 0
     for model in models:
         for mode in ("train", "default"):
             m = measure(dmuonc, zoo, model, mode)
@@ -150,8 +163,11 @@ def main():
                 print(f"{model:20} {mode:8} {m['matched']:>4}/{m['params']:<4} "
                       f"{len(m['extras']):>5} {len(m['silent']):>6} {len(m['buffers']):>7} "
                       f"{len(m['vectors']):>7} {m['groups']:>6}/{m['blocks']:<6}")
+                split += m["in_proj"] - len(m["in_proj_unsplit"])
             if not table_only:
                 failures += [f"{model}.{mode}: {p}" for p in problems(dmuonc, model, mode, m)]
+    if not only and not split:
+        failures.append("no export has an in_proj_weight split in Q, K, V (ViT has three)")
     for f in failures:
         print("FAIL", f)
     return 1 if failures else 0
