@@ -112,12 +112,14 @@ std::vector<int64_t> dataCoordsOf(const Dims &dims, int64_t d, IsData isData,
   return coord;
 }
 
-// Rank of owner (s, r, data index d): as slotRank, with the data-carrying
-// dims at the coordinates of `d`; -1 for a negative s, r or d.
+// Rank of owner (s, r, data index d) on pipeline stage `stage`: as slotRank,
+// with the data-carrying dims at the coordinates of `d` and the stage dim
+// (`stageDim`, -1: none) at `stage`; -1 for a negative s, r, d or stage.
 template <typename Dims, typename IsData, typename SizeOf = DimSize>
-int64_t ownerRank(const Dims &dims, int shardDim, int replicateDim, IsData isData, int64_t s,
-                  int64_t r, int64_t d, SizeOf sizeOf = {}) {
-  if (s < 0 || r < 0 || d < 0)
+int64_t stageOwnerRank(const Dims &dims, int shardDim, int replicateDim, int stageDim,
+                       int64_t stage, IsData isData, int64_t s, int64_t r, int64_t d,
+                       SizeOf sizeOf = {}) {
+  if (s < 0 || r < 0 || d < 0 || stage < 0)
     return -1;
   int64_t rank = 0;
   int i = 0;
@@ -125,10 +127,18 @@ int64_t ownerRank(const Dims &dims, int shardDim, int replicateDim, IsData isDat
     const int64_t size = sizeOf(dim) > 0 ? sizeOf(dim) : int64_t(1);
     rank = rank * size + (i == shardDim       ? s
                           : i == replicateDim ? r
+                          : i == stageDim     ? stage
                                               : dataCoordOf(dims, d, i, isData, sizeOf));
     ++i;
   }
   return rank;
+}
+
+// Rank of owner (s, r, data index d) with every other dim at 0 (stage 0).
+template <typename Dims, typename IsData, typename SizeOf = DimSize>
+int64_t ownerRank(const Dims &dims, int shardDim, int replicateDim, IsData isData, int64_t s,
+                  int64_t r, int64_t d, SizeOf sizeOf = {}) {
+  return stageOwnerRank(dims, shardDim, replicateDim, -1, 0, isData, s, r, d, sizeOf);
 }
 
 } // namespace dmuon::common

@@ -68,6 +68,10 @@ inline std::string maxPreconditionDimRangeText() {
 // coordinates see different tokens) unless the mesh says otherwise.
 inline bool carriesDataByDefault(const std::string &name) { return name == "ep" || name == "cp"; }
 
+// Whether a mesh dim of this name is a pipeline (stage) dim unless the mesh
+// gives another kind: each coordinate holds different params.
+inline bool isStageByDefault(const std::string &name) { return name == "pp"; }
+
 // Bytes per element of a plan dtype; 0 for a value the schema does not know.
 constexpr int64_t dtypeBytes(plan::DType t) {
   switch (t) {

@@ -1,8 +1,9 @@
 #include "AutoMesh.h"
 
-#include "support/Diagnostics.h"
 #include "Mesh.h"
+#include "common/PlanRules.h"
 #include "sim/Simulate.h"
+#include "support/Diagnostics.h"
 
 #include <cctype>
 
@@ -63,7 +64,11 @@ bool parseAutoMesh(std::string_view text, AutoMeshSpec &out, Diagnostics &diags)
       return err(dim.sizeCol, "mesh has more than " + std::to_string(kMaxMeshRanks) + " ranks");
     names.push_back(name);
     dimsText += (dimsText.empty() ? "" : ",") + name + "=" + std::to_string(size);
-    spec.modelParallelText += "," + std::string(text.substr(dimBegin, pos - dimBegin));
+    const bool stage = dim.kindColumn >= 0 ? dim.isStage : common::isStageByDefault(name);
+    if (stage && spec.stageText.empty())
+      spec.stageText = std::string(text.substr(dimBegin, pos - dimBegin));
+    else
+      spec.modelParallelText += "," + std::string(text.substr(dimBegin, pos - dimBegin));
   }
   if (spec.ranks % spec.modelParallelSize != 0)
     return err(ranksCol, std::to_string(spec.ranks) +
@@ -83,7 +88,8 @@ std::vector<MeshCandidate> autoMeshCandidates(const AutoMeshSpec &spec) {
     MeshCandidate c;
     c.replicas = r;
     c.shards = owners / r;
-    c.text = (r > 1 ? "dp_replicate=" + std::to_string(r) + "," : std::string()) +
+    c.text = (spec.stageText.empty() ? std::string() : spec.stageText + ",") +
+             (r > 1 ? "dp_replicate=" + std::to_string(r) + "," : std::string()) +
              "dp_shard=" + std::to_string(c.shards) + spec.modelParallelText;
     out.push_back(std::move(c));
   }

@@ -17,6 +17,9 @@ class Diagnostics;
 struct AutoMeshSpec {
   int64_t ranks = 0;             // N
   std::string modelParallelText; // ",tp=8" as given (kinds included), or ""
+  // The pipeline (stage) dim as given ("pp=4"), or "": it leads each
+  // candidate, so a stage's ranks are one contiguous block.
+  std::string stageText;
   int64_t modelParallelSize = 1; // the product of those dims' sizes
 };
 
@@ -34,7 +37,7 @@ struct MeshCandidate {
 };
 
 // Every dp_replicate x dp_shard = ranks / modelParallelSize, fewest
-// replicas first.
+// replicas first (after the stage dim, if any).
 std::vector<MeshCandidate> autoMeshCandidates(const AutoMeshSpec &spec);
 
 } // namespace dmuon

@@ -36,6 +36,11 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
                       "(default: layers.N / blocks.N / h.N, else the model's repeated "
                       "blocks, else the parent module)"),
              cl::value_desc("regex"));
+  binder.opt(flags.pipelineSplit, "pipeline-split",
+             cl::desc("The layers of each pipeline stage, one comma-separated item per "
+                      "stage: 'layers.0-15,layers.16-31' (default: contiguous runs balanced "
+                      "by param elements; needs a pp dim in --mesh)"),
+             cl::value_desc("ranges"));
   binder.opt(flags.smallParamThreshold, "small-param-threshold",
              cl::desc("Params with fewer elements merge per layer into one unit"));
   binder.opt(flags.adamwRoute, "adamw-route",

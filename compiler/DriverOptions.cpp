@@ -129,6 +129,7 @@ bool checkPlanningFlags(const DriverFlags &f, Diagnostics &diags, Options &o) {
   }
   o.splitInProj = f.splitInProj;
   o.hookBoundary = f.hookBoundary;
+  o.pipelineSplit = f.pipelineSplit;
   o.muonInclude = f.muonInclude;
   o.muonExclude = f.muonExclude;
   o.alignment = static_cast<int>(f.alignment);

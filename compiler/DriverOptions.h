@@ -30,6 +30,7 @@ struct DriverFlags {
 
   // Planning.
   std::string hookBoundary;
+  std::string pipelineSplit;
   uint64_t smallParamThreshold = 5'000'000;
   RoutePolicy adamwRoute = RoutePolicy::by_size;
   uint64_t shardedThreshold = 500'000;

@@ -57,10 +57,10 @@ int64_t Mesh::dataIndexOf(const std::vector<int64_t> &coord) const {
   return common::dataIndexOf(dims, coord, [&](int i) { return dims[i].carriesData; }, sizeOf);
 }
 
-int64_t Mesh::ownerRank(int64_t shard, int64_t replicate, int64_t dataIndex) const {
-  return common::ownerRank(
-      dims, shardDim, replicateDim, [&](int i) { return dims[i].carriesData; }, shard, replicate,
-      dataIndex, sizeOf);
+int64_t Mesh::ownerRank(int64_t shard, int64_t replicate, int64_t dataIndex, int64_t stage) const {
+  return common::stageOwnerRank(
+      dims, shardDim, replicateDim, stageDim, stage, [&](int i) { return dims[i].carriesData; },
+      shard, replicate, dataIndex, sizeOf);
 }
 
 int64_t Mesh::sizeOfDims(const std::vector<int> &meshDims) const {
@@ -94,7 +94,9 @@ std::string Mesh::str() const {
     if (!s.empty())
       s += ',';
     s += d.name + "=" + std::to_string(d.size);
-    if (d.carriesData != common::carriesDataByDefault(d.name))
+    if (d.isStage != common::isStageByDefault(d.name))
+      s += d.isStage ? ":stage" : d.carriesData ? ":data" : ":model";
+    else if (!d.isStage && d.carriesData != common::carriesDataByDefault(d.name))
       s += d.carriesData ? ":data" : ":model";
   }
   return s;
@@ -182,14 +184,24 @@ bool parseMesh(std::string_view text, Mesh &out, Diagnostics &diags,
         m.shardDim = static_cast<int>(m.dims.size());
       if (name == "dp_replicate")
         m.replicateDim = static_cast<int>(m.dims.size());
-      MeshDim dim{name, item.size, !ownership && common::carriesDataByDefault(name), -1};
+      MeshDim dim{name, item.size, !ownership && common::carriesDataByDefault(name),
+                  !ownership && common::isStageByDefault(name), -1};
       if (item.kindColumn >= 0) {
         if (ownership)
           return err(static_cast<size_t>(item.kindColumn),
-                     "mesh dim '" + name + "' is a data-parallel (ownership) dim; "
-                     "':data' and ':model' are for model-parallel dims");
+                     "mesh dim '" + name +
+                         "' is a data-parallel (ownership) dim; "
+                         "':data', ':model' and ':stage' are for model-parallel dims");
         dim.carriesData = item.carriesData;
+        dim.isStage = item.isStage;
         dim.kindColumn = item.kindColumn;
+      }
+      if (dim.isStage) {
+        if (m.stageDim >= 0)
+          return err(item.kindColumn >= 0 ? static_cast<size_t>(item.kindColumn) : item.nameCol,
+                     "mesh dim '" + name + "' is a second pipeline (stage) dim; mesh dim '" +
+                         m.dims[m.stageDim].name + "' is the first (a mesh has at most one)");
+        m.stageDim = static_cast<int>(m.dims.size());
       }
       m.dims.push_back(std::move(dim));
       if (pos == text.size())
@@ -239,9 +251,10 @@ bool parseNamedMeshDim(std::string_view text, size_t &pos, const MeshSource &src
     while (pos < text.size() && std::isalpha(static_cast<unsigned char>(text[pos])))
       ++pos;
     const std::string_view kind = text.substr(b, pos - b);
-    if (kind != "data" && kind != "model")
-      return err(b, "expected 'data' or 'model' after ':' for mesh dim '" + d.name + "'");
+    if (kind != "data" && kind != "model" && kind != "stage")
+      return err(b, "expected 'data', 'model' or 'stage' after ':' for mesh dim '" + d.name + "'");
     d.carriesData = kind == "data";
+    d.isStage = kind == "stage";
   }
   out = std::move(d);
   return true;
@@ -266,6 +279,10 @@ bool applyDataCarryingDims(std::string_view list, const MeshSource &src, Mesh &m
       diags.error("--data-carrying-dims: '" + name +
                   "' is a data-parallel (ownership) dim; list model-parallel dims only");
       ok = false;
+    } else if (d == mesh.stageDim) {
+      diags.error("--data-carrying-dims: '" + name +
+                  "' is the pipeline (stage) dim; its ranks hold different params, not data");
+      ok = false;
     } else {
       listed[d] = true;
     }
@@ -273,7 +290,7 @@ bool applyDataCarryingDims(std::string_view list, const MeshSource &src, Mesh &m
   }
   for (size_t d = 0; ok && d < mesh.dims.size(); ++d) {
     MeshDim &dim = mesh.dims[d];
-    if (mesh.isOwnershipDim(static_cast<int>(d)))
+    if (mesh.isOwnershipDim(static_cast<int>(d)) || dim.isStage)
       continue;
     if (dim.kindColumn >= 0 && dim.carriesData != listed[d]) {
       diags.error(src.loc(static_cast<size_t>(dim.kindColumn)),

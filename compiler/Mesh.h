@@ -1,6 +1,7 @@
 // The device mesh: named dims, row-major rank order (docs/dmuonc.md, --mesh).
 // A model-parallel dim either carries data (its coordinates see different
-// tokens: ep, cp by default) or not (tp, pp, ...: the same tokens).
+// tokens: ep, cp by default) or not (tp, ...: the same tokens); a stage dim
+// (pp by default) holds different params at each coordinate: pipeline stages.
 #ifndef DMUON_COMPILER_MESH_H
 #define DMUON_COMPILER_MESH_H
 
@@ -19,7 +20,9 @@ struct MeshDim {
   std::string name;
   int64_t size = 1;
   bool carriesData = false; // model-parallel dims only
-  // Where ":data" / ":model" was given in --mesh (-1: the default by name).
+  bool isStage = false;     // the pipeline dim: its coordinates are stages
+  // Where ":data" / ":model" / ":stage" was given in --mesh (-1: the default
+  // by name).
   int kindColumn = -1;
 };
 
@@ -28,6 +31,13 @@ struct Mesh {
   std::vector<MeshDim> dims;
   int shardDim = -1;     // index of dp_shard, -1 if absent
   int replicateDim = -1; // index of dp_replicate, -1 if absent
+  int stageDim = -1;     // index of the pipeline dim (pp), -1 if absent
+
+  int64_t numStages() const { return stageDim < 0 ? 1 : dims[stageDim].size; }
+  // The pipeline stage of a mesh coordinate (0 without a stage dim).
+  int64_t stageOf(const std::vector<int64_t> &coord) const {
+    return stageDim < 0 ? 0 : coord[stageDim];
+  }
 
   int64_t worldSize() const;
   int64_t numShards() const;   // G
@@ -48,8 +58,9 @@ struct Mesh {
   // the data-carrying dims, row-major over them); index slot * D + d.
   int64_t numFineSlots() const { return numSlots() * dataCarryingSize(); }
   int64_t dataIndexOf(const std::vector<int64_t> &coord) const;
-  // The rank of fine slot (s, r, d) with every model-parallel dim at 0.
-  int64_t ownerRank(int64_t shard, int64_t replicate, int64_t dataIndex) const;
+  // The rank of fine slot (s, r, d) of pipeline stage `stage`: every other
+  // model-parallel dim at 0.
+  int64_t ownerRank(int64_t shard, int64_t replicate, int64_t dataIndex, int64_t stage = 0) const;
   // Data index d's coordinates on `onDims` (data-carrying dims, ascending),
   // row-major over them; and the data index with coordinates from such an
   // index on `onDims` and 0 on the other data-carrying dims.
@@ -63,7 +74,7 @@ struct Mesh {
 inline constexpr int64_t kMaxMeshRanks = int64_t(1) << 24;
 
 // Parses `--mesh`: "8" (dp_shard=8), "2x4" (dp_replicate=2 x dp_shard=4) or
-// "name=size[:data|:model],...". With `dataCarryingDims` (--data-carrying-
+// "name=size[:data|:model|:stage],...". With `dataCarryingDims` (--data-carrying-
 // dims, comma-separated, "" for none) exactly those model-parallel dims carry
 // data, and a dim whose kind the mesh gives explicitly must agree. Reports
 // errors with the column into the text; returns false on any error.
@@ -82,8 +93,9 @@ struct NamedMeshDim {
   std::string name;
   size_t nameCol = 0, sizeCol = 0;
   int64_t size = 0; // past kMaxMeshRanks: kMaxMeshRanks + 1
-  int kindColumn = -1; // the ':' of ":data" / ":model"; -1 when none is given
+  int kindColumn = -1;      // the ':' of ":data" / ":model" / ":stage"; -1 when none
   bool carriesData = false; // ":data" (with kindColumn >= 0)
+  bool isStage = false;     // ":stage" (with kindColumn >= 0)
 };
 bool parseNamedMeshDim(std::string_view text, size_t &pos, const MeshSource &src,
                        NamedMeshDim &out, Diagnostics &diags);

@@ -93,6 +93,9 @@ struct Param {
   std::optional<OptimizerChoice> optimizerOverride; // per-param optimizer in the manifest
   std::optional<Route> routeOverride; // per-param route in the manifest
   bool routeOverrideInherited = false; // from a repeat block: Muon params ignore it
+  // `stage = k` in the manifest (-1: none given), and where it was written.
+  int manifestStage = -1;
+  llvm::SMLoc stageLoc;
   // Rare: shared, as a million params of a flat manifest mostly have none.
   // From validate on, sizes resolved (passes/NsBlocks.cpp); null: one block.
   std::shared_ptr<const MatrixBlocks> blocks;
@@ -131,6 +134,8 @@ struct Param {
   double cost = 0; // NS flops of the form that runs on it (SOAP, Shampoo: their own)
   int refreshPhase = 0; // SOAP, Shampoo: passes/Stagger.cpp
   plan::NsForm nsForm = plan::NsForm::three_gemm;
+  // pipeline-stages: the stage that holds it (0 without a stage dim)
+  int pipelineStage = 0;
   // hooks
   int hookGroup = -1;
   // layout
@@ -149,7 +154,8 @@ struct Unit {
   std::string layer;
   std::vector<int> params;
   double cost = 0;
-  int slot = -1;
+  int slot = -1; // within its pipeline stage's slots
+  int pipelineStage = 0;
   // The owner's data index (Mesh::dataIndexOf): its coordinates on the
   // data-carrying dims its params are Replicate on, 0 on the others.
   int64_t dataIndex = 0;
@@ -177,6 +183,17 @@ struct HookGroup {
   std::vector<int> params;
   std::vector<Segment> segments;
   int64_t bufferBytes = 0, reduceBufferBytes = 0;
+  int pipelineStage = 0; // of every param of the group
+};
+
+// One pipeline stage's share of the model and its own partition (plan.fbs
+// PipelineStageStats).
+struct PipelineStageStats {
+  int stage = 0;
+  int params = 0;
+  int firstHookGroup = -1, hookGroups = 0;
+  int64_t paramElements = 0;
+  double totalCost = 0, lowerBound = 0, maxLoad = 0, imbalance = 0;
 };
 
 struct RankFigures {
@@ -217,6 +234,10 @@ struct Stats {
   // rank is its run's first, the run lasts to the next row's rank (the last
   // to the world size). The writer merges adjacent equal rows.
   std::vector<RankFigures> ranks;
+  // One row per stage with a stage dim (none without): slotLoad then holds
+  // stage 0's fine slots, then stage 1's, ...; the figures above are the
+  // worst stage's (maxLoad, imbalance) or the sums (totalCost).
+  std::vector<PipelineStageStats> pipelineStages;
 };
 
 struct OptimizerDefaults {
@@ -241,6 +262,9 @@ struct Options {
   bool replicateAsync = true;
   int64_t smallParamThreshold = 5'000'000;
   std::string hookBoundary; // empty: default heuristic
+  // --pipeline-split: the layers of each stage ("layers.0-15,layers.16-31");
+  // empty: balanced by param elements (passes/PipelineStages.cpp).
+  std::string pipelineSplit;
   std::string muonInclude, muonExclude;
   int alignment = 256;
   OptimizerDefaults optimizer;

@@ -19,6 +19,9 @@ bool runGroup(PlanModel &model, Diagnostics &diags);
 // A check after group: refuses placements the partition and the runtime do
 // not support (passes/CheckPlacements.cpp). Changes nothing.
 bool runCheckPlacements(PlanModel &model, Diagnostics &diags);
+// Which pipeline stage holds each param (passes/PipelineStages.cpp); with
+// no stage dim, checks that the manifest asks for none.
+bool runPipelineStages(PlanModel &model, Diagnostics &diags);
 bool runPartition(PlanModel &model, Diagnostics &diags);
 // Part of partition: SOAP's and Shampoo's refresh phases (passes/Stagger.cpp).
 void staggerRefreshes(PlanModel &model);

@@ -27,6 +27,9 @@ constexpr PassEntry kPasses[] = {
     {Stage::validate, runValidate, "Validate shapes and placements", "validate"},
     {Stage::group, runGroup, "Group params by sharding", "group"},
     {std::nullopt, runCheckPlacements, "Check supported placements", "check-placements"},
+    // Part of the partition's input (no stage of its own: --stop-after=
+    // partition shows what it chose).
+    {std::nullopt, runPipelineStages, "Assign params to pipeline stages", "pipeline-stages"},
     {Stage::partition, runPartition, "Partition units over owner slots", "partition"},
     {Stage::hooks, runHooks, "Choose hook boundaries", "hooks"},
     {Stage::layout, runLayout, "Lay out packed buffers", "layout"},

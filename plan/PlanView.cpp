@@ -19,6 +19,11 @@ PlanView::PlanView(const plan::Plan &p) {
   replicateDim = m->replicate_dim();
   G = m->num_shards() > 0 ? m->num_shards() : 1;
   R = m->num_replicas() > 0 ? m->num_replicas() : 1;
+  if (planHas(p, PlanFeature::PipelineStages) && m->stage_dim() >= 0 &&
+      static_cast<size_t>(m->stage_dim()) < dims.size()) {
+    stageDim = m->stage_dim();
+    P = dims[static_cast<size_t>(stageDim)] > 0 ? dims[static_cast<size_t>(stageDim)] : 1;
+  }
   if (planHas(p, PlanFeature::DataCarryingDims))
     for (size_t i = 0; i < dims.size(); ++i)
       if (carriesData[i] && dims[i] > 0)
@@ -32,6 +37,16 @@ int64_t PlanView::slotRank(int64_t s, int64_t r) const {
 int64_t PlanView::ownerRank(int64_t s, int64_t r, int64_t d) const {
   return common::ownerRank(
       dims, shardDim, replicateDim, [&](int i) { return D > 1 && carriesData[i]; }, s, r, d);
+}
+
+int64_t PlanView::stageOwnerRank(int64_t s, int64_t r, int64_t d, int64_t stage) const {
+  return common::stageOwnerRank(
+      dims, shardDim, replicateDim, stageDim, stage, [&](int i) { return D > 1 && carriesData[i]; },
+      s, r, d);
+}
+
+int64_t PlanView::stageOfRank(int64_t rank) const {
+  return stageDim < 0 ? 0 : coord(rank)[static_cast<size_t>(stageDim)];
 }
 
 std::vector<int64_t> PlanView::coord(int64_t rank) const {

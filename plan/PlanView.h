@@ -27,6 +27,10 @@ struct PlanView {
   // Rank of owner (s, r, data index d): the data-carrying dims at d's
   // coordinates.
   int64_t ownerRank(int64_t s, int64_t r, int64_t d) const;
+  // The same on pipeline stage `stage` (1.9): the stage dim at `stage`.
+  int64_t stageOwnerRank(int64_t s, int64_t r, int64_t d, int64_t stage) const;
+  // A rank's pipeline stage (0 without a stage dim).
+  int64_t stageOfRank(int64_t rank) const;
   // The coordinate of a rank on every dim.
   std::vector<int64_t> coord(int64_t rank) const;
   // The product of the dims' sizes.
@@ -36,6 +40,8 @@ struct PlanView {
   std::vector<std::string> dimNames;
   std::vector<bool> carriesData;
   int shardDim = -1, replicateDim = -1;
+  int stageDim = -1; // 1.9: the pipeline dim, -1 if none
+  int64_t P = 1;     // pipeline stages
   int64_t G = 1, R = 1;
   int64_t D = 1;
 };

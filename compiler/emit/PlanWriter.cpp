@@ -85,7 +85,7 @@ private:
   int64_t numShards() const { return m_.mesh.numShards(); }
   // Owner coordinates of a slot index (slot = replicate * G + shard) and a
   // data index.
-  void slotCoords(int slot, int64_t dataIndex, int32_t &shard, int32_t &replicate,
+  void slotCoords(int slot, int64_t dataIndex, int stage, int32_t &shard, int32_t &replicate,
                   int32_t &rank) const {
     shard = replicate = rank = -1;
     int64_t g = numShards();
@@ -93,7 +93,7 @@ private:
       return;
     shard = static_cast<int32_t>(slot % g);
     replicate = static_cast<int32_t>(slot / g);
-    rank = static_cast<int32_t>(m_.mesh.ownerRank(shard, replicate, dataIndex));
+    rank = static_cast<int32_t>(m_.mesh.ownerRank(shard, replicate, dataIndex, stage));
   }
 
   Offset<plan::Mesh> writeMesh();
@@ -146,7 +146,7 @@ Offset<plan::Mesh> Writer::writeMesh() {
   std::vector<Offset<plan::MeshDim>> dims;
   for (const MeshDim &d : m_.mesh.dims)
     dims.push_back(plan::CreateMeshDim(b_, b_.CreateString(d.name), static_cast<int32_t>(d.size),
-                                       d.carriesData));
+                                       d.carriesData, d.isStage));
   auto dimsVec = b_.CreateVector(dims);
   plan::MeshBuilder mb(b_);
   mb.add_dims(dimsVec);
@@ -156,6 +156,8 @@ Offset<plan::Mesh> Writer::writeMesh() {
   mb.add_num_shards(static_cast<int32_t>(m_.mesh.numShards()));
   mb.add_num_replicas(static_cast<int32_t>(m_.mesh.numReplicas()));
   mb.add_data_parallel_size(m_.mesh.dataParallelSize());
+  mb.add_stage_dim(m_.mesh.stageDim);
+  mb.add_num_stages(static_cast<int32_t>(m_.mesh.numStages()));
   return mb.Finish();
 }
 
@@ -207,7 +209,8 @@ Offset<plan::Param> Writer::writeParam(const Param &p) {
   int64_t ownerData = 0;
   if (reached(Stage::partition) && p.unit >= 0 && p.unit < static_cast<int>(m_.units.size())) {
     ownerData = m_.units[p.unit].dataIndex;
-    slotCoords(m_.units[p.unit].slot, ownerData, ownerShard, ownerReplicate, ownerRank);
+    slotCoords(m_.units[p.unit].slot, ownerData, m_.units[p.unit].pipelineStage, ownerShard,
+               ownerReplicate, ownerRank);
   }
   auto dataDims = reached(Stage::group) && !p.dataDims.empty()
                       ? intVector(p.dataDims)
@@ -237,6 +240,7 @@ Offset<plan::Param> Writer::writeParam(const Param &p) {
       pb.add_matrix_optimizer(p.matrixOptimizer);
     if (p.refreshPhase != 0)
       pb.add_refresh_phase(p.refreshPhase);
+    pb.add_pipeline_stage(p.pipelineStage);
     pb.add_batch(p.batch);
     pb.add_rows(p.rows);
     pb.add_cols(p.cols);
@@ -315,7 +319,7 @@ Offset<plan::HookGroup> Writer::writeHookGroup(const HookGroup &h) {
   if (reached(Stage::layout)) {
     for (const Segment &s : h.segments) {
       int32_t shard, replicate, rank;
-      slotCoords(s.slot, s.dataIndex, shard, replicate, rank);
+      slotCoords(s.slot, s.dataIndex, h.pipelineStage, shard, replicate, rank);
       if (s.ownerRank >= 0)
         rank = static_cast<int32_t>(s.ownerRank);
       auto segParams = intVector(s.params);
@@ -327,7 +331,7 @@ Offset<plan::HookGroup> Writer::writeHookGroup(const HookGroup &h) {
   auto segVec = b_.CreateVector(segs);
   bool laidOut = reached(Stage::layout);
   return plan::CreateHookGroup(b_, name, params, segVec, laidOut ? h.bufferBytes : 0,
-                               laidOut ? h.reduceBufferBytes : 0);
+                               laidOut ? h.reduceBufferBytes : 0, h.pipelineStage);
 }
 
 Offset<plan::Stats> Writer::writeStats() {
@@ -378,6 +382,17 @@ Offset<plan::Stats> Writer::writeStats() {
   }
   auto ranksVec = b_.CreateVector(ranks);
   auto lbKind = partitioned ? optString(s.lowerBoundKind) : Offset<String>();
+  // 1.9: one row per pipeline stage, absent without a stage dim.
+  Offset<flatbuffers::Vector<Offset<plan::PipelineStageStats>>> stagesVec;
+  if (partitioned && !s.pipelineStages.empty()) {
+    std::vector<Offset<plan::PipelineStageStats>> rows;
+    for (const PipelineStageStats &r : s.pipelineStages)
+      rows.push_back(plan::CreatePipelineStageStats(
+          b_, r.stage, r.params, reached(Stage::hooks) ? r.firstHookGroup : -1,
+          reached(Stage::hooks) ? r.hookGroups : 0, r.totalCost, r.lowerBound, r.maxLoad,
+          r.imbalance, r.paramElements));
+    stagesVec = b_.CreateVector(rows);
+  }
   plan::StatsBuilder sb(b_);
   sb.add_slots(static_cast<int32_t>(m_.mesh.numFineSlots()));
   sb.add_slot_load_run_lengths(runLengthsVec);
@@ -402,6 +417,7 @@ Offset<plan::Stats> Writer::writeStats() {
   sb.add_muon_elements(muonElems);
   sb.add_adamw_elements(adamwElems);
   sb.add_rank_runs(ranksVec);
+  sb.add_pipeline_stages(stagesVec);
   return sb.Finish();
 }
 

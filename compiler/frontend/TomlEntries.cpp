@@ -118,9 +118,9 @@ bool TomlFrontend::parseBlock(const toml::table &t, Item &item, int depth) {
 
   for (auto &&[k, v] : t) {
     std::string_view key = k.str();
-    if (key == "repeat" || key == "start" || key == "index" || key == "prefix" ||
-        key == "param" || key == "dtype" || key == "placements" || key == "optimizer" ||
-        key == "route")
+    if (key == "repeat" || key == "start" || key == "index" || key == "prefix" || key == "param" ||
+        key == "dtype" || key == "placements" || key == "optimizer" || key == "route" ||
+        key == "stage")
       continue;
     unknownKey(k, who, true);
     ok = false;
@@ -202,6 +202,7 @@ bool TomlFrontend::parseBlock(const toml::table &t, Item &item, int depth) {
       d.optimizer = own.optimizer;
     if (own.route)
       d.route = own.route;
+    ok &= mergeStage(own, defaults_.empty() ? nullptr : &defaults_.back(), who, d);
   } else {
     ok = false;
   }
@@ -269,7 +270,7 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
     std::string_view key = k.str();
     if (key == "name" || key == "shape" || key == "dtype" || key == "placements" ||
         key == "optimizer" || key == "route" || key == "conv" || key == "qk_clip" ||
-        key == "heads" || key == "ns_split" || key == "ns_split_dim")
+        key == "heads" || key == "ns_split" || key == "ns_split_dim" || key == "stage")
       continue;
     unknownKey(k, who, false);
     ok = false;
@@ -329,6 +330,12 @@ bool TomlFrontend::parseLeaf(const toml::table &t, Item &item) {
   leaf.optimizer = own.optimizer ? own.optimizer : inherited ? inherited->optimizer : std::nullopt;
   leaf.route = own.route ? own.route : inherited ? inherited->route : std::nullopt;
   leaf.routeInherited = !own.route;
+  if (Defaults staged; !mergeStage(own, inherited, who, staged)) {
+    ok = false;
+  } else if (staged.stage) {
+    leaf.stage = *staged.stage;
+    leaf.stageLoc = staged.stageLoc;
+  }
 
   if (const toml::node *c = t.get("conv")) {
     if (const auto *b = c->as_boolean()) {

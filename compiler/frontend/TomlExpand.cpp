@@ -112,6 +112,8 @@ void TomlFrontend::expand(const std::vector<Item> &items) {
     p.optimizerOverride = leaf.optimizer;
     p.routeOverride = leaf.route;
     p.routeOverrideInherited = leaf.routeInherited;
+    p.manifestStage = leaf.stage;
+    p.stageLoc = leaf.stageLoc;
     p.blocks = leaf.blocks;
     p.loc = leaf.loc;
     model_.params.push_back(std::move(p));

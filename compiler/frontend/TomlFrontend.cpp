@@ -85,12 +85,11 @@ std::string TomlFrontend::displayPrefix() const {
 }
 
 void TomlFrontend::unknownKey(const toml::key &k, const std::string &who, bool isBlock) {
-  static const char *const leafKeys[] = {"name",      "shape",    "dtype",       "placements",
-                                         "optimizer", "route",    "conv",        "qk_clip",
-                                         "heads",     "ns_split", "ns_split_dim"};
-  static const char *const blockKeys[] = {"repeat", "start", "index", "prefix",
-                                          "param", "dtype", "placements", "optimizer",
-                                          "route"};
+  static const char *const leafKeys[] = {
+      "name",  "shape",   "dtype", "placements", "optimizer",    "route",
+      "conv",  "qk_clip", "heads", "ns_split",   "ns_split_dim", "stage"};
+  static const char *const blockKeys[] = {"repeat", "start",      "index",     "prefix", "param",
+                                          "dtype",  "placements", "optimizer", "route",  "stage"};
   llvm::StringRef key(k.str());
   // A key of the other kind of table: say why it does not apply.
   if (!isBlock) {
@@ -346,7 +345,44 @@ bool TomlFrontend::parseDefaults(const toml::table &t, const std::string &who, D
     else
       ok = false;
   }
+  if (const toml::node *v = t.get("stage")) {
+    const auto *iv = v->as_integer();
+    if (!iv) {
+      error(locOf(*v), "'stage' in " + who + " must be an integer, not " + tomlTypeName(*v));
+      ok = false;
+    } else if (iv->get() < 0 || iv->get() > kMaxMeshRanks) {
+      error(locOf(*v), "'stage' in " + who + " must be a pipeline stage index (0 or more), not " +
+                           std::to_string(iv->get()));
+      ok = false;
+    } else {
+      d.stage = static_cast<int>(iv->get());
+      d.stageLoc = locOf(*v);
+    }
+  }
   return ok;
+}
+
+bool TomlFrontend::mergeStage(const Defaults &own, const Defaults *inherited,
+                              const std::string &who, Defaults &into) {
+  if (!own.stage) {
+    if (inherited) {
+      into.stage = inherited->stage;
+      into.stageLoc = inherited->stageLoc;
+    }
+    return true;
+  }
+  if (inherited && inherited->stage && *inherited->stage != *own.stage) {
+    error(own.stageLoc, "'stage = " + std::to_string(*own.stage) + "' in " + who +
+                            " puts a param on a second pipeline stage: its enclosing block "
+                            "says stage " +
+                            std::to_string(*inherited->stage) + " (" +
+                            diags_.describe(inherited->stageLoc) +
+                            "); a param belongs to one stage");
+    return false;
+  }
+  into.stage = own.stage;
+  into.stageLoc = own.stageLoc;
+  return true;
 }
 
 bool TomlFrontend::run(const std::string_view *source) {

@@ -48,6 +48,9 @@ struct Defaults {
   std::optional<std::vector<Placement>> placements;
   std::optional<OptimizerChoice> optimizer;
   std::optional<Route> route;
+  // `stage = k`: the pipeline stage (passes/PipelineStages.cpp), and where.
+  std::optional<int> stage;
+  llvm::SMLoc stageLoc;
 };
 
 // A param's `qk_clip = { key = ..., heads = ..., head_dim = ... }`: the key's
@@ -67,6 +70,8 @@ struct LeafTemplate {
   std::optional<OptimizerChoice> optimizer;
   std::optional<Route> route;
   bool routeInherited = false; // from an enclosing block: skips Muon params
+  int stage = -1;              // `stage`, own or an enclosing block's; -1: none
+  llvm::SMLoc stageLoc;
   std::shared_ptr<const MatrixBlocks> blocks; // heads / ns_split; shared by every copy
   // Rare, and large beside the rest: a pointer keeps a million templates
   // (one per param of a flat manifest) a third smaller.
@@ -128,6 +133,10 @@ private:
   bool parseOnePlacement(const toml::node &value, const std::string &who, int meshDim,
                          Placement &out);
   bool parseDefaults(const toml::table &t, const std::string &who, Defaults &d);
+  // `own`'s stage over an enclosing block's: the same or an error (a param
+  // on two stages).
+  bool mergeStage(const Defaults &own, const Defaults *inherited, const std::string &who,
+                  Defaults &into);
   bool parseQkClip(const toml::node &value, const std::string &who, QkClipTemplate &out);
   bool parseBlocks(const toml::table &t, const std::string &who,
                    std::shared_ptr<const MatrixBlocks> &out);

@@ -40,7 +40,9 @@ bool runGroup(PlanModel &model, Diagnostics &) {
       const Placement &pl = p.placements[d];
       if (pl.isShard())
         shardDims.insert(pl.dim);
-      if (pl.isReplicate())
+      // A param lives on one pipeline stage: the ranks that hold copies of
+      // its shard never span the stage dim.
+      if (pl.isReplicate() && static_cast<int>(d) != mesh.stageDim)
         replicateMeshDims.push_back(static_cast<int>(d));
       key.append(d ? "," : "").append(pl.groupKey());
     }

@@ -40,9 +40,50 @@ llvm::StringRef defaultBoundary(const Param &p) {
   return defaultLayerViewOf(p);
 }
 
+// Each hook group's pipeline stage, the one of all its params: a group's
+// hooks fire in one stage's forward and backward, so a boundary that
+// spans stages is an error. Fills the stages' hook group runs.
+bool assignHookGroupStages(PlanModel &model, Diagnostics &diags) {
+  bool ok = true;
+  for (size_t g = 0; g < model.hookGroups.size(); ++g) {
+    HookGroup &h = model.hookGroups[g];
+    if (h.params.empty())
+      continue;
+    const Param &first = model.params[h.params.front()];
+    h.pipelineStage = first.pipelineStage;
+    for (int i : h.params) {
+      const Param &p = model.params[i];
+      if (p.pipelineStage == first.pipelineStage)
+        continue;
+      const std::string msg = "hook group '" + h.name + "' spans pipeline stages " +
+                              std::to_string(first.pipelineStage) + " (param '" + first.name +
+                              "') and " + std::to_string(p.pipelineStage) + " (param '" + p.name +
+                              "'); a hook group cannot cross a stage boundary";
+      p.loc.isValid() ? diags.error(p.loc, msg) : diags.error(msg);
+      ok = false;
+      break;
+    }
+    if (model.stats.pipelineStages.empty())
+      continue;
+    PipelineStageStats &row = model.stats.pipelineStages[static_cast<size_t>(h.pipelineStage)];
+    if (row.firstHookGroup < 0)
+      row.firstHookGroup = static_cast<int>(g);
+    ++row.hookGroups;
+  }
+  return ok;
+}
+
+bool formHookGroups(PlanModel &model, Diagnostics &diags);
+
 } // namespace
 
 bool runHooks(PlanModel &model, Diagnostics &diags) {
+  return formHookGroups(model, diags) && assignHookGroupStages(model, diags);
+}
+
+namespace {
+
+bool formHookGroups(PlanModel &model, Diagnostics &diags) {
   const std::string &pattern = model.options.hookBoundary;
   std::optional<llvm::Regex> re;
   if (!pattern.empty()) {
@@ -141,5 +182,7 @@ bool runHooks(PlanModel &model, Diagnostics &diags) {
                 " more Muon params match no --hook-boundary module");
   return !diags.hasErrors();
 }
+
+} // namespace
 
 } // namespace dmuon

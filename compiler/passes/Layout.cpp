@@ -63,7 +63,8 @@ bool runLayout(PlanModel &model, Diagnostics &) {
     for (int i : comm) {
       Param &p = model.params[i];
       const Unit &u = model.units[p.unit];
-      std::vector<double> &l = load[{u.slot * D + u.dataIndex, p.gatherMeshDim}];
+      const int64_t fine = (u.pipelineStage * mesh.numSlots() + u.slot) * D + u.dataIndex;
+      std::vector<double> &l = load[{fine, p.gatherMeshDim}];
       if (l.empty())
         l.assign(static_cast<size_t>(mesh.dims[p.gatherMeshDim].size), 0.0);
       size_t best = 0;
@@ -88,7 +89,7 @@ bool runLayout(PlanModel &model, Diagnostics &) {
         continue;
       }
       const Unit &u = model.units[p.unit];
-      const int64_t rank = mesh.ownerRank(u.slot % G, u.slot / G, u.dataIndex);
+      const int64_t rank = mesh.ownerRank(u.slot % G, u.slot / G, u.dataIndex, u.pipelineStage);
       Segment &seg = byOwner[{rank, p.dataDims}];
       seg.slot = u.slot;
       seg.dataIndex = u.dataIndex;

@@ -222,6 +222,7 @@ struct OwnerParams {
   std::vector<double> cost; // per param of the model: its partition cost
   // Per Muon param, for the lower bound: its cost, and its fine slots' share.
   std::vector<double> muonCosts, muonCopies;
+  std::vector<int> muonParams; // the param of each muonCosts entry
 };
 
 // Numbers the layer of every owner- and sharded-routed param (Param::layer,
@@ -367,6 +368,7 @@ bool priceOwnerParams(PlanModel &model, size_t numLayers, Diagnostics &diags, Ow
     out.params.push_back(static_cast<int>(i));
     out.muonCosts.push_back(out.cost[i]);
     out.muonCopies.push_back(static_cast<double>(D / mesh.sizeOfDims(p.dataDims)));
+    out.muonParams.push_back(static_cast<int>(i));
   }
   if (diags.hasErrors())
     return false;
@@ -559,6 +561,91 @@ void recordPartition(PlanModel &model, const OwnerParams &owners, Attempt &best,
   st.smallUnitCap = best.cap;
 }
 
+// The owner params of pipeline stage `stage`: the same search then runs on
+// each stage's own slots (docs/partition.md, "Pipeline stages").
+OwnerParams ownersOfStage(const PlanModel &model, const OwnerParams &all, int stage) {
+  OwnerParams out;
+  out.numOpenIds = all.numOpenIds;
+  out.classDims = all.classDims;
+  out.cost = all.cost;
+  for (size_t k = 0; k < all.params.size(); ++k) {
+    if (model.params[all.params[k]].pipelineStage != stage)
+      continue;
+    out.params.push_back(all.params[k]);
+    out.layer.push_back(all.layer[k]);
+    out.dataClass.push_back(all.dataClass[k]);
+    out.small.push_back(all.small[k]);
+    out.openId.push_back(all.openId[k]);
+  }
+  for (size_t k = 0; k < all.muonParams.size(); ++k)
+    if (model.params[all.muonParams[k]].pipelineStage == stage) {
+      out.muonCosts.push_back(all.muonCosts[k]);
+      out.muonCopies.push_back(all.muonCopies[k]);
+      out.muonParams.push_back(all.muonParams[k]);
+    }
+  return out;
+}
+
+// Every stage's partition, each over the stage's own G*R(*D) slots, into
+// the model: units in stage order (their slots within their stage), the
+// stages' loads one after another, one stats row per stage, and for the
+// plan the worst stage (a pipeline's step is as slow as its slowest stage).
+void partitionStages(PlanModel &model, const OwnerParams &all) {
+  const int stages = static_cast<int>(model.mesh.numStages());
+  Stats &st = model.stats;
+  st.slotLoad.clear();
+  st.totalCost = st.lowerBound = st.simpleLowerBound = st.maxLoad = st.imbalance = 0;
+  st.lptMaxLoad = st.smallUnitCap = 0;
+  st.refinementMoves = st.layerRuleViolations = 0;
+  st.optimal = true;
+  st.pipelineStages.assign(static_cast<size_t>(stages), PipelineStageStats{});
+  for (int s = 0; s < stages; ++s)
+    st.pipelineStages[static_cast<size_t>(s)].stage = s;
+  for (const Param &p : model.params) {
+    PipelineStageStats &row = st.pipelineStages[static_cast<size_t>(p.pipelineStage)];
+    ++row.params;
+    row.paramElements += p.numElements();
+  }
+  model.units.clear();
+  for (int s = 0; s < stages; ++s) {
+    const OwnerParams owners = ownersOfStage(model, all, s);
+    const LowerBound lb = strongLowerBound(owners.muonCosts, owners.muonCopies,
+                                           static_cast<int>(model.mesh.numFineSlots()));
+    Attempt best = searchUnits(model, owners, lb.value);
+    const int firstUnit = static_cast<int>(model.units.size());
+    for (size_t k = 0; k < owners.params.size(); ++k)
+      model.params[owners.params[k]].unit = firstUnit + best.unitOfParam[k];
+    const PartitionResult &result = best.result;
+    for (size_t u = 0; u < best.units.size(); ++u) {
+      Unit &unit = best.units[u];
+      unit.slot = result.slotOf[u];
+      unit.dataIndex = best.dataIndex[u];
+      unit.pipelineStage = s;
+      model.units.push_back(std::move(unit));
+    }
+    PipelineStageStats &row = st.pipelineStages[static_cast<size_t>(s)];
+    for (size_t k = 0; k < owners.muonCosts.size(); ++k)
+      row.totalCost += owners.muonCosts[k] * owners.muonCopies[k];
+    row.lowerBound = lb.value;
+    row.maxLoad = result.maxLoad;
+    row.imbalance = lb.value > 0 ? result.maxLoad / lb.value : 1.0;
+    st.slotLoad.insert(st.slotLoad.end(), result.load.begin(), result.load.end());
+    st.totalCost += row.totalCost;
+    if (s == 0 || lb.value > st.lowerBound) {
+      st.lowerBound = lb.value;
+      st.lowerBoundKind = lb.kind;
+    }
+    st.simpleLowerBound = std::max(st.simpleLowerBound, lb.simple);
+    st.maxLoad = std::max(st.maxLoad, result.maxLoad);
+    st.imbalance = std::max(st.imbalance, row.imbalance);
+    st.optimal = st.optimal && result.maxLoad <= lb.value * (1 + 1e-12);
+    st.lptMaxLoad = std::max(st.lptMaxLoad, result.lptMaxLoad);
+    st.refinementMoves += result.refinementMoves;
+    st.layerRuleViolations += result.layerViolations;
+    st.smallUnitCap = std::max(st.smallUnitCap, best.cap);
+  }
+}
+
 } // namespace
 
 bool runPartition(PlanModel &model, Diagnostics &diags) {
@@ -567,6 +654,11 @@ bool runPartition(PlanModel &model, Diagnostics &diags) {
   OwnerParams owners;
   if (!priceOwnerParams(model, numLayers, diags, owners))
     return false;
+  if (model.mesh.numStages() > 1) {
+    partitionStages(model, owners);
+    staggerRefreshes(model);
+    return true;
+  }
   // The bound is for the per-parameter problem (merging small params can only
   // show up as a worse max/LB, never hide), relaxed over the fine slots in
   // which each param is as many free items as the fine slots it runs on.

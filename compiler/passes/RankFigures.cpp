@@ -48,7 +48,9 @@ struct OwnerRoute {
   RankFigures idle;
 };
 
-OwnerRoute ownerRoute(const PlanModel &model) {
+// Pipeline stage `stage`'s owner route: only its hook groups (its ranks
+// hold and move no other stage's params).
+OwnerRoute ownerRoute(const PlanModel &model, int stage) {
   const Mesh &mesh = model.mesh;
   const int64_t G = mesh.numShards(), R = mesh.numReplicas(), D = mesh.dataCarryingSize();
   const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
@@ -57,6 +59,8 @@ OwnerRoute ownerRoute(const PlanModel &model) {
                                       model.options.optimizer.shampooMaxPreconditionerDim};
   int64_t totalBytes = 0, totalReduceBytes = 0;
   for (size_t gi = 0; gi < model.hookGroups.size(); ++gi) {
+    if (model.hookGroups[gi].pipelineStage != stage)
+      continue;
     for (const Segment &seg : model.hookGroups[gi].segments) {
       const int64_t so = seg.slot % G, ro = seg.slot / G;
       const std::vector<int> &dataDims = model.params[seg.params.front()].dataDims;
@@ -133,8 +137,8 @@ OwnerRoute ownerRoute(const PlanModel &model) {
   return out;
 }
 
-// The sharded and replicated routes: the same on every rank.
-RankFigures otherRoutes(const PlanModel &model) {
+// The sharded and replicated routes: the same on every rank of a stage.
+RankFigures otherRoutes(const PlanModel &model, int stage) {
   const Mesh &mesh = model.mesh;
   const int64_t G = mesh.numShards(), R = mesh.numReplicas();
   const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
@@ -142,6 +146,8 @@ RankFigures otherRoutes(const PlanModel &model) {
   for (const Param &p : model.params) {
     if (p.route != Route::sharded && p.route != Route::replicated)
       continue; // the route first: the data dims lie on another cache line of the Param
+    if (p.pipelineStage != stage)
+      continue;
     const int64_t along = alongDataSize(mesh, p);
     if (p.route == Route::sharded) {
       const int64_t shard = p.shardElements;
@@ -172,15 +178,18 @@ RankFigures otherRoutes(const PlanModel &model) {
 
 // Each hook group's buffer bytes, in order: peakBuffers walks them once per
 // shard column, and a model of 1M params has 1M groups, so the walks read
-// 16 bytes a group instead of whole HookGroups.
+// 16 bytes a group instead of whole HookGroups. Another pipeline stage's
+// groups count 0 bytes: a stage's groups are one contiguous run, so the
+// walk over them is the walk of that stage alone.
 struct GroupBufferBytes {
   std::vector<int64_t> values, grads;
-  explicit GroupBufferBytes(const std::vector<HookGroup> &groups) {
+  GroupBufferBytes(const std::vector<HookGroup> &groups, int stage) {
     values.reserve(groups.size());
     grads.reserve(groups.size());
     for (const HookGroup &g : groups) {
-      values.push_back(g.bufferBytes);
-      grads.push_back(g.reduceBufferBytes);
+      const bool own = g.pipelineStage == stage;
+      values.push_back(own ? g.bufferBytes : 0);
+      grads.push_back(own ? g.reduceBufferBytes : 0);
     }
   }
 };
@@ -248,6 +257,28 @@ int64_t peakBuffers(const PlanModel &model, const GroupBufferBytes &bytes,
   return peak;
 }
 
+// What every rank of one pipeline stage shares: its owner route, its other
+// routes and its buffer peaks per shard column.
+struct StageFigures {
+  OwnerRoute owner;
+  RankFigures others;
+  std::unordered_map<int64_t, int64_t> peakOfColumn;
+  int64_t idlePeak = 0;
+};
+
+StageFigures stageFigures(const PlanModel &model, int stage) {
+  StageFigures out;
+  out.owner = ownerRoute(model, stage);
+  out.others = otherRoutes(model, stage);
+  // Per shard column: the peak of buffers (the staging differs by column;
+  // a column without segments stages nothing).
+  const GroupBufferBytes groupBytes(model.hookGroups, stage);
+  for (const auto &[s, col] : out.owner.columns)
+    out.peakOfColumn[s] = peakBuffers(model, groupBytes, col.staging);
+  out.idlePeak = peakBuffers(model, groupBytes, std::vector<int64_t>(model.hookGroups.size(), 0));
+  return out;
+}
+
 } // namespace
 
 bool runRankFigures(PlanModel &model, Diagnostics &) {
@@ -260,6 +291,8 @@ bool runRankFigures(PlanModel &model, Diagnostics &) {
   // of a data-carrying dim that shards it owns its own slice).
   // Both need a model-parallel mesh dim: on ownership dims alone no param
   // is gathered or chunked, and the params are not walked.
+  // Keyed by stage * S + slot: each stage's owners are its own ranks.
+  const int64_t S = mesh.numSlots();
   std::unordered_map<int64_t, std::vector<int>> commBySlot, unevenBySlot;
   bool modelParallel = false;
   for (int d = 0; d < static_cast<int>(mesh.dims.size()); ++d)
@@ -268,7 +301,8 @@ bool runRankFigures(PlanModel &model, Diagnostics &) {
     const Param &p = model.params[i];
     if (p.role != Role::muon || p.unit < 0)
       continue;
-    const int64_t slot = model.units[p.unit].slot;
+    const Unit &unit = model.units[p.unit];
+    const int64_t slot = unit.pipelineStage * S + unit.slot;
     if (p.group == ShardingGroupKind::comm) {
       if (p.gatherMeshDim >= 0)
         commBySlot[slot].push_back(static_cast<int>(i));
@@ -295,17 +329,9 @@ bool runRankFigures(PlanModel &model, Diagnostics &) {
     return static_cast<double>(matrixViewOf(own.shape, p.conv).batch);
   };
 
-  const OwnerRoute owner = ownerRoute(model);
-  const RankFigures others = otherRoutes(model);
-
-  // Per shard column: the peak of buffers (the staging differs by column;
-  // a column without segments stages nothing).
-  const GroupBufferBytes groupBytes(model.hookGroups);
-  std::unordered_map<int64_t, int64_t> peakOfColumn;
-  for (const auto &[s, col] : owner.columns)
-    peakOfColumn[s] = peakBuffers(model, groupBytes, col.staging);
-  const int64_t idlePeak =
-      peakBuffers(model, groupBytes, std::vector<int64_t>(model.hookGroups.size(), 0));
+  std::vector<StageFigures> stages;
+  for (int stage = 0; stage < static_cast<int>(mesh.numStages()); ++stage)
+    stages.push_back(stageFigures(model, stage));
 
   // Runs of equal figures are stored once (plan 1.6: Stats.rank_runs):
   // memory and the plan stay O(runs) while the walk is O(world size), with
@@ -313,6 +339,7 @@ bool runRankFigures(PlanModel &model, Diagnostics &) {
   model.stats.ranks.clear();
   std::vector<int64_t> c(mesh.dims.size(), 0);
   bool lastIdle = false;
+  int64_t lastStage = 0;
   for (int64_t rank = 0; rank < mesh.worldSize(); ++rank) {
     if (rank > 0)
       for (size_t k = c.size(); k-- > 0;) {
@@ -323,14 +350,20 @@ bool runRankFigures(PlanModel &model, Diagnostics &) {
     const int64_t s = mesh.shardDim >= 0 ? c[mesh.shardDim] : 0;
     const int64_t r = mesh.replicateDim >= 0 ? c[mesh.replicateDim] : 0;
     const int64_t slot = r * G + s;
+    const int64_t stage = mesh.stageOf(c);
+    const StageFigures &sf = stages[static_cast<size_t>(stage)];
+    const OwnerRoute &owner = sf.owner;
     const int64_t dataIndex = D > 1 ? mesh.dataIndexOf(c) : 0;
     auto ownerIt = owner.byFine.find(slot * D + dataIndex);
-    auto commIt = commBySlot.find(slot);
-    auto unevenIt = unevenBySlot.find(slot);
+    auto commIt = commBySlot.find(stage * S + slot);
+    auto unevenIt = unevenBySlot.find(stage * S + slot);
     const bool idle = ownerIt == owner.byFine.end() && commIt == commBySlot.end() &&
                       unevenIt == unevenBySlot.end();
-    // Consecutive idle ranks share one row: nothing to compute or compare.
-    if (idle && lastIdle)
+    // Consecutive idle ranks of one stage share one row: nothing to compute
+    // or compare.
+    const bool sameStage = stage == lastStage;
+    lastStage = stage;
+    if (idle && lastIdle && sameStage)
       continue;
     RankFigures f = ownerIt != owner.byFine.end() ? ownerIt->second : owner.idle;
     if (unevenIt != unevenBySlot.end())
@@ -357,9 +390,10 @@ bool runRankFigures(PlanModel &model, Diagnostics &) {
           f.scatterRecv += L;
         }
       }
-    auto peakIt = peakOfColumn.find(s);
+    const RankFigures &others = sf.others;
+    auto peakIt = sf.peakOfColumn.find(s);
     f.rank = rank;
-    f.peakBufferBytes = peakIt != peakOfColumn.end() ? peakIt->second : idlePeak;
+    f.peakBufferBytes = peakIt != sf.peakOfColumn.end() ? peakIt->second : sf.idlePeak;
     f.allreduceBytes = others.allreduceBytes;
     f.allgatherSend = others.allgatherSend;
     f.allgatherRecv = others.allgatherRecv;

@@ -145,7 +145,10 @@ std::string MeshView::meshString() const {
   for (size_t i = 0; i < dims.size(); ++i) {
     s.append(i ? "," : "").append(dimNames[i] + "=" + num(dims[i]));
     const bool ownership = static_cast<int>(i) == shardDim || static_cast<int>(i) == replicateDim;
-    if (!ownership && carriesData[i] != common::carriesDataByDefault(dimNames[i]))
+    const bool stage = static_cast<int>(i) == stageDim;
+    if (!ownership && stage != common::isStageByDefault(dimNames[i]))
+      s += stage ? ":stage" : carriesData[i] ? ":data" : ":model";
+    else if (!ownership && !stage && carriesData[i] != common::carriesDataByDefault(dimNames[i]))
       s += carriesData[i] ? ":data" : ":model";
   }
   return s;

@@ -139,6 +139,12 @@ public:
   std::string version() const {
     return std::to_string(p.format_major()) + "." + std::to_string(p.format_minor());
   }
+  // A unit's pipeline stage: its params' (1.9; 0 without a stage dim).
+  int64_t unitStage(const plan::Unit &u) const {
+    const plan::Param *q =
+        u.params() && u.params()->size() > 0 ? param(u.params()->Get(0)) : nullptr;
+    return q ? q->pipeline_stage() : 0;
+  }
   const plan::Param *param(int64_t i) const {
     if (i < 0 || i >= size(p.params()))
       return nullptr;

@@ -61,6 +61,7 @@ public:
     if (s) {
       grid(*s);
       chart(*s);
+      pipelineStages(*s);
     } else {
       section("mesh", "Mesh");
       o_ += "<p class=\"note\">Not partitioned yet (stage " + stageName(p_) + ").</p>\n</section>\n";
@@ -144,7 +145,12 @@ private:
           (R == 1 ? "" : "s") + " \xC3\x97 " + i64(G) + " " + esc(mesh_.shardName()) + " column" +
           (G == 1 ? "" : "s") +
           "; slot <i>i</i> = <i>r</i>\xC2\xB7G + <i>s</i>. Hover a cell for its rank and "
-          "load; the busiest slot is outlined in red.</p>\n";
+          "load; the busiest slot is outlined in red." +
+          (mesh_.P > 1 ? " Each of the " + i64(mesh_.P) +
+                             " pipeline stages has these slots; a cell shows its busiest "
+                             "stage's load and stage 0's rank."
+                       : std::string()) +
+          "</p>\n";
     // Past a few pages of cells (a mesh of millions of slots would make a
     // report of gigabytes) the grid says why it is left out; the load chart
     // below still covers every slot.
@@ -201,14 +207,15 @@ private:
     for (int64_t r = 0; r < R; ++r)
       for (int64_t c = 0; c < G; ++c) {
         uint32_t i = static_cast<uint32_t>(r * G + c);
-        // With data-carrying dims a slot's owners are D fine slots: its
-        // busiest one.
+        // With data-carrying dims a slot's owners are D fine slots, and with
+        // pipeline stages (1.9) each stage has its own: the busiest.
         double load = 0;
-        for (int64_t d = 0; d < mesh_.D; ++d) {
-          const int64_t fine = static_cast<int64_t>(i) * mesh_.D + d;
-          if (fine < nLoad)
-            load = std::max(load, loads.at(fine));
-        }
+        for (int64_t stage = 0; stage < mesh_.P; ++stage)
+          for (int64_t d = 0; d < mesh_.D; ++d) {
+            const int64_t fine = (stage * G * R + static_cast<int64_t>(i)) * mesh_.D + d;
+            if (fine < nLoad)
+              load = std::max(load, loads.at(fine));
+          }
         double t = maxLoad > 0 ? load / maxLoad : 0;
         double x = left + static_cast<double>(c) * cw, y = top + static_cast<double>(r) * ch;
         int64_t rank = mesh_.slotRank(c, r);
@@ -235,7 +242,7 @@ private:
       }
     o_ += "</g>\n";
     if (nLoad > 0 && maxLoad > 0) {
-      const int64_t cell = busiest / mesh_.D;
+      const int64_t cell = busiest / mesh_.D % (G * R);
       int64_t bc = cell % G, br = cell / G;
       o_ += "<rect x=\"" + px(left + static_cast<double>(bc) * cw) + "\" y=\"" +
             px(top + static_cast<double>(br) * ch) + "\" width=\"" + px(cw) + "\" height=\"" +
@@ -376,6 +383,28 @@ private:
     o_ += "</svg>\n</section>\n";
   }
 
+  // 1.9: one row per pipeline stage, each partitioned over its own slots.
+  void pipelineStages(const plan::Stats &s) {
+    const auto *rows = s.pipeline_stages();
+    if (!rows || rows->size() == 0)
+      return;
+    section("pipeline-stages", "Pipeline stages");
+    o_ += "<p class=\"note\">" + i64(rows->size()) +
+          " stages, each a contiguous run of layers partitioned over its own owner slots; "
+          "the plan's imbalance is the worst stage's.</p>\n";
+    o_ += "<table>\n<tr><th>stage</th><th>params</th><th>param elements</th><th>hook "
+          "groups</th><th>total</th><th>lower bound</th><th>max</th><th>max / LB</th></tr>\n";
+    for (uint32_t k = 0; k < rows->size(); ++k) {
+      const plan::PipelineStageStats *r = rows->Get(k);
+      o_ += "<tr><td>" + i64(r->stage()) + "</td><td>" + i64(r->params()) + "</td><td>" +
+            grouped(r->param_elements()) + "</td><td>" + i64(r->first_hook_group()) + "+" +
+            i64(r->hook_groups()) + "</td><td>" + unit_(r->total_cost()) + "</td><td>" +
+            unit_(r->lower_bound()) + "</td><td>" + unit_(r->max_load()) + "</td><td>" +
+            fmt("%.4f", r->imbalance()) + "</td></tr>\n";
+    }
+    o_ += "</table>\n</section>\n";
+  }
+
   void hooks() {
     if (!reached(p_, plan::Stage::hooks))
       return;
@@ -385,7 +414,10 @@ private:
     o_ += "<p class=\"note\">" + i64(n) +
           " hook groups in forward order. Each owner holds one contiguous segment of the "
           "group's packed buffer: its params move in one broadcast and one reduce.</p>\n";
+    const bool staged = mesh_.P > 1;
     o_ += "<table>\n<tr><th>#</th><th class=\"l\">group</th><th>params</th>";
+    if (staged)
+      o_ += "<th>stage</th>";
     if (laidOut)
       o_ += "<th>buffer</th><th>reduce buffer</th><th>owners</th><th class=\"l\">owner "
             "segments: rank (s,r) bytes \xC2\xB7 params</th>";
@@ -395,6 +427,8 @@ private:
       const plan::HookGroup *h = p_.hook_groups()->Get(i);
       o_ += "<tr><td>" + i64(i) + "</td><td class=\"l\"><code>" + esc(str(h->name())) +
             "</code></td><td>" + i64(size(h->params())) + "</td>";
+      if (staged)
+        o_ += "<td>" + i64(h->pipeline_stage()) + "</td>";
       if (laidOut) {
         const uint32_t ns = size(h->segments());
         o_ += "<td title=\"" + grouped(h->buffer_bytes()) + " bytes\">" +

@@ -117,6 +117,8 @@ void jsonParam(Json &j, const View &v, const plan::Param &q) {
         j.endObject();
       }
     }
+    if (v.P > 1 && v.reached(plan::Stage::partition)) // 1.9
+      j.field("pipeline_stage", q.pipeline_stage());
     if (owned && v.reached(plan::Stage::partition) && (muon || q.unit() >= 0)) {
       j.field("layer", q.layer());
       j.field("unit", q.unit());
@@ -165,6 +167,8 @@ void jsonMesh(Json &j, const View &v, const plan::Plan &plan) {
       j.field("size", m->dims()->Get(i)->size());
       if (m->dims()->Get(i)->carries_data())
         j.field("carries_data", true);
+      if (m->dims()->Get(i)->is_stage()) // 1.9
+        j.field("is_stage", true);
       j.endObject();
     }
   j.endArray();
@@ -174,6 +178,10 @@ void jsonMesh(Json &j, const View &v, const plan::Plan &plan) {
   j.field("shards", v.G);
   j.field("replicas", v.R);
   j.field("slots", v.slots());
+  if (v.P > 1) { // 1.9
+    j.field("stage_dim", int64_t(v.stageDim));
+    j.field("stages", v.P);
+  }
   if (const plan::Mesh *m = plan.mesh(); m && m->data_parallel_size())
     j.field("data_parallel_size", m->data_parallel_size());
   j.endObject();
@@ -264,8 +272,10 @@ void jsonUnits(Json &j, const View &v, const plan::Plan &plan) {
     jsonSlot(j, v.slotShard(u->slot()), v.slotReplicate(u->slot()));
     if (v.D > 1)
       j.field("data_index", u->data_index()); // 1.4
-    j.field("owner_rank",
-            v.ownerRank(v.slotShard(u->slot()), v.slotReplicate(u->slot()), u->data_index()));
+    if (v.P > 1)                              // 1.9
+      j.field("pipeline_stage", v.unitStage(*u));
+    j.field("owner_rank", v.stageOwnerRank(v.slotShard(u->slot()), v.slotReplicate(u->slot()),
+                                           u->data_index(), v.unitStage(*u)));
     jsonNames(j, v, "params", u->params());
     j.endObject();
   }
@@ -319,6 +329,8 @@ void jsonHookGroups(Json &j, const View &v, const plan::Plan &plan) {
     const plan::HookGroup *h = plan.hook_groups()->Get(i);
     j.beginObject();
     j.field("name", h->name());
+    if (v.P > 1) // 1.9
+      j.field("pipeline_stage", h->pipeline_stage());
     jsonNames(j, v, "params", h->params());
     if (laidOut) {
       j.field("buffer_bytes", h->buffer_bytes());
@@ -440,6 +452,27 @@ void jsonStats(Json &j, const View &v, const plan::Plan &plan) {
   }
   if (s->lower_bound_kind() && v.reached(plan::Stage::layout))
     j.field("max_owners_per_hook_group", s->max_owners_per_hook_group());
+  if (s->pipeline_stages()) { // 1.9
+    j.key("pipeline_stages");
+    j.beginArray();
+    for (uint32_t k = 0; k < s->pipeline_stages()->size(); ++k) {
+      const plan::PipelineStageStats *r = s->pipeline_stages()->Get(k);
+      j.beginObject(true);
+      j.field("stage", r->stage());
+      j.field("params", r->params());
+      j.field("param_elements", r->param_elements());
+      if (v.reached(plan::Stage::hooks)) {
+        j.field("first_hook_group", r->first_hook_group());
+        j.field("hook_groups", r->hook_groups());
+      }
+      j.field("total_cost", r->total_cost());
+      j.field("lower_bound", r->lower_bound());
+      j.field("max_load", r->max_load());
+      j.field("imbalance", r->imbalance());
+      j.endObject();
+    }
+    j.endArray();
+  }
   if (v.reached(plan::Stage::layout))
     jsonRankRows(j, v);
   j.endObject();

@@ -75,6 +75,12 @@ std::string printSummary(const plan::Plan &plan) {
     if (s->lower_bound_kind())
       o += " bound=" + str(s->lower_bound_kind());
     o += "\n";
+    if (const auto *stages = s->pipeline_stages(); stages && stages->size() > 0) { // 1.9
+      o += "pipeline: " + num(int64_t(stages->size())) + " stages, imbalance per stage";
+      for (uint32_t k = 0; k < stages->size(); ++k)
+        o += " " + fixed4(stages->Get(k)->imbalance());
+      o += "\n";
+    }
   }
   const common::RankRows rows(v.p);
   if (v.reached(plan::Stage::layout) && s && !rows.empty()) {

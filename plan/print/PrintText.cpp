@@ -90,6 +90,8 @@ void textParam(const View &v, const plan::Param &q, std::string &o) {
         o += " compute=" + num(int64_t(q.compute_index()));
     }
   }
+  if (v.P > 1 && v.reached(plan::Stage::partition)) // 1.9
+    o += " stage=" + num(int64_t(q.pipeline_stage()));
   if (owned && v.reached(plan::Stage::partition) && (muon || q.unit() >= 0))
     o += " layer=" + orDash(str(q.layer())) + " unit=" + num(int64_t(q.unit())) +
          " owner=" + num(int64_t(q.owner_rank())) + " slot=(" + num(int64_t(q.owner_shard())) +
@@ -192,6 +194,7 @@ void textUnits(const View &v, const plan::Plan &plan, std::string &o) {
     o += "unit " + num(int64_t(i)) + " " + str(u->name()) + " layer=" + orDash(str(u->layer())) +
          " cost=" + num(u->cost()) + " slot=" + num(int64_t(u->slot())) +
          v.dataString(u->data_index(), firstParamDataDims(v, u->params())) +
+         (v.P > 1 ? " stage=" + num(v.unitStage(*u)) : std::string()) +
          " params=" + num(int64_t(size(u->params()))) + "\n";
   }
 }
@@ -228,6 +231,8 @@ void textHookGroups(const View &v, const plan::Plan &plan, std::string &o) {
   for (uint32_t i = 0; i < size(plan.hook_groups()); ++i) {
     const plan::HookGroup *h = plan.hook_groups()->Get(i);
     o += "hook " + str(h->name()) + " params=" + num(int64_t(size(h->params())));
+    if (v.P > 1) // 1.9
+      o += " stage=" + num(int64_t(h->pipeline_stage()));
     if (laidOut)
       o += " buffer_bytes=" + num(h->buffer_bytes()) +
            " reduce_buffer_bytes=" + num(h->reduce_buffer_bytes());
@@ -263,12 +268,15 @@ void textSlotLoads(const View &v, const plan::Stats &stats, std::string &o) {
          " load=" + num(runs[k].load) + "\n";
     k = e;
   }
+  // With pipeline stages (1.9) each stage's fine slots follow the last's.
   for (int64_t i = 0; i < nLoad && nLoad <= common::kRankListLimit; ++i) {
-    const int64_t slot = i / v.D, d = i % v.D;
+    const int64_t stage = i / v.fineSlots(), fine = i % v.fineSlots();
+    const int64_t slot = fine / v.D, d = fine % v.D;
     int64_t sh = v.slotShard(slot), re = v.slotReplicate(slot);
     o += "slot " + num(int64_t(i)) + " (" + num(sh) + "," + num(re) +
-         (v.D > 1 ? "," + num(d) : std::string()) + ") rank=" + num(v.ownerRank(sh, re, d)) +
-         " load=" + num(loads.at(i)) + "\n";
+         (v.D > 1 ? "," + num(d) : std::string()) + ")" +
+         (v.P > 1 ? " stage=" + num(stage) : std::string()) +
+         " rank=" + num(v.stageOwnerRank(sh, re, d, stage)) + " load=" + num(loads.at(i)) + "\n";
   }
 }
 
@@ -323,6 +331,17 @@ void textStats(const View &v, const plan::Plan &plan, std::string &o) {
       o += " optimal";
   }
   o += "\n";
+  // 1.9: each pipeline stage's own partition.
+  for (uint32_t k = 0; s->pipeline_stages() && k < s->pipeline_stages()->size(); ++k) {
+    const plan::PipelineStageStats *r = s->pipeline_stages()->Get(k);
+    o += "stage " + num(int64_t(r->stage())) + " params=" + num(int64_t(r->params())) +
+         " param_elements=" + num(r->param_elements());
+    if (v.reached(plan::Stage::hooks))
+      o += " hook_groups=" + num(int64_t(r->first_hook_group())) + "+" +
+           num(int64_t(r->hook_groups()));
+    o += " total_cost=" + num(r->total_cost()) + " lower_bound=" + num(r->lower_bound()) +
+         " max_load=" + num(r->max_load()) + " imbalance=" + fixed4(r->imbalance()) + "\n";
+  }
   textSlotLoads(v, *s, o);
   textRankRows(v, o);
 }
@@ -339,6 +358,8 @@ std::string printText(const plan::Plan &plan) {
   o += "model: " + str(plan.model_name()) + "\n";
   o += "mesh: " + v.meshString() + " world_size=" + num(v.worldSize()) + " shards=" + num(v.G) +
        " replicas=" + num(v.R) + " slots=" + num(v.slots());
+  if (v.P > 1)
+    o += " stages=" + num(v.P);
   if (const plan::Mesh *m = plan.mesh()) {
     std::string carrying;
     for (uint32_t i = 0; i < size(m->dims()); ++i)

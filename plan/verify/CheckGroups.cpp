@@ -143,7 +143,7 @@ std::string Checker::checkSegmentParams(const plan::HookGroup &h, int64_t hi, co
     return sw + " has no params vector";
   const int64_t slot = s.owner_shard() + s.owner_replicate() * mesh_.G;
   if (auto e = ownerRankMatchesSlot(sw, s.owner_rank(), s.owner_shard(), s.owner_replicate(),
-                                    s.owner_data_index());
+                                    s.owner_data_index(), h.pipeline_stage());
       !e.empty())
     return e;
   // One reduce and replicate group per segment: its params share data_dims.
@@ -196,6 +196,11 @@ std::string Checker::checkStats() {
   const std::string slotsWhy =
       mesh_.D > 1 ? " (num_shards*num_replicas*" + std::to_string(mesh_.D) + " data indices)"
              : " (num_shards*num_replicas)";
+  // 1.9: each pipeline stage's fine slots, one stage after another.
+  const int64_t loadEntries = slots * mesh_.P;
+  const std::string loadsWhy =
+      mesh_.P > 1 ? " (stats.slots per stage, " + std::to_string(mesh_.P) + " pipeline stages)"
+                  : slotsWhy;
   if (!s) {
     if (reached(plan::Stage::partition))
       return "plan has no stats";
@@ -229,9 +234,9 @@ std::string Checker::checkStats() {
         return who + " has the load of the run before it (adjacent runs must differ)";
       covered += len->Get(i);
     }
-    if (covered != slots)
+    if (covered != loadEntries)
       return "stats.slot_load runs cover " + std::to_string(covered) + " fine slots, expected " +
-             std::to_string(slots) + slotsWhy;
+             std::to_string(loadEntries) + loadsWhy;
     return checkRankRows();
   }
   int64_t loads = s->slot_load() ? s->slot_load()->size() : 0;

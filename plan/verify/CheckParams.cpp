@@ -241,6 +241,10 @@ std::string Checker::checkParams() {
         return who + " travels the owner route but has no unit";
       hasOwner = true;
     }
+    if (q->pipeline_stage() < 0 || q->pipeline_stage() >= mesh_.P)
+      return who + ": pipeline_stage " + std::to_string(q->pipeline_stage()) +
+             " out of range (mesh has " + std::to_string(mesh_.P) + " pipeline stage" +
+             (mesh_.P == 1 ? ")" : "s)");
     if (hasOwner) {
       if (auto e = ownerSlotInRange(who, q->owner_shard(), q->owner_replicate()); !e.empty())
         return e;
@@ -249,8 +253,9 @@ std::string Checker::checkParams() {
         return e;
       if (auto e = ownerRankInRange(who, q->owner_rank()); !e.empty())
         return e;
-      if (auto e = ownerRankMatchesSlot(who, q->owner_rank(), q->owner_shard(),
-                                        q->owner_replicate(), q->owner_data_index());
+      if (auto e =
+              ownerRankMatchesSlot(who, q->owner_rank(), q->owner_shard(), q->owner_replicate(),
+                                   q->owner_data_index(), q->pipeline_stage());
           !e.empty())
         return e;
     }

@@ -66,6 +66,7 @@ private:
   std::string checkHooks();
   std::string checkRankRows();
   std::string checkStats();
+  std::string checkPipelineStages(); // CheckStages.cpp
   std::string checkQkClip(); // CheckQkClip.cpp
   std::string checkBuffers(); // CheckParams.cpp
 
@@ -114,9 +115,9 @@ private:
   std::vector<int> segmentsOf_;
   int64_t adamwElements_ = 0;
 
-  int64_t ownerRank(int64_t s, int64_t r, int64_t d) const {
-    return common::ownerRank(
-        mesh_.dims, mesh_.shardDim, mesh_.replicateDim,
+  int64_t ownerRank(int64_t s, int64_t r, int64_t d, int64_t stage) const {
+    return common::stageOwnerRank(
+        mesh_.dims, mesh_.shardDim, mesh_.replicateDim, mesh_.stageDim, stage,
         [&](int i) { return mesh_.carriesData[i]; }, s, r, d);
   }
   std::string dataIndexInRange(const Who &who, int64_t d) const {
@@ -142,15 +143,17 @@ private:
              " out of range (mesh has " + std::to_string(mesh_.R) + " replicas)";
     return {};
   }
-  // The owner rank is the rank of the owner (shard, replicate, data index).
-  std::string ownerRankMatchesSlot(const Who &who, int64_t rank, int64_t shard,
-                                   int64_t replicate, int64_t dataIndex) const {
-    const int64_t want = ownerRank(shard, replicate, dataIndex);
+  // The owner rank is the rank of the owner (shard, replicate, data index)
+  // on the pipeline stage that holds the param.
+  std::string ownerRankMatchesSlot(const Who &who, int64_t rank, int64_t shard, int64_t replicate,
+                                   int64_t dataIndex, int64_t stage) const {
+    const int64_t want = ownerRank(shard, replicate, dataIndex, stage);
     if (rank != want)
       return who + ": owner_rank " + std::to_string(rank) + " is not the rank " +
              std::to_string(want) + " of its owner slot (" + std::to_string(shard) + "," +
              std::to_string(replicate) +
-             (mesh_.D > 1 ? ", data index " + std::to_string(dataIndex) : std::string()) + ")";
+             (mesh_.D > 1 ? ", data index " + std::to_string(dataIndex) : std::string()) +
+             (mesh_.P > 1 ? ", stage " + std::to_string(stage) : std::string()) + ")";
     return {};
   }
   // The data-carrying dims a param is Replicate on, ascending: what its

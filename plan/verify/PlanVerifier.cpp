@@ -80,9 +80,9 @@ std::string Checker::run(bool requireComplete) {
   numComm_ = p_.comm_groups() ? p_.comm_groups()->size() : 0;
   numHooks_ = p_.hook_groups() ? p_.hook_groups()->size() : 0;
   // Units before params: a complete plan's Muon params follow their unit's slot.
-  for (auto check :
-       {&Checker::checkUnits, &Checker::checkParams, &Checker::checkGroups, &Checker::checkHooks,
-        &Checker::checkStats, &Checker::checkQkClip, &Checker::checkBuffers})
+  for (auto check : {&Checker::checkUnits, &Checker::checkParams, &Checker::checkGroups,
+                     &Checker::checkPipelineStages, &Checker::checkHooks, &Checker::checkStats,
+                     &Checker::checkQkClip, &Checker::checkBuffers})
     if (auto e = (this->*check)(); !e.empty())
       return e;
   if (requireComplete && p_.stage() != plan::Stage::complete)
@@ -161,6 +161,28 @@ std::string Checker::checkMesh() {
         (i == shardDim || i == replicateDim))
       return "mesh dim '" + str(m->dims()->Get(static_cast<uint32_t>(i))->name()) +
              "' is an ownership dim and cannot carry data";
+  // 1.9: at most one stage dim, a model-parallel dim that carries no data,
+  // and num_stages its size.
+  const int stageDim = m->stage_dim();
+  if (stageDim < -1 || stageDim >= n)
+    return "mesh stage_dim " + std::to_string(stageDim) + " out of range (mesh has " +
+           std::to_string(n) + " dims)";
+  for (int i = 0; i < n; ++i) {
+    const plan::MeshDim *d = m->dims()->Get(static_cast<uint32_t>(i));
+    if (d->is_stage() != (i == stageDim))
+      return "mesh dim '" + str(d->name()) + "' is_stage is " + (d->is_stage() ? "true" : "false") +
+             " but the mesh's stage_dim is " + std::to_string(stageDim);
+  }
+  if (stageDim >= 0) {
+    const plan::MeshDim *d = m->dims()->Get(static_cast<uint32_t>(stageDim));
+    if (stageDim == shardDim || stageDim == replicateDim || d->carries_data())
+      return "mesh stage dim '" + str(d->name()) +
+             "' must be a model-parallel dim that carries no data";
+  }
+  const int64_t stages = stageDim < 0 ? 1 : sizeOf(stageDim);
+  if (m->num_stages() != stages)
+    return "mesh num_stages is " + std::to_string(m->num_stages()) + ", expected " +
+           std::to_string(stages) + (stageDim < 0 ? " (no stage dim)" : " (its stage dim's size)");
   // Now what every later check reads the mesh through (owners pick
   // coordinates on the data-carrying dims from 1.4 on: PlanView::D).
   mesh_ = PlanView(p_);

@@ -22,8 +22,8 @@ inline bool compile(const std::string &manifest, const std::string &mesh, PlanMo
   Diagnostics diags("dmuonc", os);
   bool ok = parseMesh(mesh, model.mesh, diags) &&
             loadTomlManifestFromBuffer(manifest, "test.toml", model, diags);
-  for (auto pass : {runSelect, runValidate, runGroup, runPartition, runHooks, runLayout,
-                    runRankFigures})
+  for (auto pass : {runSelect, runValidate, runGroup, runPipelineStages, runPartition, runHooks,
+                    runLayout, runRankFigures})
     ok = ok && pass(model, diags) && !diags.hasErrors();
   model.stage = Stage::complete;
   os.flush();

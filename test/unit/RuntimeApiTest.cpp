@@ -38,6 +38,23 @@ TEST(PlanLoad, MissingFileNamesThePath) {
   EXPECT_NE(lastError().find("'/nonexistent/x.plan'"), std::string::npos) << lastError();
 }
 
+TEST(PlanLoad, PipelineStagesAreRefusedUntilTheRuntimeRunsThem) {
+  // A valid plan (it verifies), but with two stages: unsupported, saying so.
+  const std::vector<uint8_t> bytes = readBytes(DMUON_PP_PLAN);
+  ASSERT_GT(bytes.size(), 100u);
+  EXPECT_EQ(dmuon::planfile::verifyPlan(bytes.data(), bytes.size(), true), "");
+  dmuon_plan_t plan = nullptr;
+  EXPECT_EQ(loadBuffer(bytes, &plan), DMUON_ERROR_UNSUPPORTED);
+  EXPECT_EQ(plan, nullptr);
+  EXPECT_EQ(lastError(),
+            "plan buffer: pipeline stages (pp=2) are not supported by this runtime yet");
+  EXPECT_EQ(dmuon_plan_load_file(DMUON_PP_PLAN, &plan), DMUON_ERROR_UNSUPPORTED);
+  EXPECT_EQ(plan, nullptr);
+  EXPECT_NE(lastError().find("pipeline stages (pp=2) are not supported by this runtime yet"),
+            std::string::npos)
+      << lastError();
+}
+
 TEST(PlanLoad, TruncatedFlippedNewerMajorEachHaveTheirOwnMessage) {
   std::vector<uint8_t> good = readBytes(planPath("1"));
   ASSERT_GT(good.size(), 100u);
