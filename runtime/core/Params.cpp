@@ -25,6 +25,17 @@ bool spansData(const plan::Param &p, const plan::Mesh &mesh) {
 
 Status checkExecutable(const LoadedPlan &plan) {
   const plan::Mesh &mesh = *plan.root().mesh();
+  // A host can load such a plan and ask it which stage holds what
+  // (dmuon_plan_rank_stage); the executor has no stage schedule yet, and
+  // must not run one as if every rank held every stage.
+  if (mesh.stage_dim() >= 0 && mesh.num_stages() > 1) {
+    const int d = mesh.stage_dim();
+    const std::string dim = static_cast<uint32_t>(d) < mesh.dims()->size()
+                                ? mesh.dims()->Get(static_cast<uint32_t>(d))->name()->str()
+                                : std::string("pp");
+    return unsupported("pipeline stages (" + dim + "=" + std::to_string(mesh.num_stages()) +
+                       ") are not supported by this runtime yet");
+  }
   for (int i = 0; i < plan.numParams(); ++i) {
     const plan::Param &p = plan.param(i);
     const bool commMuon =

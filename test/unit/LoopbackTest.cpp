@@ -222,3 +222,28 @@ TEST(Loopback, CollectivesComputeWhatMpiWould) {
   EXPECT_EQ(scattered[2], (std::vector<float>{30, 36}));
   EXPECT_EQ(gathered[2], (std::vector<float>{0, 1, 2}));
 }
+
+// Until the executor runs pipeline stages, every rank of a pp plan refuses
+// it at create, together and saying so, rather than running every stage's
+// hooks on every rank.
+TEST(Loopback, PipelineStagesAreRefusedAtCreate) {
+  std::unique_ptr<LoadedPlan> plan = loadPlan(DMUON_PP_PLAN);
+  ASSERT_TRUE(plan);
+  ASSERT_EQ(plan->worldSize(), 2);
+  std::shared_ptr<LoopbackFabric> fabric = createLoopbackFabric(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      std::unique_ptr<Backend> backend;
+      ASSERT_TRUE(createLoopbackBackend(fabric, r, backend).isOk());
+      dmuon_runtime_options_t options;
+      dmuon_runtime_options_init(&options);
+      options.collective_timeout_s = 60;
+      std::unique_ptr<Executor> ex;
+      Status s = Executor::create(*plan, options, std::move(backend), createCpuDevice(), ex);
+      EXPECT_EQ(s.code(), DMUON_ERROR_UNSUPPORTED) << "rank " << r << ": " << s.message();
+      EXPECT_EQ(s.message(), "pipeline stages (pp=2) are not supported by this runtime yet");
+    });
+  for (std::thread &t : ranks)
+    t.join();
+}

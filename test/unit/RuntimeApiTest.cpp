@@ -38,21 +38,43 @@ TEST(PlanLoad, MissingFileNamesThePath) {
   EXPECT_NE(lastError().find("'/nonexistent/x.plan'"), std::string::npos) << lastError();
 }
 
-TEST(PlanLoad, PipelineStagesAreRefusedUntilTheRuntimeRunsThem) {
-  // A valid plan (it verifies), but with two stages: unsupported, saying so.
+// A plan of two pipeline stages loads, and says which stage holds what:
+// the tiny model's first layers and embedding on stage 0, the rest and the
+// head on stage 1; rank r of pp=2 is stage r.
+TEST(PlanLoad, APipelinePlanLoadsAndNamesEachStage) {
   const std::vector<uint8_t> bytes = readBytes(DMUON_PP_PLAN);
   ASSERT_GT(bytes.size(), 100u);
   EXPECT_EQ(dmuon::planfile::verifyPlan(bytes.data(), bytes.size(), true), "");
   dmuon_plan_t plan = nullptr;
-  EXPECT_EQ(loadBuffer(bytes, &plan), DMUON_ERROR_UNSUPPORTED);
-  EXPECT_EQ(plan, nullptr);
-  EXPECT_EQ(lastError(),
-            "plan buffer: pipeline stages (pp=2) are not supported by this runtime yet");
-  EXPECT_EQ(dmuon_plan_load_file(DMUON_PP_PLAN, &plan), DMUON_ERROR_UNSUPPORTED);
-  EXPECT_EQ(plan, nullptr);
-  EXPECT_NE(lastError().find("pipeline stages (pp=2) are not supported by this runtime yet"),
-            std::string::npos)
-      << lastError();
+  ASSERT_EQ(loadBuffer(bytes, &plan), DMUON_SUCCESS) << lastError();
+  EXPECT_EQ(dmuon_plan_num_stages(plan), 2);
+  for (int rank : {0, 1}) {
+    int stage = -1;
+    ASSERT_EQ(dmuon_plan_rank_stage(plan, rank, &stage), DMUON_SUCCESS) << lastError();
+    EXPECT_EQ(stage, rank);
+  }
+  int first = -1, last = -1, seen[2] = {0, 0}, previous = 0;
+  const int n = dmuon_plan_num_params(plan);
+  ASSERT_EQ(dmuon_plan_param_stage(plan, 0, &first), DMUON_SUCCESS);
+  ASSERT_EQ(dmuon_plan_param_stage(plan, n - 1, &last), DMUON_SUCCESS);
+  EXPECT_EQ(first, 0);
+  EXPECT_EQ(last, 1);
+  for (int i = 0; i < n; ++i) {
+    int stage = -1;
+    ASSERT_EQ(dmuon_plan_param_stage(plan, i, &stage), DMUON_SUCCESS);
+    ASSERT_TRUE(stage == 0 || stage == 1);
+    EXPECT_GE(stage, previous) << "stages follow model order";
+    previous = stage;
+    ++seen[stage];
+  }
+  EXPECT_GT(seen[0], 0);
+  EXPECT_GT(seen[1], 0);
+  for (int g = 0; g < dmuon_plan_num_hook_groups(plan); ++g) {
+    int stage = -1;
+    ASSERT_EQ(dmuon_plan_hook_group_stage(plan, g, &stage), DMUON_SUCCESS);
+    EXPECT_TRUE(stage == 0 || stage == 1);
+  }
+  dmuon_plan_destroy(plan);
 }
 
 TEST(PlanLoad, TruncatedFlippedNewerMajorEachHaveTheirOwnMessage) {
