@@ -25,17 +25,6 @@ bool spansData(const plan::Param &p, const plan::Mesh &mesh) {
 
 Status checkExecutable(const LoadedPlan &plan) {
   const plan::Mesh &mesh = *plan.root().mesh();
-  // A host can load such a plan and ask it which stage holds what
-  // (dmuon_plan_rank_stage); the executor has no stage schedule yet, and
-  // must not run one as if every rank held every stage.
-  if (mesh.stage_dim() >= 0 && mesh.num_stages() > 1) {
-    const int d = mesh.stage_dim();
-    const std::string dim = static_cast<uint32_t>(d) < mesh.dims()->size()
-                                ? mesh.dims()->Get(static_cast<uint32_t>(d))->name()->str()
-                                : std::string("pp");
-    return unsupported("pipeline stages (" + dim + "=" + std::to_string(mesh.num_stages()) +
-                       ") are not supported by this runtime yet");
-  }
   for (int i = 0; i < plan.numParams(); ++i) {
     const plan::Param &p = plan.param(i);
     const bool commMuon =
@@ -103,12 +92,14 @@ namespace {
 
 // A param Replicate on a model-parallel dim has the same gradient at every
 // coordinate of it; coordinate 0 speaks for them all, except on the dims in
-// `ownedAcross` (an owner's data dims: the owner is unique there).
+// `ownedAcross` (an owner's data dims: the owner is unique there) and the
+// pipeline dim (its coordinates hold different params, not copies).
 bool firstModelParallelCopy(const plan::Param &pp, const Topology &topo,
                             const std::vector<int> &ownedAcross = {}) {
   const auto *pls = pp.placements();
   for (size_t d = 0; d < topo.coord.size(); ++d) {
     if (static_cast<int>(d) == topo.shardDim || static_cast<int>(d) == topo.replicateDim ||
+        static_cast<int>(d) == topo.stageDim ||
         std::find(ownedAcross.begin(), ownedAcross.end(), static_cast<int>(d)) != ownedAcross.end())
       continue;
     const bool sharded =
@@ -266,6 +257,17 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
       p.countsInNorm = topo.s == 0 && topo.r == 0 && firstModelParallelCopy(pp, topo);
     }
   }
+  // Another stage's params were set up as every rank's (so that every rank
+  // creates the same communicators in the same order), and are left alone.
+  for (ParamRt &p : out)
+    if (p.plan->pipeline_stage() != topo.stage) {
+      p.onStage = false;
+      p.route = plan::Route::host;
+      p.countsInNorm = false;
+      p.bound = true;
+      p.owner.isOwner = p.owner.keepsMaster = false;
+      p.gather.active = false;
+    }
   return Status::ok();
 }
 

@@ -21,6 +21,10 @@ Topology Topology::of(const dmuon::plan::Plan &plan, int rank) {
     t.coord.push_back(static_cast<int>(c));
   t.s = t.shardDim >= 0 ? t.coord[t.shardDim] : 0;
   t.r = t.replicateDim >= 0 ? t.coord[t.replicateDim] : 0;
+  if (plan.mesh()->num_stages() > 1 && plan.mesh()->stage_dim() >= 0) {
+    t.stageDim = plan.mesh()->stage_dim();
+    t.stage = t.coord[t.stageDim];
+  }
   return t;
 }
 

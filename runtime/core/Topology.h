@@ -19,6 +19,9 @@ struct Topology {
   int G = 1, R = 1; // dp_shard and dp_replicate sizes
   int s = 0, r = 0; // this rank's owner slot
   int shardDim = -1, replicateDim = -1;
+  // The pipeline dim (-1 without one) and this rank's stage on it: a rank
+  // holds and hooks only its stage's params (docs/runtime.md).
+  int stageDim = -1, stage = 0;
   std::vector<int> dimSizes, coord;
   std::vector<bool> carriesData; // per mesh dim (docs/runtime.md)
   // Ranks whose data meet in an averaged gradient, the divisor of every

@@ -93,7 +93,22 @@ Status Executor::checkGroup(int g, const char *call) const {
     return invalidArgument(std::string(call) + ": hook group " + std::to_string(g) +
                            " is out of range (the plan has " +
                            std::to_string(hooks_.numGroups()) + ")");
+  if (!hooks_.onStage(g))
+    return invalidArgument(std::string(call) + ": " + hooks_.label(g) + " is on pipeline stage " +
+                           std::to_string(hooks_.stageOf(g)) + "; rank " +
+                           std::to_string(topo_.rank) + " is on stage " +
+                           std::to_string(topo_.stage) + " and runs its own stage's hooks only");
   return Status::ok();
+}
+
+Status Executor::checkOnStage(const ParamRt &p, const std::string &call) const {
+  if (p.onStage)
+    return Status::ok();
+  return invalidArgument(call + ": param '" + p.name + "' is on pipeline stage " +
+                         std::to_string(p.plan->pipeline_stage()) + "; rank " +
+                         std::to_string(topo_.rank) + " is on stage " +
+                         std::to_string(topo_.stage) +
+                         " and holds its own stage's params only (dmuon_plan_param_stage)");
 }
 
 // ---------------------------------------------------------------- binding
@@ -113,6 +128,7 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
   int i;
   DMUON_RETURN_IF_ERROR(findParam(name, i));
   ParamRt &p = params_[i];
+  DMUON_RETURN_IF_ERROR(checkOnStage(p, "bind_param('" + name + "')"));
   if (!values)
     return invalidArgument("bind_param('" + name + "'): values is null");
   if (numel != p.sliceNumel)
@@ -166,6 +182,7 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
 Status Executor::paramView(int i, void **out) {
   ParamRt &p = params_[i];
   const std::string &name = p.name;
+  DMUON_RETURN_IF_ERROR(checkOnStage(p, "param_view"));
   if (p.route == plan::Route::host)
     return invalidArgument("param '" + name +
                            "' travels the host route: the runtime holds nothing of it");
@@ -186,6 +203,7 @@ Status Executor::paramView(int i, void **out) {
 Status Executor::gradView(int i, float **out) {
   ParamRt &p = params_[i];
   const std::string &name = p.name;
+  DMUON_RETURN_IF_ERROR(checkOnStage(p, "grad_view"));
   if (p.route == plan::Route::host)
     return invalidArgument("param '" + name +
                            "' travels the host route: the runtime holds no gradient of it");

@@ -97,6 +97,8 @@ private:
   void endStep();
   Status findParam(const std::string &name, int &index) const;
   Status checkGroup(int g, const char *call) const;
+  // Refuses a param of another pipeline stage, naming both stages.
+  Status checkOnStage(const ParamRt &p, const std::string &call) const;
   Status checkAllBound(const char *call);
   bool midStep() const;
   uint64_t modelFingerprint() const;

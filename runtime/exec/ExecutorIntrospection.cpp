@@ -11,6 +11,7 @@ Status Executor::gatherParam(const std::string &name, float *out, int64_t numel)
   int i;
   DMUON_RETURN_IF_ERROR(findParam(name, i));
   ParamRt &p = params_[i];
+  DMUON_RETURN_IF_ERROR(checkOnStage(p, "gather_param('" + name + "')"));
   if (!out)
     return invalidArgument("gather_param('" + name + "'): out is null");
   if (numel != p.sliceNumel)

@@ -23,6 +23,10 @@ public:
   Status init(const Context &ctx, std::vector<Route *> routes);
 
   int numGroups() const { return static_cast<int>(groups_.size()); }
+  // Whether group g is of this rank's pipeline stage (always, without one),
+  // and its stage.
+  bool onStage(int g) const { return groups_[g].onStage; }
+  int stageOf(int g) const { return groups_[g].stage; }
   // "hook group 3 ('layers.1')", as errors name it.
   std::string label(int g) const;
   // A param's packed values, or null while its group is not unsharded.
@@ -56,6 +60,8 @@ private:
   enum class Unshard { Sharded, InFlight, Unsharded };
   struct Group {
     std::string name;
+    int stage = 0;       // its pipeline stage
+    bool onStage = true; // this rank's stage: its hooks run here
     int64_t bufferBytes = 0, reduceBufferBytes = 0;
     DeviceArray packed, grad;
     Unshard state = Unshard::Sharded;

@@ -12,6 +12,8 @@ Status OwnerRoute::init(const Context &ctx, std::vector<ParamRt> &params) {
   replicate_.resize(segments_.size());
   for (size_t g = 0; g < segments_.size(); ++g) {
     const plan::HookGroup &hg = *hgs->Get(static_cast<flatbuffers::uoffset_t>(g));
+    if (hg.pipeline_stage() != ctx.topo.stage)
+      continue; // another stage's: its owners are ranks of that stage
     for (const plan::Segment *sp : *hg.segments()) {
       Segment seg;
       seg.so = sp->owner_shard();
