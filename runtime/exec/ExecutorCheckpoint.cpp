@@ -144,8 +144,6 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
   if (midStep())
     ready = invalidState("checkpoint_save inside a step; save after step() and before the next "
                          "pre_forward");
-  if (ready && topo_.stageDim >= 0)
-    ready = unsupported("checkpoint_save of a plan with pipeline stages is not supported yet");
   for (const ParamRt &p : params_)
     if (ready && !p.bound)
       ready = invalidState("checkpoint_save: param '" + p.name + "' is not bound");
@@ -313,8 +311,6 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
 Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {
   Status ready =
       midStep() ? invalidState("checkpoint_load inside a step; load between steps") : synchronize();
-  if (ready && topo_.stageDim >= 0)
-    ready = unsupported("checkpoint_load of a plan with pipeline stages is not supported yet");
   std::vector<ckpt::LocalBoxes> slices;
   if (ready)
     ready = localSlices(slices);

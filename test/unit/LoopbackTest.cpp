@@ -266,10 +266,18 @@ std::vector<std::pair<bool, int>> stageOrder(Schedule schedule, int stage, int s
 // forward (a Z2 plan keeps them unsharded) and each micro-batch adding its
 // share of the gradient. Then every param's values from a rank of its
 // stage, checked equal on every rank of it.
-std::vector<std::vector<float>> trainStages(const LoadedPlan &plan, int steps,
-                                            std::vector<double> *norms = nullptr,
-                                            int microBatches = 1,
-                                            Schedule schedule = Schedule::GPipe) {
+struct StageRun {
+  int steps = 3, firstStep = 0; // the gradients depend on the step's number
+  int microBatches = 1;
+  Schedule schedule = Schedule::GPipe;
+  std::string resumeFrom, saveTo;       // checkpoints loaded after binding, saved after the steps
+  std::vector<double> *norms = nullptr; // each rank's last gradient norm
+};
+
+std::vector<std::vector<float>> trainStages(const LoadedPlan &plan, const StageRun &run) {
+  const int steps = run.steps, microBatches = run.microBatches;
+  const Schedule schedule = run.schedule;
+  std::vector<double> *norms = run.norms;
   const int n = plan.numParams();
   const int groups = plan.root().hook_groups()->size();
   const int stages = std::max(1, plan.root().mesh()->num_stages());
@@ -289,6 +297,10 @@ std::vector<std::vector<float>> trainStages(const LoadedPlan &plan, int steps,
       ASSERT_TRUE(
           ex.bindParam(plan.param(i).name()->str(), v.data(), static_cast<int64_t>(v.size()))
               .isOk());
+    }
+    if (!run.resumeFrom.empty()) {
+      Status s = ex.loadCheckpoint(run.resumeFrom, nullptr);
+      ASSERT_TRUE(s.isOk()) << "rank " << rank << ": " << s.message();
     }
     // Micro-batch shares of 1/2^k add up to the whole gradient exactly.
     const float share = 1.0f / static_cast<float>(microBatches);
@@ -314,7 +326,7 @@ std::vector<std::vector<float>> trainStages(const LoadedPlan &plan, int steps,
     auto onStage = [&](int g) {
       return plan.root().hook_groups()->Get(g)->pipeline_stage() == stage;
     };
-    for (int step = 0; step < steps; ++step) {
+    for (int step = run.firstStep; step < run.firstStep + steps; ++step) {
       for (auto [forward, j] : stageOrder(schedule, stage, stages, microBatches)) {
         if (forward) {
           for (int g = 0; g < groups; ++g)
@@ -365,6 +377,10 @@ std::vector<std::vector<float>> trainStages(const LoadedPlan &plan, int steps,
     ASSERT_TRUE(ex.gradNorm(norm).isOk());
     if (norms)
       (*norms)[static_cast<size_t>(rank)] = norm.total;
+    if (!run.saveTo.empty()) {
+      Status s = ex.saveCheckpoint(run.saveTo, run.firstStep + steps);
+      ASSERT_TRUE(s.isOk()) << "rank " << rank << ": " << s.message();
+    }
     for (int i = 0; i < n; ++i) {
       if (!mine(i))
         continue;
@@ -389,7 +405,9 @@ TEST(Loopback, PipelineStagesEndWhereOneRankEnds) {
   std::unique_ptr<LoadedPlan> one = loadPlan(tinyPlan("1"));
   ASSERT_TRUE(one);
   std::vector<double> oneNorm;
-  const std::vector<std::vector<float>> want = trainStages(*one, 3, &oneNorm);
+  StageRun oneRun;
+  oneRun.norms = &oneNorm;
+  const std::vector<std::vector<float>> want = trainStages(*one, oneRun);
   ASSERT_GT(oneNorm[0], 0);
   for (int i = 0; i < one->numParams(); ++i)
     ASSERT_NE(want[static_cast<size_t>(i)][0], 10 * valueOf(i, -1, 0)) << "did not train";
@@ -398,7 +416,9 @@ TEST(Loopback, PipelineStagesEndWhereOneRankEnds) {
     ASSERT_TRUE(plan);
     ASSERT_GT(plan->root().mesh()->num_stages(), 1);
     std::vector<double> norms;
-    const std::vector<std::vector<float>> got = trainStages(*plan, 3, &norms);
+    StageRun run;
+    run.norms = &norms;
+    const std::vector<std::vector<float>> got = trainStages(*plan, run);
     ASSERT_EQ(got.size(), want.size());
     for (double norm : norms)
       EXPECT_NEAR(norm, oneNorm[0], 1e-12 * oneNorm[0]) << mesh;
@@ -414,12 +434,15 @@ TEST(Loopback, PipelineStagesEndWhereOneRankEnds) {
 TEST(Loopback, PipelineSchedulesEndWhereOneRankEnds) {
   std::unique_ptr<LoadedPlan> one = loadPlan(tinyPlan("1"));
   ASSERT_TRUE(one);
-  const std::vector<std::vector<float>> want = trainStages(*one, 3);
+  const std::vector<std::vector<float>> want = trainStages(*one, {});
   for (const char *mesh : {"pp4-z2", "pp2-shard2-z2"})
     for (Schedule schedule : {Schedule::GPipe, Schedule::OneFOneB}) {
       std::unique_ptr<LoadedPlan> plan = stagePlan(mesh);
       ASSERT_TRUE(plan);
-      const std::vector<std::vector<float>> got = trainStages(*plan, 3, nullptr, 4, schedule);
+      StageRun run;
+      run.microBatches = 4;
+      run.schedule = schedule;
+      const std::vector<std::vector<float>> got = trainStages(*plan, run);
       for (size_t i = 0; i < want.size(); ++i)
         EXPECT_EQ(got[i], want[i]) << mesh << (schedule == Schedule::GPipe ? " GPipe: " : " 1F1B: ")
                                    << one->param(static_cast<int>(i)).name()->str();
@@ -433,8 +456,7 @@ TEST(Loopback, PipelineSchedulesEndWhereOneRankEnds) {
   EXPECT_EQ(stageOrder(Schedule::OneFOneB, 3, 4, 4)[1], std::make_pair(false, 0));
 }
 
-// A rank refuses another stage's params and hooks by name, and checkpoints
-// of a pipeline plan are refused (not yet supported) on every rank together.
+// A rank refuses another stage's params and hooks by name.
 TEST(Loopback, AnotherStagesParamsAndHooksAreRefused) {
   std::unique_ptr<LoadedPlan> plan = stagePlan("pp2");
   ASSERT_TRUE(plan);
@@ -466,7 +488,50 @@ TEST(Loopback, AnotherStagesParamsAndHooksAreRefused) {
         << s.message();
     float *g = nullptr;
     EXPECT_EQ(ex.gradView(param, &g).code(), DMUON_ERROR_INVALID_ARGUMENT);
-    s = ex.saveCheckpoint(::testing::TempDir() + "/pp-ckpt-" + std::to_string(rank), 0);
-    EXPECT_EQ(s.code(), DMUON_ERROR_UNSUPPORTED) << s.message();
   });
+}
+
+// A checkpoint saved on stages resumes on other stages and on no stages:
+// every param's state is saved once, by its stage's ranks, and re-assembled
+// from the shards that hold it. pp=2,dp_shard=2 saves after 2 steps; pp=4,
+// one rank and 2x2 resume for 2 more, as does pp=4 from a one-rank save;
+// each ends where 4 uninterrupted steps on one rank end.
+TEST(Loopback, PipelineCheckpointsResumeOnAnotherPp) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "dmuon-pp-checkpoints";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::unique_ptr<LoadedPlan> one = loadPlan(tinyPlan("1"));
+  ASSERT_TRUE(one);
+  StageRun whole;
+  whole.steps = 4;
+  const std::vector<std::vector<float>> want = trainStages(*one, whole);
+  auto saveOn = [&](const LoadedPlan &plan, const std::string &name) {
+    StageRun first;
+    first.steps = 2;
+    first.saveTo = (dir / name).string();
+    trainStages(plan, first);
+    return first.saveTo;
+  };
+  auto resumeOn = [&](const LoadedPlan &plan, const std::string &from) {
+    StageRun rest;
+    rest.steps = 2;
+    rest.firstStep = 2;
+    rest.resumeFrom = from;
+    return trainStages(plan, rest);
+  };
+  std::unique_ptr<LoadedPlan> pp2 = stagePlan("pp2-shard2"), pp4 = stagePlan("pp4");
+  std::unique_ptr<LoadedPlan> hsdp = loadPlan(tinyPlan("2x2"));
+  ASSERT_TRUE(pp2 && pp4 && hsdp);
+  const std::string fromStages = saveOn(*pp2, "pp2");
+  for (const LoadedPlan *plan : {pp4.get(), one.get(), hsdp.get()}) {
+    const std::vector<std::vector<float>> got = resumeOn(*plan, fromStages);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(got[i], want[i]) << "pp=2,dp_shard=2 -> world " << plan->worldSize() << ": "
+                                 << one->param(static_cast<int>(i)).name()->str();
+  }
+  const std::vector<std::vector<float>> got = resumeOn(*pp4, saveOn(*one, "one"));
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got[i], want[i]) << "1 -> pp=4: " << one->param(static_cast<int>(i)).name()->str();
+  std::filesystem::remove_all(dir);
 }
