@@ -80,8 +80,19 @@ public:
     return info;
   }
   double qkClipTau() const { return dmuon_plan_qk_clip_tau(plan_); }
+  // Pipeline stages: one, 0, without a pp dim.
+  int numStages() const { return dmuon_plan_num_stages(plan_); }
+  int rankStage(int rank) const { return stageOf(dmuon_plan_rank_stage, rank); }
+  int paramStage(int index) const { return stageOf(dmuon_plan_param_stage, index); }
+  int hookGroupStage(int g) const { return stageOf(dmuon_plan_hook_group_stage, g); }
 
 private:
+  int stageOf(dmuon_status_t (*query)(dmuon_plan_t, int, int *), int index) const {
+    int stage = 0;
+    check(query(plan_, index, &stage));
+    return stage;
+  }
+
   dmuon_plan_t plan_ = nullptr;
 };
 

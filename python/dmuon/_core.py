@@ -168,6 +168,26 @@ class Plan:
                                           ctypes.byref(s)))
         return ParamSlice(tuple(s.shape[:s.ndim]), tuple(s.offset[:s.ndim]), s.numel)
 
+    # Pipeline stages (docs/runtime.md, "Pipeline stages"): one stage, 0,
+    # in a plan without a pp dim.
+    @property
+    def num_stages(self):
+        return lib.dmuon_plan_num_stages(self._handle)
+
+    def _stage(self, query, index):
+        out = ctypes.c_int()
+        _check(query(self._handle, index, ctypes.byref(out)))
+        return out.value
+
+    def rank_stage(self, rank):
+        return self._stage(lib.dmuon_plan_rank_stage, rank)
+
+    def param_stage(self, param):
+        return self._stage(lib.dmuon_plan_param_stage, self.find_param(param))
+
+    def hook_group_stage(self, group):
+        return self._stage(lib.dmuon_plan_hook_group_stage, group)
+
     @property
     def num_qk_clip_pairs(self):
         return lib.dmuon_plan_num_qk_clip_pairs(self._handle)

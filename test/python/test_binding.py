@@ -65,6 +65,9 @@ def check_plan(path):
     check(bool(muon) and all(p.hook_group >= 0 for p in muon), "Muon params have hook groups")
     check(plan.find_param(muon[0].name) == muon[0].index, "find_param by name")
     raises(dmuon.ERROR_INVALID_ARGUMENT, "no.such.param", plan.find_param, "no.such.param")
+    check(plan.num_stages == 1 and plan.rank_stage(0) == 0 and plan.param_stage(0) == 0
+          and plan.hook_group_stage(0) == 0, "one stage, 0, without a pp dim")
+    raises(dmuon.ERROR_INVALID_ARGUMENT, "rank 1 is out of range", plan.rank_stage, 1)
     raises(dmuon.ERROR_INVALID_PLAN, "too small", dmuon.Plan, b"garbage")
     corrupt = bytearray(data)
     corrupt[len(corrupt) // 2] ^= 0xFF

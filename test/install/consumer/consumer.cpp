@@ -16,6 +16,11 @@ int main(int argc, char **argv) {
     std::printf("libdmuon %d.%d.%d: %s: fingerprint 0x%016" PRIx64 ", %d ranks, %d params\n",
                 major, minor, patch, argv[1], plan.fingerprint(), plan.worldSize(),
                 plan.numParams());
+    // A plan without a pp dim is one stage, 0, on every rank.
+    if (plan.numStages() != 1 || plan.rankStage(0) != 0 || plan.paramStage(0) != 0) {
+      std::fprintf(stderr, "consumer_cpp: %s: expected one pipeline stage\n", argv[1]);
+      return 1;
+    }
   } catch (const dmuon::Error &e) {
     std::fprintf(stderr, "consumer_cpp: %s\n", e.what());
     return 1;
