@@ -4,6 +4,7 @@
 // own lr scale; the 4-
 // and 2x2-rank runs bit-identical to the 1-rank run; the NS flops each rank
 // counts equal to the plan's.
+#include "OptimizerReferences.h"
 #include "SliceTraining.h"
 #include "kernels/cpu/MuonKernels.h"
 
@@ -45,27 +46,6 @@ std::vector<BlockView> blocksOf(const dmuon::plan::Param &p, bool split) {
     at += size;
   }
   return out;
-}
-
-// NorMuon's normalization in double (its paper): each row by the root of
-// its running mean square, then the whole at the input's Frobenius norm.
-void normalizeRows(std::vector<double> &o, std::vector<double> &v, int64_t rows, int64_t cols,
-                   double beta2) {
-  double before = 0, after = 0;
-  for (double x : o)
-    before += x * x;
-  for (int64_t r = 0; r < rows; ++r) {
-    double mean = 0;
-    for (int64_t c = 0; c < cols; ++c)
-      mean += o[r * cols + c] * o[r * cols + c] / static_cast<double>(cols);
-    v[r] = beta2 * v[r] + (1 - beta2) * mean;
-    for (int64_t c = 0; c < cols; ++c)
-      o[r * cols + c] /= std::sqrt(v[r]) + 1e-10;
-  }
-  for (double x : o)
-    after += x * x;
-  for (double &x : o)
-    x *= std::sqrt(before) / (std::sqrt(after) + 1e-10);
 }
 
 // NS by the CPU kernel Muon runs, on the momentum as its kernel forms it
@@ -122,7 +102,7 @@ std::vector<double> byHand(const LoadedPlan &plan, int i, int steps, bool split)
       }
       if (normuon) {
         std::vector<double> vb(v.begin() + b * rows, v.begin() + (b + 1) * rows);
-        normalizeRows(o, vb, rows, cols, od.normuon_beta2());
+        dmuon::ref::normuonReference(o, vb, rows, cols, od.normuon_beta2());
         std::copy(vb.begin(), vb.end(), v.begin() + b * rows);
       }
       for (const BlockView &blk : blocks) {

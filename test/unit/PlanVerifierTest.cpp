@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 
 #include <cstdio>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,14 +19,31 @@ using namespace dmuon::plan_test;
 
 namespace {
 
+// A corruption of a written plan (through the mutable API) and what the
+// verifier must say of it.
+struct Mutation {
+  const char *expect;
+  bool (*mutate)(plan::Plan &);
+};
+
+// Each mutation on a fresh copy of `model`'s plan, restamped: the verifier's
+// message contains the mutation's.
+void expectEachRefused(const PlanModel &model, std::span<const Mutation> cases) {
+  for (const Mutation &c : cases) {
+    std::vector<uint8_t> b = writePlan(model);
+    ASSERT_TRUE(c.mutate(*mutablePlan(b))) << "field not present for: " << c.expect;
+    restamp(b);
+    std::string e = verify(b);
+    EXPECT_TRUE(contains(e, c.expect)) << "expected: " << c.expect << "\n     got: " << e;
+  }
+}
+
 TEST(PlanRoundTrip, SemanticChecks) {
-  struct Case {
-    const char *expect;
-    bool (*mutate)(plan::Plan &);
-  };
-  const Case cases[] = {
+  const Mutation cases[] = {
       {"param 'layers.0.q.weight': owner_shard 9 out of range (mesh has 4 shards)",
-       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(0)->mutate_owner_shard(9); }},
+       [](plan::Plan &p) {
+         return p.mutable_params()->GetMutableObject(0)->mutate_owner_shard(9);
+       }},
       {"param 'layers.0.q.weight': owner_rank 6 is not the rank 5 of its owner slot (1,1)",
        [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(0)->mutate_owner_rank(6); }},
       {"param 'layers.0.q.weight': owner_rank 8 out of range (world size 8)",
@@ -37,13 +55,22 @@ TEST(PlanRoundTrip, SemanticChecks) {
       {"param 'layers.0.up.weight': comm_group 3 out of range",
        [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_comm_group(3); }},
       {"param 'layers.0.up.weight': gather_mesh_dim 3 out of range (mesh has 3 dims)",
-       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_mesh_dim(3); }},
+       [](plan::Plan &p) {
+         return p.mutable_params()->GetMutableObject(2)->mutate_gather_mesh_dim(3);
+       }},
       {"param 'layers.0.up.weight': gather_mesh_dim 1 is a data-parallel mesh dim",
-       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_mesh_dim(1); }},
-      {"param 'layers.0.up.weight': gather_tensor_dim 1 is not the tensor dim its gather mesh dim 2 shards",
-       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_gather_tensor_dim(1); }},
+       [](plan::Plan &p) {
+         return p.mutable_params()->GetMutableObject(2)->mutate_gather_mesh_dim(1);
+       }},
+      {"param 'layers.0.up.weight': gather_tensor_dim 1 is not the tensor dim its gather mesh dim "
+       "2 shards",
+       [](plan::Plan &p) {
+         return p.mutable_params()->GetMutableObject(2)->mutate_gather_tensor_dim(1);
+       }},
       {"param 'layers.0.up.weight': compute_index 1 out of range (gather mesh dim 2 has size 1)",
-       [](plan::Plan &p) { return p.mutable_params()->GetMutableObject(2)->mutate_compute_index(1); }},
+       [](plan::Plan &p) {
+         return p.mutable_params()->GetMutableObject(2)->mutate_compute_index(1);
+       }},
       {"param 'layers.0.q.weight': local_shape dim 0 is 48, expected 64 (the largest chunk of "
        "its size 64 over the model-parallel mesh dims that shard it)",
        [](plan::Plan &p) {
@@ -53,7 +80,9 @@ TEST(PlanRoundTrip, SemanticChecks) {
       {"mesh world_size is 16 but its dims multiply to 8",
        [](plan::Plan &p) { return p.mutable_mesh()->mutate_world_size(16); }},
       {"mesh dim 'dp_shard' has size 0",
-       [](plan::Plan &p) { return p.mutable_mesh()->mutable_dims()->GetMutableObject(1)->mutate_size(0); }},
+       [](plan::Plan &p) {
+         return p.mutable_mesh()->mutable_dims()->GetMutableObject(1)->mutate_size(0);
+       }},
       {"mesh num_shards is 3, expected 4",
        [](plan::Plan &p) { return p.mutable_mesh()->mutate_num_shards(3); }},
       {"mesh shard_dim 3 out of range",
@@ -102,13 +131,7 @@ TEST(PlanRoundTrip, SemanticChecks) {
          return p.mutable_params()->GetMutableObject(1)->mutate_dtype(static_cast<plan::DType>(7));
        }},
   };
-  for (const Case &c : cases) {
-    std::vector<uint8_t> b = writePlan(makeModel());
-    ASSERT_TRUE(c.mutate(*mutablePlan(b))) << "field not present for: " << c.expect;
-    restamp(b);
-    std::string e = verify(b);
-    EXPECT_TRUE(contains(e, c.expect)) << "expected: " << c.expect << "\n     got: " << e;
-  }
+  expectEachRefused(makeModel(), cases);
 }
 
 // QK-Clip (format 1.2): a grouped-query pair (query layers.0.up.weight, 8
@@ -143,36 +166,23 @@ TEST(PlanRoundTrip, QkClipPairs) {
                           "\"heads\": 8, \"key_heads\": 4, \"head_dim\": 16}"))
       << j;
 
-  struct Case {
-    const char *expect;
-    bool (*mutate)(plan::Plan &);
-  };
-  const Case cases[] = {
-      {"options.qk_clip_tau is 0", [](plan::Plan &pl) {
-         return pl.mutable_options()->mutate_qk_clip_tau(0);
-       }},
-      {"qk_clip pair #0: query 3 out of range (plan has 3 params)", [](plan::Plan &pl) {
-         return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_query(3);
-       }},
-      {"qk_clip pair #0: query and key are both param #2", [](plan::Plan &pl) {
-         return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_key(2);
-       }},
-      {"qk_clip pair #0: heads 6, key_heads 4, head_dim 16", [](plan::Plan &pl) {
-         return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_heads(6);
-       }},
+  const Mutation cases[] = {
+      {"options.qk_clip_tau is 0",
+       [](plan::Plan &pl) { return pl.mutable_options()->mutate_qk_clip_tau(0); }},
+      {"qk_clip pair #0: query 3 out of range (plan has 3 params)",
+       [](plan::Plan &pl) { return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_query(3); }},
+      {"qk_clip pair #0: query and key are both param #2",
+       [](plan::Plan &pl) { return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_key(2); }},
+      {"qk_clip pair #0: heads 6, key_heads 4, head_dim 16",
+       [](plan::Plan &pl) { return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_heads(6); }},
       {"qk_clip pair #0: param 'layers.0.up.weight' has 128 rows, not 8 heads x 8",
-       [](plan::Plan &pl) { return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_head_dim(8); }},
-      {"qk_clip pair #0: param 'layers.0.norm.weight' is not a 2-D Muon matrix", [](plan::Plan &pl) {
-         return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_key(1);
+       [](plan::Plan &pl) {
+         return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_head_dim(8);
        }},
+      {"qk_clip pair #0: param 'layers.0.norm.weight' is not a 2-D Muon matrix",
+       [](plan::Plan &pl) { return pl.mutable_qk_clip()->GetMutableObject(0)->mutate_key(1); }},
   };
-  for (const Case &c : cases) {
-    std::vector<uint8_t> b = writePlan(model());
-    ASSERT_TRUE(c.mutate(*mutablePlan(b))) << "field not present for: " << c.expect;
-    restamp(b);
-    std::string e = verify(b);
-    EXPECT_TRUE(contains(e, c.expect)) << "expected: " << c.expect << "\n     got: " << e;
-  }
+  expectEachRefused(model(), cases);
 }
 
 TEST(PlanRoundTrip, SlotLoadCountChecked) {
@@ -485,11 +495,7 @@ TEST(PlanRoundTrip, MatrixBlocks) {
   std::string t = planfile::printText(*p);
   EXPECT_TRUE(contains(t, " blocks=rows:[64,32,32] blocks_from=manifest_split ")) << t;
 
-  struct Case {
-    const char *expect;
-    bool (*mutate)(plan::Plan &);
-  };
-  const Case cases[] = {
+  const Mutation cases[] = {
       {"param 'layers.0.up.weight''s blocks sum to 96 rows, not its 128",
        [](plan::Plan &pl) {
          pl.mutable_params()->GetMutableObject(2)->mutable_block_sizes()->Mutate(0, 32);
@@ -515,11 +521,5 @@ TEST(PlanRoundTrip, MatrixBlocks) {
              plan::MatrixOptimizer::soap);
        }},
   };
-  for (const Case &c : cases) {
-    std::vector<uint8_t> b = writePlan(model());
-    ASSERT_TRUE(c.mutate(*mutablePlan(b))) << "field not present for: " << c.expect;
-    restamp(b);
-    std::string e = verify(b);
-    EXPECT_TRUE(contains(e, c.expect)) << "expected: " << c.expect << "\n     got: " << e;
-  }
+  expectEachRefused(model(), cases);
 }
