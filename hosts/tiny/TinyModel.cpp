@@ -186,12 +186,38 @@ Model::Model(const Config &cfg, int64_t batch) : cfg_(cfg), batch_(batch) {
 
 float Model::forward(ParamAccess &access, const float *x, const float *t,
                      int64_t microBatches) {
-  const int64_t B = batch_, I = cfg_.inDim, D = cfg_.dim, H = cfg_.hidden, O = cfg_.outDim;
-  access.beforeLayerForward(kEmbedModule);
-  gemm(false, true, B, D, I, x, I, access.param("embed.weight"), I, 0.0f, h_[0].data(), D);
-  access.afterLayerForward(kEmbedModule);
+  return forwardModules(access, kEmbedModule, headModule(cfg_), x, t, microBatches);
+}
 
-  for (int64_t l = 0; l < cfg_.layers; ++l) {
+void Model::checkRange(int first, int last) const {
+  if (first < kEmbedModule || last > headModule(cfg_) || first > last)
+    throw std::invalid_argument("tiny::Model: modules " + std::to_string(first) + ".." +
+                                std::to_string(last) + " are not a run of the model's");
+}
+
+const float *Model::hidden(int l) const {
+  if (l < 0 || l > cfg_.layers)
+    throw std::out_of_range("tiny::Model: no residual stream h_" + std::to_string(l));
+  return h_[static_cast<size_t>(l)].data();
+}
+
+float Model::forwardModules(ParamAccess &access, int first, int last, const float *in,
+                            const float *t, int64_t microBatches) {
+  checkRange(first, last);
+  if (microBatches < 1)
+    throw std::invalid_argument("tiny::Model: microBatches must be positive");
+  const int64_t B = batch_, I = cfg_.inDim, D = cfg_.dim, H = cfg_.hidden, O = cfg_.outDim;
+  if (first == kEmbedModule) {
+    access.beforeLayerForward(kEmbedModule);
+    gemm(false, true, B, D, I, in, I, access.param("embed.weight"), I, 0.0f, h_[0].data(), D);
+    access.afterLayerForward(kEmbedModule);
+  } else {
+    // The stage's input: the residual stream the stage before computed.
+    std::copy(in, in + B * D, h_[static_cast<size_t>(first)].begin());
+  }
+
+  const int64_t lastLayer = std::min<int64_t>(last, cfg_.layers - 1);
+  for (int64_t l = std::max(first, 0); l <= lastLayer; ++l) {
     const LayerNames names = layerNames(l);
     const int li = static_cast<int>(l);
     access.beforeLayerForward(li);
@@ -227,6 +253,8 @@ float Model::forward(ParamAccess &access, const float *x, const float *t,
   }
 
   const int head = headModule(cfg_);
+  if (last != head)
+    return 0.0f;
   access.beforeLayerForward(head);
   gemm(false, true, B, O, D, h_[static_cast<size_t>(cfg_.layers)].data(), D,
        access.param("head.weight"), D, 0.0f, y_.data(), O);
@@ -251,17 +279,29 @@ float Model::forwardBackward(ParamAccess &access, const float *x, const float *t
   if (microBatches < 1)
     throw std::invalid_argument("tiny::Model: microBatches must be positive");
   const float loss = forward(access, x, t, microBatches);
+  backwardModules(access, kEmbedModule, headModule(cfg_), x, nullptr);
+  return loss;
+}
+
+const float *Model::backwardModules(ParamAccess &access, int first, int last, const float *x,
+                                    const float *dOut) {
+  checkRange(first, last);
   const int64_t B = batch_, I = cfg_.inDim, D = cfg_.dim, H = cfg_.hidden, O = cfg_.outDim;
   const size_t L = static_cast<size_t>(cfg_.layers);
 
-  // head: y = h_L · headᵀ
   const int head = headModule(cfg_);
-  access.beforeLayerBackward(head);
-  gemm(true, false, O, D, B, dy_.data(), O, h_[L].data(), D, 1.0f, access.grad("head.weight"), D);
-  gemm(false, false, B, D, O, dy_.data(), O, access.param("head.weight"), D, 0.0f, dh_.data(), D);
-  access.afterLayerBackward(head);
+  if (last == head) {
+    // head: y = h_L · headᵀ
+    access.beforeLayerBackward(head);
+    gemm(true, false, O, D, B, dy_.data(), O, h_[L].data(), D, 1.0f, access.grad("head.weight"), D);
+    gemm(false, false, B, D, O, dy_.data(), O, access.param("head.weight"), D, 0.0f, dh_.data(), D);
+    access.afterLayerBackward(head);
+  } else {
+    // The gradient of the stage's output, from the stage after.
+    std::copy(dOut, dOut + B * D, dh_.begin());
+  }
 
-  for (int64_t l = cfg_.layers - 1; l >= 0; --l) {
+  for (int64_t l = std::min<int64_t>(last, cfg_.layers - 1); l >= std::max(first, 0); --l) {
     const LayerNames names = layerNames(l);
     const int li = static_cast<int>(l);
     access.beforeLayerBackward(li);
@@ -316,11 +356,13 @@ float Model::forwardBackward(ParamAccess &access, const float *x, const float *t
     access.afterLayerBackward(li);
   }
 
+  if (first != kEmbedModule)
+    return dh_.data();
   // embed: h_0 = x · embedᵀ
   access.beforeLayerBackward(kEmbedModule);
   gemm(true, false, D, I, B, dh_.data(), D, x, I, 1.0f, access.grad("embed.weight"), I);
   access.afterLayerBackward(kEmbedModule);
-  return loss;
+  return nullptr;
 }
 
 // ------------------------------------------------------------ param store

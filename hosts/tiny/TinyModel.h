@@ -101,11 +101,32 @@ public:
   // Forward only (loss of a batch).
   float loss(ParamAccess &access, const float *x, const float *t);
 
+  // A pipeline stage's share of one micro-batch: the contiguous run of
+  // modules first..last (kEmbedModule..headModule) only, with the same
+  // arithmetic as forwardBackward, so a pipelined host computes what one
+  // process computes. `in` is x when the run starts at embed, else the
+  // residual stream h_first [batch, D] from the stage before; without the
+  // head the output is hidden(last + 1), with it the loss is returned (0
+  // otherwise) and t is read; microBatches scales the gradient as in
+  // forwardBackward. One Model holds one micro-batch's activations from its
+  // forward to its backward.
+  float forwardModules(ParamAccess &access, int first, int last, const float *in, const float *t,
+                       int64_t microBatches = 1);
+  // Backward of the same run: dOut is d loss / d h_last+1 [batch, D] from the
+  // stage after (unread when the run ends with the head), x the input (read
+  // when it starts at embed). Accumulates the params' gradients and returns
+  // d loss / d h_first (valid until the next call), nullptr from embed.
+  const float *backwardModules(ParamAccess &access, int first, int last, const float *x,
+                               const float *dOut);
+  // The residual stream h_l [batch, D] (l in 0..L) of the last forward.
+  const float *hidden(int l) const;
+
   const Config &config() const { return cfg_; }
   int64_t batch() const { return batch_; }
 
 private:
   float forward(ParamAccess &access, const float *x, const float *t, int64_t microBatches);
+  void checkRange(int first, int last) const;
 
   Config cfg_;
   int64_t batch_;

@@ -1,8 +1,9 @@
 // The runs mpi_test.cpp compares: one 10-step run of the tiny host through
 // libdmuon on every rank (Distributed: set-up, the host route's params, the
 // I1-I4 and counter checks per step) and the single-process reference on
-// the full global batch. Included by mpi_test.cpp only; its names live in
-// that file's anonymous namespace.
+// the full global batch. Included by mpi_test.cpp and pipeline_test.cpp (the
+// reference, the options, the tolerances); its names live in the including
+// file's anonymous namespace.
 #ifndef DMUON_TEST_DISTRIBUTED_TINYRUNS_H
 #define DMUON_TEST_DISTRIBUTED_TINYRUNS_H
 
@@ -51,7 +52,8 @@ struct Mesh {
   std::string text;
 };
 
-Mesh parseMesh(const std::string &s) {
+// inline: pipeline_test.cpp reads its mesh from the plan instead.
+inline Mesh parseMesh(const std::string &s) {
   Mesh m;
   m.text = s;
   auto x = s.find('x');
