@@ -255,7 +255,7 @@ std::pair<int64_t, double> worstRefreshStep(const std::vector<Refresh> &refreshe
   return {step, worst};
 }
 
-std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh) {
+std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh, int64_t stage) {
   auto d = std::make_unique<PlanDigest>();
   const int64_t G = mesh.shardDim >= 0 ? mesh.dims[static_cast<size_t>(mesh.shardDim)] : 1;
   const size_t n = p.hook_groups() ? p.hook_groups()->size() : 0;
@@ -267,6 +267,8 @@ std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh
       const double vb = el * static_cast<double>(common::dtypeBytes(q->dtype()));
       if (q->route() == plan::Route::host)
         continue; // the host's own
+      if (stage >= 0 && q->pipeline_stage() != stage)
+        continue;
       d->elements += el;
       d->valueBytes += vb;
       if (q->role() == plan::Role::muon) {
@@ -294,7 +296,7 @@ std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh
     }
   for (size_t g = 0; g < n; ++g) {
     const plan::HookGroup *hg = p.hook_groups()->Get(static_cast<unsigned>(g));
-    if (!hg->segments())
+    if (!hg->segments() || (stage >= 0 && hg->pipeline_stage() != stage))
       continue;
     for (const plan::Segment *seg : *hg->segments()) {
       PlanDigest::Group &grp = d->groups[g];
@@ -362,6 +364,20 @@ ComputeSplit splitCompute(const plan::Plan &p, const Cluster &c) {
 }
 
 // ------------------------------------------------------------- programs
+
+void restrictToStage(Program &prog, const plan::Plan &p, int64_t stage, int64_t stages) {
+  if (!p.hook_groups() || p.hook_groups()->size() != prog.groups.size())
+    return; // the pseudo-group of a plan without hook groups: no stages to tell apart
+  std::vector<GroupWork> kept;
+  for (size_t g = 0; g < prog.groups.size(); ++g)
+    if (p.hook_groups()->Get(static_cast<unsigned>(g))->pipeline_stage() == stage) {
+      GroupWork w = std::move(prog.groups[g]);
+      w.forward *= static_cast<double>(stages);
+      w.backward *= static_cast<double>(stages);
+      kept.push_back(std::move(w));
+    }
+  prog.groups = std::move(kept);
+}
 
 namespace {
 
