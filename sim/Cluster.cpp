@@ -432,17 +432,17 @@ void ClusterParser::parsePipeline(const toml::table &t) {
     else
       error(locOf(*n), "'schedule' in [pipeline] must be \"1f1b\" or \"gpipe\"");
   }
-  // The schedule is simulated op by op: a million micro-batches per stage
-  // is far past any batch and still quick.
-  const std::pair<const char *, int64_t *> ints[] = {{"micro_batches", &pc.microBatches},
-                                                     {"hidden_size", &pc.hiddenSize}};
-  for (const auto &[key, into] : ints)
+  const struct {
+    const char *key;
+    int64_t max, *into;
+  } ints[] = {{"micro_batches", kMaxMicroBatches, &pc.microBatches},
+              {"hidden_size", kMaxHiddenSize, &pc.hiddenSize}};
+  for (const auto &[key, max, into] : ints)
     if (const toml::node *n = t.get(key)) {
       const auto *i = n->as_integer();
-      if (!i || i->get() < 1 || i->get() > 1000000)
-        error(locOf(*n), "'" + llvm::Twine(key) +
-                             "' in [pipeline] must be an integer from 1 to "
-                             "1000000");
+      if (!i || i->get() < 1 || i->get() > max)
+        error(locOf(*n), "'" + llvm::Twine(key) + "' in [pipeline] must be an integer from 1 to " +
+                             std::to_string(max));
       else
         *into = i->get();
     }

@@ -83,6 +83,12 @@ struct Workload {
 enum class PipelineSchedule { OneFOneB, GPipe };
 const char *pipelineScheduleName(PipelineSchedule s); // "1f1b", "gpipe"
 
+// The schedule is simulated op by op, two per micro-batch and stage: 65536
+// micro-batches is far past any batch (Llama 3's 16M tokens of 8K sequences
+// are 2048) and still milliseconds on a few stages.
+inline constexpr int64_t kMaxMicroBatches = 65536;
+inline constexpr int64_t kMaxHiddenSize = int64_t(1) << 20;
+
 struct PipelineConfig {
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   // 0: 4 x the plan's stages, the bubble (P-1)/(5P-1) below a fifth (the

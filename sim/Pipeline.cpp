@@ -43,11 +43,14 @@ ScheduleRun runSchedule(PipelineSchedule s, int64_t microBatches,
   std::vector<double> busyUntil(static_cast<size_t>(P), 0);
   out.inFlight.assign(static_cast<size_t>(P), 0);
   std::vector<int64_t> live(static_cast<size_t>(P), 0);
-  // Each pass runs every stage's ops whose inputs are ready; both schedules
-  // are deadlock-free, so every pass makes progress (at most 2·M·P passes).
-  for (bool progressed = true; progressed;) {
+  // Each pass runs every stage's ops whose inputs are ready, the stages in
+  // ascending order on even passes (forwards flow down the pipeline in one)
+  // and descending on odd ones (backwards flow up in one); both schedules
+  // are deadlock-free, so every pass makes progress.
+  for (bool progressed = true, down = true; progressed; down = !down) {
     progressed = false;
-    for (int64_t k = 0; k < P; ++k) {
+    for (int64_t j = 0; j < P; ++j) {
+      const int64_t k = down ? j : P - 1 - j;
       const size_t ks = static_cast<size_t>(k);
       const StageCost &cost = stages[ks];
       while (next[ks] < order[ks].size()) {

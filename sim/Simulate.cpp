@@ -278,7 +278,8 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
   if (P > 1) {
     pr.stages = P;
     pr.schedule = c.pipeline.schedule;
-    pr.microBatches = c.pipeline.microBatches > 0 ? c.pipeline.microBatches : 4 * P;
+    pr.microBatches =
+        c.pipeline.microBatches > 0 ? c.pipeline.microBatches : std::min(4 * P, kMaxMicroBatches);
     pr.hiddenSize = c.pipeline.hiddenSize > 0 ? c.pipeline.hiddenSize : inferHiddenSize(p);
     if (c.workload.kind == Workload::Kind::Flops)
       pr.tokensPerMicroBatch =
