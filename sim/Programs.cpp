@@ -110,6 +110,10 @@ bool runsNs(const plan::Param &q, const MeshView &mesh, const std::vector<int64_
     for (int d : *q.data_dims())
       if (d >= 0 && d < static_cast<int>(mesh.dims.size()))
         dims.push_back(d);
+  // owner_rank has every other dim at 0, the stage dim at the param's stage
+  // (1.9): a rank of another stage never steps it.
+  if (mesh.stageDim >= 0)
+    dims.push_back(mesh.stageDim);
   for (int d : dims)
     if (coord[static_cast<size_t>(d)] != owner[static_cast<size_t>(d)])
       return false;
@@ -132,13 +136,15 @@ double rankNsSeconds(const plan::Plan &p, const MeshView &mesh, const Cluster &c
   return seconds;
 }
 
-// NS on every Muon matrix (the naive baselines).
+// NS on every Muon matrix (the naive baselines): of the digest's stage, when
+// it has one.
 double allNsSeconds(const plan::Plan &p, const PlanDigest &d, const Cluster &c) {
   if (c.device.nsTable.empty() || !p.params())
     return d.muonNsFlops / c.device.nsFlops();
   double seconds = 0;
   for (const plan::Param *q : *p.params())
-    if (q->role() == plan::Role::muon && q->route() != plan::Route::host)
+    if (q->role() == plan::Role::muon && q->route() != plan::Route::host &&
+        (d.stage < 0 || q->pipeline_stage() == d.stage))
       seconds += nsSecondsOf(*q, c);
   return seconds;
 }
@@ -257,6 +263,7 @@ std::pair<int64_t, double> worstRefreshStep(const std::vector<Refresh> &refreshe
 
 std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh, int64_t stage) {
   auto d = std::make_unique<PlanDigest>();
+  d->stage = stage;
   const int64_t G = mesh.shardDim >= 0 ? mesh.dims[static_cast<size_t>(mesh.shardDim)] : 1;
   const size_t n = p.hook_groups() ? p.hook_groups()->size() : 0;
   d->groups.resize(n);

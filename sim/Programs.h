@@ -85,6 +85,7 @@ struct PlanDigest {
   double muonElements = 0, muonNsFlops = 0, elements = 0, valueBytes = 0;
   double ungroupedElements = 0; // replicated-route params: all-reduced at the step
   int64_t gatherSize = 1;       // comm params' gather group (model-parallel)
+  int64_t stage = -1;           // the pipeline stage digested; -1: every param
 };
 
 // SOAP's and Shampoo's refreshes (docs/optimizers.md, "Staggered

@@ -498,4 +498,26 @@ TEST(SimulatePipeline, PlanWithStagesRunsTheSchedule) {
   EXPECT_EQ(printSimulationJson(one).find("pipeline"), std::string::npos);
 }
 
+// On a plan with stages a rank refreshes (and orthogonalizes) only its own
+// stage's matrices: the owner coordinates off the stage dim match on every
+// stage, the stage coordinate tells them apart.
+TEST(SimulatePipeline, RanksRefreshOnlyTheirStagesMatrices) {
+  const std::string manifest = "[[param]]\nrepeat = 4\nprefix = \"layers.{i}.\"\n"
+                               "  [[param.param]]\n  name = \"soap.weight\"\n  shape = [128, 128]\n"
+                               "  optimizer = \"soap\"\n";
+  PlanModel model;
+  model.options.smallParamThreshold = 0;
+  std::string errors;
+  ASSERT_TRUE(unittest::compile(manifest, "pp=2,dp_shard=2", model, errors)) << errors;
+  std::vector<uint8_t> buf = writePlan(model);
+  const plan::Plan &p = *plan::GetPlan(buf.data());
+  Cluster c = unitCluster(true);
+  const MeshView mesh = MeshView::of(p, c.devicesPerNode);
+  ASSERT_EQ(mesh.P, 2);
+  size_t refreshes = 0;
+  for (int64_t r = 0; r < mesh.world; ++r)
+    refreshes += rankRefreshes(p, mesh, c, r).size();
+  EXPECT_EQ(refreshes, 4u); // each of the 4 matrices on its one owner
+}
+
 } // namespace
