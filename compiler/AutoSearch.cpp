@@ -141,6 +141,12 @@ bool searchAutoMesh(const DriverConfig &config, std::optional<PlanBuffer> &plan,
   sim::Cluster cluster;
   if (!sim::loadCluster(config.cluster, diags, cluster))
     return false;
+  if (!config.pipelineSchedule.empty())
+    cluster.pipeline.schedule = config.pipelineSchedule == "gpipe"
+                                    ? sim::PipelineSchedule::GPipe
+                                    : sim::PipelineSchedule::OneFOneB;
+  if (config.microBatches > 0)
+    cluster.pipeline.microBatches = config.microBatches;
   const double device = cluster.device.memoryBytes;
   std::vector<Mode> modes = {Mode::z3, Mode::z2};
   if (config.modeGiven)

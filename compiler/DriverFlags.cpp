@@ -116,6 +116,14 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
                "(docs/cluster-format.md); with --mesh auto:N, the cluster the candidates are "
                "simulated on"),
       cl::value_desc("cluster.toml"));
+  binder.opt(flags.pipelineSchedule, "pipeline-schedule",
+             cl::desc("With --mesh auto:N,pp=P, the pipeline schedule the candidates are simulated "
+                      "with (1f1b or gpipe; default the cluster's [pipeline] schedule)"),
+             cl::value_desc("1f1b|gpipe"));
+  binder.opt(flags.microBatches, "micro-batches",
+             cl::desc("With --mesh auto:N,pp=P, the micro-batches the candidates are simulated "
+                      "with (1 to 65536; default the cluster's [pipeline] micro_batches)"),
+             cl::value_desc("M"));
   binder.opt(flags.timePasses, "time-passes", cl::desc("Time each pass and print a report"));
   binder.opt(flags.verifyEach, "verify-each",
              cl::desc("Verify the plan of every stage with the readers' verifier "

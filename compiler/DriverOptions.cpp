@@ -4,6 +4,7 @@
 
 #include "common/HyperRanges.h"
 #include "common/PlanRules.h"
+#include "sim/Cluster.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Regex.h"
@@ -245,6 +246,34 @@ bool checkAutoMeshFlags(const DriverFlags &f, Diagnostics &diags, DriverConfig &
   return ok;
 }
 
+// --pipeline-schedule, --micro-batches: how --mesh auto:N simulates a
+// pipeline; a plan dmuonc only writes has no simulated schedule to set.
+bool checkScheduleFlags(const DriverFlags &f, Diagnostics &diags, DriverConfig &config) {
+  bool ok = true;
+  if ((f.pipelineSchedule || f.microBatches) && !isAutoMesh(f.mesh)) {
+    diags.error(std::string(f.pipelineSchedule ? "--pipeline-schedule" : "--micro-batches") +
+                " sets the pipeline --mesh auto:N simulates; without auto, simulate the plan with "
+                "dmuon-plan --simulate (which takes the same flags)");
+    ok = false;
+  }
+  if (f.pipelineSchedule) {
+    if (*f.pipelineSchedule != "1f1b" && *f.pipelineSchedule != "gpipe") {
+      diags.error("--pipeline-schedule=" + *f.pipelineSchedule + " must be 1f1b or gpipe");
+      ok = false;
+    }
+    config.pipelineSchedule = *f.pipelineSchedule;
+  }
+  if (f.microBatches) {
+    if (*f.microBatches < 1 || *f.microBatches > sim::kMaxMicroBatches) {
+      diags.error("--micro-batches=" + std::to_string(*f.microBatches) + " must be from 1 to " +
+                  std::to_string(sim::kMaxMicroBatches));
+      ok = false;
+    }
+    config.microBatches = *f.microBatches;
+  }
+  return ok;
+}
+
 } // namespace
 
 bool configureDriver(const DriverFlags &flags, Diagnostics &diags, DriverConfig &config) {
@@ -253,6 +282,7 @@ bool configureDriver(const DriverFlags &flags, Diagnostics &diags, DriverConfig 
   // Each check reports all of its problems, so one run names every bad flag.
   bool ok = checkMemoryFlags(flags, diags, config);
   ok &= checkAutoMeshFlags(flags, diags, config);
+  ok &= checkScheduleFlags(flags, diags, config);
   ok &= checkPipelineFlags(flags, diags, config.pipeline);
   ok &= checkPlanningFlags(flags, diags, config.options);
   ok &= checkOptimizerFlags(flags, diags, config.options);

@@ -64,6 +64,10 @@ struct DriverFlags {
   // The memory check of the written plan: a device size ("80GiB"), or a
   // cluster description whose [device] memory it takes (docs/dmuonc.md).
   std::string deviceMemory, cluster;
+  // With --mesh auto:N,pp=P: the simulated pipeline, over the cluster's
+  // [pipeline] table.
+  std::optional<std::string> pipelineSchedule;
+  std::optional<int64_t> microBatches;
 };
 
 // What a run of dmuonc does, from valid flags.
@@ -78,6 +82,10 @@ struct DriverConfig {
   // cluster's simulated step (docs/dmuonc.md, "Choosing the mesh").
   bool autoMesh = false;
   bool modeGiven = false;
+  // --pipeline-schedule, --micro-batches: "1f1b" or "gpipe", and 1 to
+  // 65536; empty and 0 when not given (the cluster's [pipeline]).
+  std::string pipelineSchedule;
+  int64_t microBatches = 0;
 };
 
 // Binds every field of `flags` to its dmuonc flag, listed in --help under

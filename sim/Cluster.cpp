@@ -38,6 +38,10 @@ const char *collKindKey(CollKind k) {
   return "?";
 }
 
+const char *pipelineScheduleName(PipelineSchedule s) {
+  return s == PipelineSchedule::GPipe ? "gpipe" : "1f1b";
+}
+
 double Device::nsSeconds(int64_t rows, int64_t cols, double flops) const {
   if (std::optional<double> t = lookupCost(nsTable, rows, cols))
     return *t;
@@ -137,6 +141,7 @@ private:
   void parseNetwork(const toml::table &t);
   void parseLink(const toml::table &t, const std::string &where, Network &net);
   void parseWorkload(const toml::table &t);
+  void parsePipeline(const toml::table &t);
 
   const std::string &name_;
   Diagnostics &diags_;
@@ -414,6 +419,35 @@ void ClusterParser::parseWorkload(const toml::table &t) {
                         " (compute_dtype), for which [device.matmul_flops] gives no throughput");
 }
 
+void ClusterParser::parsePipeline(const toml::table &t) {
+  const std::string where = "[pipeline]";
+  checkKeys(t, {"schedule", "micro_batches", "hidden_size"}, where);
+  PipelineConfig &pc = out_.pipeline;
+  if (const toml::node *n = t.get("schedule")) {
+    const auto *s = n->as_string();
+    if (s && s->get() == "1f1b")
+      pc.schedule = PipelineSchedule::OneFOneB;
+    else if (s && s->get() == "gpipe")
+      pc.schedule = PipelineSchedule::GPipe;
+    else
+      error(locOf(*n), "'schedule' in [pipeline] must be \"1f1b\" or \"gpipe\"");
+  }
+  const struct {
+    const char *key;
+    int64_t max, *into;
+  } ints[] = {{"micro_batches", kMaxMicroBatches, &pc.microBatches},
+              {"hidden_size", kMaxHiddenSize, &pc.hiddenSize}};
+  for (const auto &[key, max, into] : ints)
+    if (const toml::node *n = t.get(key)) {
+      const auto *i = n->as_integer();
+      if (!i || i->get() < 1 || i->get() > max)
+        error(locOf(*n), "'" + llvm::Twine(key) + "' in [pipeline] must be an integer from 1 to " +
+                             std::to_string(max));
+      else
+        *into = i->get();
+    }
+}
+
 // No key of a cluster needs more than three dots; a few kilobytes can hold
 // one of thousands of parts, which toml++ would recurse into.
 constexpr unsigned kMaxKeyDots = 64;
@@ -428,7 +462,8 @@ bool ClusterParser::run(std::unique_ptr<llvm::MemoryBuffer> mb) {
   if (!parseTomlLocated(
           text, name_, diags_, [&](const toml::source_position &p) { return locOf(p); }, root))
     return false;
-  checkKeys(root, {"cluster", "device", "network", "workload"}, "the cluster description");
+  checkKeys(root, {"cluster", "device", "network", "workload", "pipeline"},
+            "the cluster description");
   const toml::table *tables[4] = {};
   const char *names[4] = {"cluster", "device", "network", "workload"};
   for (int i = 0; i < 4; ++i)
@@ -445,6 +480,9 @@ bool ClusterParser::run(std::unique_ptr<llvm::MemoryBuffer> mb) {
     parseNetwork(*tables[2]);
   if (tables[3] && tables[1])
     parseWorkload(*tables[3]);
+  if (const toml::node *n = root.get("pipeline"))
+    if (const toml::table *t = asTable(*n, "'pipeline'"))
+      parsePipeline(*t);
   return diags_.errorCount() == before;
 }
 

@@ -75,6 +75,30 @@ struct Workload {
   MatmulDType computeDType = MatmulDType::bf16;
 };
 
+// How a plan with pipeline stages runs its micro-batches (the [pipeline]
+// table); plans without stages ignore it. 1F1B is Megatron-LM's default
+// non-interleaved schedule; GPipe runs every forward before any backward.
+// Both leave the same bubble, but GPipe holds every micro-batch's
+// activations where 1F1B's stage k holds at most P - k.
+enum class PipelineSchedule { OneFOneB, GPipe };
+const char *pipelineScheduleName(PipelineSchedule s); // "1f1b", "gpipe"
+
+// The schedule is simulated op by op, two per micro-batch and stage: 65536
+// micro-batches is far past any batch (Llama 3's 16M tokens of 8K sequences
+// are 2048) and still milliseconds on a few stages.
+inline constexpr int64_t kMaxMicroBatches = 65536;
+inline constexpr int64_t kMaxHiddenSize = int64_t(1) << 20;
+
+struct PipelineConfig {
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  // 0: 4 x the plan's stages, the bubble (P-1)/(5P-1) below a fifth (the
+  // Megatron-LM paper's advice: many more micro-batches than stages).
+  int64_t microBatches = 0;
+  // The width of the activations a stage sends the next; 0: the plan's
+  // most common 1-D param length (the norms' hidden size).
+  int64_t hiddenSize = 0;
+};
+
 struct Cluster {
   std::string name;
   int64_t devicesPerNode = 0;
@@ -91,6 +115,7 @@ struct Cluster {
   Device device;
   Network intra, inter;
   Workload workload;
+  PipelineConfig pipeline;
 };
 
 // The share of its device's compute a rank gets when `world` ranks run:

@@ -12,12 +12,13 @@ namespace {
 
 // Replicate staging of each group for shard column s: the fp32 masters of
 // the segments it owns whose column has more than one rank.
-std::vector<int64_t> stagingOf(const plan::Plan &p, int64_t s, const MeshView &mesh) {
+std::vector<int64_t> stagingOf(const plan::Plan &p, int64_t s, int64_t stage,
+                               const MeshView &mesh) {
   const size_t n = p.hook_groups() ? p.hook_groups()->size() : 0;
   std::vector<int64_t> staging(n, 0);
   for (size_t g = 0; g < n; ++g) {
     const plan::HookGroup *hg = p.hook_groups()->Get(static_cast<unsigned>(g));
-    if (!hg->segments())
+    if (!hg->segments() || hg->pipeline_stage() != stage)
       continue;
     for (const plan::Segment *seg : *hg->segments()) {
       if (seg->owner_shard() != s || mesh.groupSize(segmentColumnDims(p, *seg, mesh)) <= 1 ||
@@ -40,7 +41,7 @@ std::vector<int64_t> stagingOf(const plan::Plan &p, int64_t s, const MeshView &m
 
 } // namespace
 
-BufferPeak tracePeakBuffers(const plan::Plan &p, int64_t s) {
+BufferPeak tracePeakBuffers(const plan::Plan &p, int64_t s, int64_t stage) {
   const MeshView mesh = MeshView::of(p, 1);
   BufferPeak peak;
   if (!p.hook_groups())
@@ -49,7 +50,7 @@ BufferPeak tracePeakBuffers(const plan::Plan &p, int64_t s) {
   const size_t n = hg.size();
   const bool z3 = !p.options() || p.options()->mode() == plan::Mode::z3;
   const bool async = !p.options() || p.options()->replicate_async();
-  const std::vector<int64_t> groupStaging = stagingOf(p, s, mesh);
+  const std::vector<int64_t> groupStaging = stagingOf(p, s, stage, mesh);
   std::vector<int64_t> staging = async ? groupStaging : std::vector<int64_t>(n, 0);
   std::vector<bool> unsharded(n, false);
   int64_t live = 0;
@@ -62,9 +63,15 @@ BufferPeak tracePeakBuffers(const plan::Plan &p, int64_t s) {
       peak.phase = phase;
     }
   };
-  auto buffer = [&](size_t g) { return hg.Get(static_cast<unsigned>(g))->buffer_bytes(); };
+  // Another stage's groups hold nothing on this rank; its own are one
+  // contiguous run, so the walk over every group is the walk of its own (as
+  // the compiler's RankFigures pass walks them).
+  auto own = [&](size_t g) { return hg.Get(static_cast<unsigned>(g))->pipeline_stage() == stage; };
+  auto buffer = [&](size_t g) {
+    return own(g) ? hg.Get(static_cast<unsigned>(g))->buffer_bytes() : int64_t(0);
+  };
   auto reduceBuffer = [&](size_t g) {
-    return hg.Get(static_cast<unsigned>(g))->reduce_buffer_bytes();
+    return own(g) ? hg.Get(static_cast<unsigned>(g))->reduce_buffer_bytes() : int64_t(0);
   };
   // A group's staging is consumed before its buffer is allocated.
   auto unshard = [&](size_t g, size_t at, const char *phase) {
@@ -127,7 +134,7 @@ MemoryReport checkMemory(const plan::Plan &p, double deviceBytes) {
   const MeshView mesh = MeshView::of(p, 1);
   const std::vector<int64_t> c = mesh.coord(out.largest.rank);
   const int64_t s = mesh.shardDim >= 0 ? c[static_cast<size_t>(mesh.shardDim)] : 0;
-  out.peak = tracePeakBuffers(p, s);
+  out.peak = tracePeakBuffers(p, s, mesh.stageOfRank(out.largest.rank));
   const plan::RankFigures *f = rows.ofRank(out.largest.rank);
   out.traceMatches = out.peak.bytes == f->peak_buffer_bytes();
   return out;

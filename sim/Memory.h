@@ -20,10 +20,11 @@ struct BufferPeak {
   std::string phase;   // "forward", "backward", "replicate"
 };
 
-// The executor's buffers through one step for ranks of shard column `s`,
-// as the plan's RankFigures.peak_buffer_bytes counts them (the same trace:
-// docs/dmuonc.md, "Routes"), with where the peak falls.
-BufferPeak tracePeakBuffers(const plan::Plan &p, int64_t s);
+// The executor's buffers through one step for ranks of shard column `s` on
+// pipeline stage `stage` (0 without stages), as the plan's
+// RankFigures.peak_buffer_bytes counts them (the same trace: docs/dmuonc.md,
+// "Routes"), with where the peak falls.
+BufferPeak tracePeakBuffers(const plan::Plan &p, int64_t s, int64_t stage = 0);
 
 struct RankMemory {
   int64_t rank = -1;

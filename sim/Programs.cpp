@@ -110,6 +110,10 @@ bool runsNs(const plan::Param &q, const MeshView &mesh, const std::vector<int64_
     for (int d : *q.data_dims())
       if (d >= 0 && d < static_cast<int>(mesh.dims.size()))
         dims.push_back(d);
+  // owner_rank has every other dim at 0, the stage dim at the param's stage
+  // (1.9): a rank of another stage never steps it.
+  if (mesh.stageDim >= 0)
+    dims.push_back(mesh.stageDim);
   for (int d : dims)
     if (coord[static_cast<size_t>(d)] != owner[static_cast<size_t>(d)])
       return false;
@@ -132,13 +136,15 @@ double rankNsSeconds(const plan::Plan &p, const MeshView &mesh, const Cluster &c
   return seconds;
 }
 
-// NS on every Muon matrix (the naive baselines).
+// NS on every Muon matrix (the naive baselines): of the digest's stage, when
+// it has one.
 double allNsSeconds(const plan::Plan &p, const PlanDigest &d, const Cluster &c) {
   if (c.device.nsTable.empty() || !p.params())
     return d.muonNsFlops / c.device.nsFlops();
   double seconds = 0;
   for (const plan::Param *q : *p.params())
-    if (q->role() == plan::Role::muon && q->route() != plan::Route::host)
+    if (q->role() == plan::Role::muon && q->route() != plan::Route::host &&
+        (d.stage < 0 || q->pipeline_stage() == d.stage))
       seconds += nsSecondsOf(*q, c);
   return seconds;
 }
@@ -255,8 +261,9 @@ std::pair<int64_t, double> worstRefreshStep(const std::vector<Refresh> &refreshe
   return {step, worst};
 }
 
-std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh) {
+std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh, int64_t stage) {
   auto d = std::make_unique<PlanDigest>();
+  d->stage = stage;
   const int64_t G = mesh.shardDim >= 0 ? mesh.dims[static_cast<size_t>(mesh.shardDim)] : 1;
   const size_t n = p.hook_groups() ? p.hook_groups()->size() : 0;
   d->groups.resize(n);
@@ -267,6 +274,8 @@ std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh
       const double vb = el * static_cast<double>(common::dtypeBytes(q->dtype()));
       if (q->route() == plan::Route::host)
         continue; // the host's own
+      if (stage >= 0 && q->pipeline_stage() != stage)
+        continue;
       d->elements += el;
       d->valueBytes += vb;
       if (q->role() == plan::Role::muon) {
@@ -294,7 +303,7 @@ std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh
     }
   for (size_t g = 0; g < n; ++g) {
     const plan::HookGroup *hg = p.hook_groups()->Get(static_cast<unsigned>(g));
-    if (!hg->segments())
+    if (!hg->segments() || (stage >= 0 && hg->pipeline_stage() != stage))
       continue;
     for (const plan::Segment *seg : *hg->segments()) {
       PlanDigest::Group &grp = d->groups[g];
@@ -362,6 +371,20 @@ ComputeSplit splitCompute(const plan::Plan &p, const Cluster &c) {
 }
 
 // ------------------------------------------------------------- programs
+
+void restrictToStage(Program &prog, const plan::Plan &p, int64_t stage, int64_t stages) {
+  if (!p.hook_groups() || p.hook_groups()->size() != prog.groups.size())
+    return; // the pseudo-group of a plan without hook groups: no stages to tell apart
+  std::vector<GroupWork> kept;
+  for (size_t g = 0; g < prog.groups.size(); ++g)
+    if (p.hook_groups()->Get(static_cast<unsigned>(g))->pipeline_stage() == stage) {
+      GroupWork w = std::move(prog.groups[g]);
+      w.forward *= static_cast<double>(stages);
+      w.backward *= static_cast<double>(stages);
+      kept.push_back(std::move(w));
+    }
+  prog.groups = std::move(kept);
+}
 
 namespace {
 

@@ -85,6 +85,7 @@ struct PlanDigest {
   double muonElements = 0, muonNsFlops = 0, elements = 0, valueBytes = 0;
   double ungroupedElements = 0; // replicated-route params: all-reduced at the step
   int64_t gatherSize = 1;       // comm params' gather group (model-parallel)
+  int64_t stage = -1;           // the pipeline stage digested; -1: every param
 };
 
 // SOAP's and Shampoo's refreshes (docs/optimizers.md, "Staggered
@@ -118,7 +119,16 @@ double amortizedRefreshSeconds(const std::vector<Refresh> &refreshes, const Refr
 std::pair<int64_t, double> worstRefreshStep(const std::vector<Refresh> &refreshes,
                                             const RefreshPeriod &period);
 
-std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh);
+// With `stage` >= 0 (a plan with pipeline stages), only that stage's params
+// and hook groups' segments: what its ranks move and step.
+std::unique_ptr<PlanDigest> digestPlan(const plan::Plan &p, const MeshView &mesh,
+                                       int64_t stage = -1);
+// A program of stage `stage` of a plan with pipeline stages: only its hook
+// groups, their compute that of the stage's whole step (all its
+// micro-batches): each pipeline carries the tokens of its P stages' ranks,
+// so the global batch (tokens_per_rank x ranks) is what a mesh without
+// stages carries (docs/cluster-format.md, "Pipeline stages").
+void restrictToStage(Program &prog, const plan::Plan &p, int64_t stage, int64_t stages);
 // `rank`'s program at the mean step, or with `refreshStep` at that step of
 // the refresh period: the refreshes due then in place of their mean share.
 Program dmuonProgram(const plan::Plan &p, const PlanDigest &d, const MeshView &mesh,

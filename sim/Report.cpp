@@ -41,6 +41,46 @@ std::string groupName(const Simulation &s, int g) {
              : std::string("-");
 }
 
+std::string padLeft(const std::string &s, size_t width) {
+  return std::string(s.size() < width ? width - s.size() : 0, ' ') + s;
+}
+
+// The ideal bubble of P equal stages over M micro-batches without sends,
+// under either schedule: what the simulated one is compared with.
+double equalStagesBubble(const PipelineReport &pr) {
+  const double p = static_cast<double>(pr.stages), m = static_cast<double>(pr.microBatches);
+  return (p - 1) / (m + p - 1);
+}
+
+std::string pipelineText(const Simulation &s) {
+  const PipelineReport &pr = s.pipeline;
+  std::string o = "pipeline: " + std::to_string(pr.stages) + " stages, " +
+                  pipelineScheduleName(pr.schedule) + ", " + std::to_string(pr.microBatches) +
+                  " micro-batches";
+  if (pr.tokensPerMicroBatch > 0)
+    o += " of " + fmt("%.6g", pr.tokensPerMicroBatch) + " tokens";
+  if (pr.activationBytes > 0)
+    o += "; a micro-batch's activations are " + fmt("%.2f", pr.activationBytes / 1048576.0) +
+         " MiB (hidden " + std::to_string(pr.hiddenSize) + ")";
+  else
+    o += "; activations not sent (needs the workload's tokens_per_rank and a hidden size)";
+  o += "\n";
+  o += "pipeline: bubble " + fmt("%.4f", pr.bubble) + " of the schedule's " + ms(pr.makespan) +
+       " ms (equal stages: (P-1)/(M+P-1) = " + fmt("%.4f", equalStagesBubble(pr)) +
+       "); every stage done at " + ms(pr.flush) + " ms, then the slowest optimizer step\n";
+  o += "stage  ranks    rank  fwd_ms/mb  bwd_ms/mb    send_ms  exposed_ms     end_ms "
+       "optimizer_ms  in_flight\n";
+  for (size_t k = 0; k < pr.rows.size(); ++k) {
+    const StageRow &r = pr.rows[k];
+    o += padLeft(std::to_string(k), 5) + padLeft(std::to_string(r.ranks), 7) +
+         padLeft(std::to_string(r.rank), 8) + padLeft(ms(r.cost.forward), 11) +
+         padLeft(ms(r.cost.backward), 11) + padLeft(ms(r.cost.send), 11) +
+         padLeft(ms(r.times.exposed), 12) + padLeft(ms(r.end), 11) +
+         padLeft(ms(r.times.optimizer), 13) + padLeft(std::to_string(r.inFlight), 11) + "\n";
+  }
+  return o;
+}
+
 } // namespace
 
 std::string printSimulationText(const Simulation &s) {
@@ -84,6 +124,8 @@ std::string printSimulationText(const Simulation &s) {
          "; dmuon is its mean step, dmuon worst step its step " + std::to_string(s.worstStep) +
          "\n";
   }
+  if (s.pipeline.stages > 1)
+    o += pipelineText(s);
   const MemoryReport &m = s.memory;
   if (m.largest.rank >= 0) {
     o += "memory: largest rank " + std::to_string(m.largest.rank) + " needs " +
@@ -97,7 +139,10 @@ std::string printSimulationText(const Simulation &s) {
            " in hook group '" + groupName(s, m.peak.group) + "' (" + m.peak.phase + ")" +
            (m.traceMatches ? "" : "; the plan's peak figure differs from this trace") + "\n";
   }
-  o += "timeline of rank " + std::to_string(s.dmuon.rank) + " (ms):\n";
+  o += "timeline of rank " + std::to_string(s.dmuon.rank) +
+       (s.pipeline.stages > 1 ? ", its stage's layers, the micro-batches' compute back to back"
+                              : "") +
+       " (ms):\n";
   for (const Span &sp : s.timeline)
     o += "  " + ms(sp.begin) + " " + ms(sp.end) + " " + laneName(sp.lane) + " " + sp.what +
          "\n";
@@ -172,6 +217,40 @@ std::string printSimulationJson(const Simulation &s) {
   j.field("peak_phase", m.peak.phase);
   j.field("peak_buffer_bytes", m.peak.bytes);
   j.endObject();
+  if (s.pipeline.stages > 1) {
+    const PipelineReport &pr = s.pipeline;
+    j.key("pipeline");
+    j.beginObject();
+    j.field("stages", pr.stages);
+    j.field("schedule", std::string(pipelineScheduleName(pr.schedule)));
+    j.field("micro_batches", pr.microBatches);
+    j.field("tokens_per_micro_batch", pr.tokensPerMicroBatch);
+    j.field("hidden_size", pr.hiddenSize);
+    j.field("activation_bytes", pr.activationBytes);
+    j.field("schedule_s", pr.makespan);
+    j.field("bubble_fraction", pr.bubble);
+    j.field("equal_stages_bubble_fraction", equalStagesBubble(pr));
+    j.field("flush_s", pr.flush);
+    j.key("stage_rows");
+    j.beginArray();
+    for (size_t k = 0; k < pr.rows.size(); ++k) {
+      const StageRow &r = pr.rows[k];
+      j.beginObject(true);
+      j.field("stage", static_cast<int64_t>(k));
+      j.field("ranks", r.ranks);
+      j.field("rank", r.rank);
+      j.field("forward_per_micro_batch_s", r.cost.forward);
+      j.field("backward_per_micro_batch_s", r.cost.backward);
+      j.field("send_s", r.cost.send);
+      j.field("exposed_comm_s", r.times.exposed);
+      j.field("end_s", r.end);
+      j.field("optimizer_step_s", r.times.optimizer);
+      j.field("in_flight_micro_batches", r.inFlight);
+      j.endObject();
+    }
+    j.endArray();
+    j.endObject();
+  }
   j.key("timeline");
   j.beginArray();
   for (const Span &sp : s.timeline) {

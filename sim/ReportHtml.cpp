@@ -91,6 +91,26 @@ std::string printSimulationHtml(const Simulation &s) {
   for (const SchemeResult &b : s.baselines)
     o += schemeRow(b, false);
   o += "</table>\n";
+  if (s.pipeline.stages > 1) {
+    const PipelineReport &pr = s.pipeline;
+    o += "<h2>Pipeline</h2>\n<p class=\"note\">" + std::to_string(pr.stages) + " stages, " +
+         pipelineScheduleName(pr.schedule) + ", " + std::to_string(pr.microBatches) +
+         " micro-batches; bubble " + fmt("%.4f", pr.bubble) + " of the schedule's " +
+         ms(pr.makespan) + " ms; every stage done at " + ms(pr.flush) +
+         " ms, then the slowest optimizer step.</p>\n";
+    o += "<table>\n<tr><th>stage</th><th>ranks</th><th>rank</th><th>forward / micro-batch</th>"
+         "<th>backward / micro-batch</th><th>send</th><th>exposed comm</th><th>end</th>"
+         "<th>optimizer step</th><th>in flight</th></tr>\n";
+    for (size_t k = 0; k < pr.rows.size(); ++k) {
+      const StageRow &r = pr.rows[k];
+      o += "<tr><td>" + std::to_string(k) + "</td><td>" + std::to_string(r.ranks) + "</td><td>" +
+           std::to_string(r.rank) + "</td><td>" + ms(r.cost.forward) + "</td><td>" +
+           ms(r.cost.backward) + "</td><td>" + ms(r.cost.send) + "</td><td>" + ms(r.times.exposed) +
+           "</td><td>" + ms(r.end) + "</td><td>" + ms(r.times.optimizer) + "</td><td>" +
+           std::to_string(r.inFlight) + "</td></tr>\n";
+    }
+    o += "</table>\n";
+  }
   o += "<h2>Timeline of the busiest rank (" + std::to_string(s.dmuon.rank) + ")</h2>\n";
   o += "<p class=\"note\">The measured (second) step from its start: the host's compute and "
        "the collectives on the runtime's three streams; hover a span for its name.</p>\n";

@@ -1,8 +1,11 @@
 #include "sim/Simulate.h"
+#include "common/MeshIndex.h"
 #include "common/RankRows.h"
+#include "sim/CostModel.h"
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -48,47 +51,155 @@ std::string overflowed(const std::string &what, const std::string &figure) {
          "): the cluster's figures overflow the cost model";
 }
 
-// Runs every rank's program twice (simulate() says why) and sets `out` to
-// the busiest rank's result; `bounds` gets that rank's bounds.
+// Runs every rank's program twice (simulate() says why) and sets
+// `perStage[k]` to the busiest rank of pipeline stage k (the one stage of a
+// plan without stages), `bounds[k]` to that rank's bounds. The stages are
+// coupled by the schedule (pipelinedStep), not here: a rank meets only its
+// own stage's ranks.
 bool runRanks(const Cluster &c, const MeshView &mesh, const std::vector<Program> &programs,
-              const std::string &what, SchemeResult &out, Bounds &bounds, std::string &error) {
+              const std::string &what, std::vector<SchemeResult> &perStage,
+              std::vector<Bounds> &bounds, std::string &error) {
   // Pass 1: each rank alone. The replicate bound of a rank is what the
   // ranks of its shard column reached (the owners among them send), the
-  // global bound what every rank reached.
+  // global bound what every rank of its stage reached.
   const int64_t G = mesh.shardDim >= 0 ? mesh.dims[static_cast<size_t>(mesh.shardDim)] : 1;
-  std::vector<Arrivals> byColumn(static_cast<size_t>(G));
-  Arrivals global;
-  auto shardOf = [&](int64_t r) {
-    return mesh.shardDim >= 0 ? mesh.coord(r)[static_cast<size_t>(mesh.shardDim)] : 0;
+  const int64_t P = std::max<int64_t>(1, mesh.P);
+  std::vector<Arrivals> byColumn(static_cast<size_t>(G * P));
+  std::vector<Arrivals> global(static_cast<size_t>(P));
+  auto columnOf = [&](int64_t r) {
+    const int64_t s = mesh.shardDim >= 0 ? mesh.coord(r)[static_cast<size_t>(mesh.shardDim)] : 0;
+    return static_cast<size_t>(mesh.stageOfRank(r) * G + s);
   };
+  auto stageOf = [&](int64_t r) { return static_cast<size_t>(mesh.stageOfRank(r)); };
   for (int64_t r = 0; r < mesh.world; ++r) {
     RankRun run = runProgram(c, programs[static_cast<size_t>(r)], nullptr, false);
-    maxInto(byColumn[static_cast<size_t>(shardOf(r))], run.arrivals);
-    maxInto(global, run.arrivals);
+    maxInto(byColumn[columnOf(r)], run.arrivals);
+    maxInto(global[stageOf(r)], run.arrivals);
   }
   // Pass 2, with the bounds; the busiest rank is the one with the longest
   // step (the lowest such rank on ties).
-  double worst = -1;
+  std::vector<double> worst(static_cast<size_t>(P), -1);
+  perStage.assign(static_cast<size_t>(P), {});
+  bounds.assign(static_cast<size_t>(P), {});
   for (int64_t r = 0; r < mesh.world; ++r) {
     Bounds b;
-    b.replicate = byColumn[static_cast<size_t>(shardOf(r))].replicate;
-    b.global = global.global;
+    b.replicate = byColumn[columnOf(r)].replicate;
+    b.global = global[stageOf(r)].global;
     RankRun run = runProgram(c, programs[static_cast<size_t>(r)], &b, false);
     if (const std::string bad = nonFinite(run.times); !bad.empty()) {
       error = overflowed(what + " of rank " + std::to_string(r), bad);
       return false;
     }
-    if (run.times.total > worst) {
-      worst = run.times.total;
-      out = {"dmuon", r, run.times};
+    const size_t k = stageOf(r);
+    if (run.times.total > worst[k]) {
+      worst[k] = run.times.total;
+      perStage[k] = {"dmuon", r, run.times};
+      bounds[k] = std::move(b);
     }
   }
-  bounds.replicate = byColumn[static_cast<size_t>(shardOf(out.rank))].replicate;
-  bounds.global = global.global;
   return true;
 }
 
+// The busiest of `perStage` (a plan without stages has one).
+size_t busiest(const std::vector<SchemeResult> &perStage) {
+  size_t k = 0;
+  for (size_t i = 1; i < perStage.size(); ++i)
+    if (perStage[i].times.total > perStage[k].times.total)
+      k = i;
+  return k;
+}
+
+double dtypeBytes(MatmulDType d) {
+  switch (d) {
+  case MatmulDType::f32:
+    return 4;
+  case MatmulDType::f64:
+    return 8;
+  case MatmulDType::bf16:
+  case MatmulDType::f16:
+    return 2;
+  }
+  return 2;
+}
+
+// Seconds to send `bytes` from each rank of stage k to its peer on stage
+// k + 1 (the same coordinates but the stage's), [k] for every boundary:
+// one point-to-point send, priced as a broadcast of two ranks (one latency
+// step, every byte once), on the inter-node network when any pair of the
+// boundary is on two nodes.
+std::vector<double> boundarySends(const Cluster &c, const MeshView &mesh, double bytes) {
+  const int64_t P = mesh.P;
+  std::vector<double> out(static_cast<size_t>(P), 0);
+  if (bytes <= 0 || mesh.stageDim < 0)
+    return out;
+  std::vector<bool> inter(static_cast<size_t>(P), false);
+  for (int64_t r = 0; r < mesh.world; ++r) {
+    std::vector<int64_t> coord = mesh.coord(r);
+    int64_t &k = coord[static_cast<size_t>(mesh.stageDim)];
+    if (k + 1 >= P)
+      continue;
+    const size_t boundary = static_cast<size_t>(k);
+    ++k;
+    if (common::rowMajorRank(mesh.dims, coord) / mesh.devicesPerNode != r / mesh.devicesPerNode)
+      inter[boundary] = true;
+  }
+  for (int64_t k = 0; k + 1 < P; ++k)
+    out[static_cast<size_t>(k)] =
+        transferSeconds(c, {CollKind::Broadcast, 2, bytes, inter[static_cast<size_t>(k)], 1});
+  return out;
+}
+
 } // namespace
+
+int64_t inferHiddenSize(const plan::Plan &p) {
+  std::map<int64_t, int64_t> count; // length -> 1-D params
+  if (p.params())
+    for (const plan::Param *q : *p.params())
+      if (q->shape() && q->shape()->size() == 1)
+        ++count[q->shape()->Get(0)];
+  int64_t best = 0, most = 0;
+  for (const auto &[length, n] : count) // ascending: a later tie is longer
+    if (n >= most) {
+      best = length;
+      most = n;
+    }
+  return best;
+}
+
+SchemeResult pipelinedStep(const std::vector<SchemeResult> &perStage,
+                           const std::vector<StageCost> &costs, PipelineSchedule schedule,
+                           int64_t microBatches, PipelineReport *report) {
+  const ScheduleRun run = runSchedule(schedule, microBatches, costs);
+  double flush = 0, optimizer = 0;
+  size_t slowest = 0;
+  double slowestEnd = -1;
+  for (size_t k = 0; k < perStage.size(); ++k) {
+    const StepTimes &t = perStage[k].times;
+    flush = std::max(flush, run.end[k] + t.exposed);
+    optimizer = std::max(optimizer, t.optimizer);
+    if (run.end[k] + t.exposed + t.optimizer > slowestEnd) {
+      slowestEnd = run.end[k] + t.exposed + t.optimizer;
+      slowest = k;
+    }
+  }
+  SchemeResult out = perStage[slowest];
+  out.times.total = flush + optimizer;
+  if (report) {
+    report->makespan = run.makespan;
+    report->bubble = run.bubble;
+    report->flush = flush;
+    report->rows.assign(perStage.size(), {});
+    for (size_t k = 0; k < perStage.size(); ++k) {
+      StageRow &row = report->rows[k];
+      row.rank = perStage[k].rank;
+      row.cost = costs[k];
+      row.times = perStage[k].times;
+      row.end = run.end[k];
+      row.inFlight = run.inFlight[k];
+    }
+  }
+  return out;
+}
 
 bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &clusterPath,
               Simulation &out, std::string &error) {
@@ -131,20 +242,74 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
   out.tokensPerRank = c.workload.tokensPerRank;
   out.mfu = c.workload.mfu;
   const std::unique_ptr<PlanDigest> d = digestPlan(p, mesh);
+  // A plan with stages: each rank's program holds its stage's layers only,
+  // from its stage's digest.
+  const int64_t P = std::max<int64_t>(1, mesh.P);
+  std::vector<std::unique_ptr<PlanDigest>> stageDigests;
+  if (P > 1)
+    for (int64_t k = 0; k < P; ++k)
+      stageDigests.push_back(digestPlan(p, mesh, k));
+  auto rankProgram = [&](int64_t r, std::optional<int64_t> refreshStep) {
+    if (P == 1)
+      return dmuonProgram(p, *d, mesh, c, out.split, r, refreshStep);
+    const int64_t k = mesh.stageOfRank(r);
+    Program prog =
+        dmuonProgram(p, *stageDigests[static_cast<size_t>(k)], mesh, c, out.split, r, refreshStep);
+    restrictToStage(prog, p, k, P);
+    return prog;
+  };
 
   std::vector<Program> programs;
   programs.reserve(static_cast<size_t>(mesh.world));
   out.collectiveWait = oversubscribedWait(c0, mesh.world);
   for (int64_t r = 0; r < mesh.world; ++r) {
-    programs.push_back(dmuonProgram(p, *d, mesh, c, out.split, r));
+    programs.push_back(rankProgram(r, std::nullopt));
     programs.back().collectiveWait = out.collectiveWait;
   }
 
-  Bounds bounds;
-  if (!runRanks(c, mesh, programs, "dmuon step", out.dmuon, bounds, error))
+  std::vector<SchemeResult> perStage;
+  std::vector<Bounds> bounds;
+  if (!runRanks(c, mesh, programs, "dmuon step", perStage, bounds, error))
     return false;
+  // What a micro-batch costs each stage: its compute (the same on every rank
+  // of a stage, the layers' share of the workload) and its activations' send.
+  std::vector<StageCost> costs;
+  PipelineReport &pr = out.pipeline;
+  if (P > 1) {
+    pr.stages = P;
+    pr.schedule = c.pipeline.schedule;
+    pr.microBatches =
+        c.pipeline.microBatches > 0 ? c.pipeline.microBatches : std::min(4 * P, kMaxMicroBatches);
+    pr.hiddenSize = c.pipeline.hiddenSize > 0 ? c.pipeline.hiddenSize : inferHiddenSize(p);
+    if (c.workload.kind == Workload::Kind::Flops)
+      pr.tokensPerMicroBatch =
+          c.workload.tokensPerRank * static_cast<double>(P) / static_cast<double>(pr.microBatches);
+    pr.activationBytes = static_cast<double>(pr.hiddenSize) * pr.tokensPerMicroBatch *
+                         dtypeBytes(c.workload.computeDType);
+    const std::vector<double> sends = boundarySends(c, mesh, pr.activationBytes);
+    costs.resize(static_cast<size_t>(P));
+    for (size_t k = 0; k < costs.size(); ++k) {
+      for (const GroupWork &g : programs[static_cast<size_t>(perStage[k].rank)].groups) {
+        costs[k].forward += g.forward;
+        costs[k].backward += g.backward;
+      }
+      costs[k].forward /= static_cast<double>(pr.microBatches);
+      costs[k].backward /= static_cast<double>(pr.microBatches);
+      costs[k].send = sends[k];
+    }
+    out.dmuon = pipelinedStep(perStage, costs, pr.schedule, pr.microBatches, &pr);
+    for (int64_t r = 0; r < mesh.world; ++r)
+      ++pr.rows[static_cast<size_t>(mesh.stageOfRank(r))].ranks;
+    if (const std::string bad = nonFinite(out.dmuon.times); !bad.empty()) {
+      error = overflowed("pipelined dmuon step", bad);
+      return false;
+    }
+  } else {
+    out.dmuon = perStage[0];
+  }
+  const size_t shown = P > 1 ? static_cast<size_t>(mesh.stageOfRank(out.dmuon.rank)) : 0;
   out.timeline =
-      runProgram(c, programs[static_cast<size_t>(out.dmuon.rank)], &bounds, true).timeline;
+      runProgram(c, programs[static_cast<size_t>(out.dmuon.rank)], &bounds[shown], true).timeline;
   // The worst step of the refresh period: the step whose refreshes make
   // some rank's optimizer compute longest (each rank's worst step, the
   // costliest of them), every rank at that step.
@@ -162,18 +327,32 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
       }
     }
     for (int64_t r = 0; r < mesh.world; ++r) {
-      programs[static_cast<size_t>(r)] = dmuonProgram(p, *d, mesh, c, out.split, r, out.worstStep);
+      programs[static_cast<size_t>(r)] = rankProgram(r, out.worstStep);
       programs[static_cast<size_t>(r)].collectiveWait = out.collectiveWait;
     }
-    Bounds unused;
-    if (!runRanks(c, mesh, programs, "dmuon worst step", out.dmuonWorst, unused, error))
+    std::vector<Bounds> unused;
+    if (!runRanks(c, mesh, programs, "dmuon worst step", perStage, unused, error))
       return false;
+    out.dmuonWorst = P > 1 ? pipelinedStep(perStage, costs, pr.schedule, pr.microBatches, nullptr)
+                           : perStage[busiest(perStage)];
     out.dmuonWorst.name = "dmuon worst step";
   }
+  // The baselines on a pipeline run the same schedule, each stage the
+  // baseline over its own layers (rank 0's coordinates on that stage).
   for (Baseline base : {Baseline::AdamW, Baseline::NaiveAllReduce, Baseline::NaiveAllGather}) {
-    Program prog = baselineProgram(base, p, *d, mesh, c, out.split);
-    prog.collectiveWait = out.collectiveWait;
-    out.baselines.push_back({baselineName(base), 0, runProgram(c, prog, nullptr, false).times});
+    std::vector<SchemeResult> stages;
+    for (int64_t k = 0; k < P; ++k) {
+      Program prog = baselineProgram(base, p, P > 1 ? *stageDigests[static_cast<size_t>(k)] : *d,
+                                     mesh, c, out.split);
+      if (P > 1)
+        restrictToStage(prog, p, k, P);
+      prog.collectiveWait = out.collectiveWait;
+      stages.push_back({baselineName(base), 0, runProgram(c, prog, nullptr, false).times});
+    }
+    out.baselines.push_back(
+        P > 1 ? pipelinedStep(stages, costs, pr.schedule, pr.microBatches, nullptr) : stages[0]);
+    out.baselines.back().name = baselineName(base);
+    out.baselines.back().rank = 0;
     if (const std::string bad = nonFinite(out.baselines.back().times); !bad.empty()) {
       error = overflowed(out.baselines.back().name + " step", bad);
       return false;

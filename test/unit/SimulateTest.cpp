@@ -7,6 +7,7 @@
 #include "sim/CostModel.h"
 #include "sim/Engine.h"
 #include "sim/Memory.h"
+#include "sim/Pipeline.h"
 
 #include <gtest/gtest.h>
 
@@ -368,6 +369,155 @@ TEST(SimulateRefreshes, StaggeredPhasesShortenTheWorstStep) {
   EXPECT_FALSE(out.refreshes.any());
   EXPECT_EQ(printSimulationText(out).find("worst"), std::string::npos);
   EXPECT_EQ(printSimulationJson(out).find("worst"), std::string::npos);
+}
+
+// P equal stages over M micro-batches without sends: the schedule takes
+// (M + P - 1) micro-batch forward+backward times under either schedule, the
+// bubble is (P - 1) / (M + P - 1) of it, and they differ in the activations
+// held: GPipe every micro-batch's on every stage, 1F1B at most P - k on stage k.
+TEST(SimulatePipeline, EqualStagesBubbleIsTheFormula) {
+  for (PipelineSchedule sched : {PipelineSchedule::OneFOneB, PipelineSchedule::GPipe})
+    for (int64_t P : {1, 2, 4, 8})
+      for (int64_t M : {1, 3, 8, 32}) {
+        const std::vector<StageCost> stages(static_cast<size_t>(P), StageCost{1, 2, 0});
+        const ScheduleRun run = runSchedule(sched, M, stages);
+        const double p = static_cast<double>(P), m = static_cast<double>(M);
+        EXPECT_DOUBLE_EQ(run.makespan, (m + p - 1) * 3) << P << " " << M;
+        EXPECT_NEAR(run.bubble, (p - 1) / (m + p - 1), 1e-12) << P << " " << M;
+        EXPECT_DOUBLE_EQ(run.end[0], run.makespan); // the first stage's backward is last
+        for (int64_t k = 0; k < P; ++k)
+          EXPECT_EQ(run.inFlight[static_cast<size_t>(k)],
+                    sched == PipelineSchedule::GPipe ? M : std::min(M, P - k))
+              << P << " " << M << " " << k;
+      }
+}
+
+// Each op order holds every micro-batch's forward before its backward, once.
+TEST(SimulatePipeline, OrdersRunEveryMicroBatchOnce) {
+  for (PipelineSchedule sched : {PipelineSchedule::OneFOneB, PipelineSchedule::GPipe})
+    for (int64_t k = 0; k < 4; ++k) {
+      const std::vector<int64_t> order = scheduleOrder(sched, 4, k, 6);
+      ASSERT_EQ(order.size(), 12u);
+      std::vector<int> seen(6, 0);
+      for (int64_t op : order) {
+        const size_t i = static_cast<size_t>(op >= 0 ? op : -1 - op);
+        EXPECT_EQ(seen[i], op >= 0 ? 0 : 1) << k << " " << op;
+        ++seen[i];
+      }
+    }
+}
+
+// A send delays the next stage's forward and the previous stage's backward:
+// GPipe's critical path crosses P - 1 boundaries each way.
+TEST(SimulatePipeline, SendsLengthenTheCriticalPath) {
+  const std::vector<StageCost> stages(4, StageCost{1, 2, 0.5});
+  const ScheduleRun run = runSchedule(PipelineSchedule::GPipe, 8, stages);
+  EXPECT_DOUBLE_EQ(run.makespan, (8 + 4 - 1) * 3 + 2 * 3 * 0.5);
+}
+
+// A pipeline is as slow as its slowest stage: a stage of twice the compute
+// sets the schedule (at least M of its micro-batches) and the bubble is
+// measured against it; the step waits for every stage's backward and hooks,
+// then takes the slowest stage's optimizer step.
+TEST(SimulatePipeline, SlowestStageSetsTheStep) {
+  std::vector<StageCost> costs(4, StageCost{1, 2, 0});
+  costs[2] = {2, 4, 0};
+  for (PipelineSchedule sched : {PipelineSchedule::OneFOneB, PipelineSchedule::GPipe}) {
+    const ScheduleRun run = runSchedule(sched, 8, costs);
+    // Its 8 x 6, after the first micro-batch's forwards on stages 0 and 1,
+    // before the last one's backwards there.
+    EXPECT_GE(run.makespan, 2 * 1 + 8 * 6 + 2 * 2) << pipelineScheduleName(sched);
+    EXPECT_NEAR(run.bubble, 1 - 8 * 6 / run.makespan, 1e-12);
+    const ScheduleRun equal = runSchedule(sched, 8, std::vector<StageCost>(4, {1, 2, 0}));
+    EXPECT_GT(run.makespan, equal.makespan + 8 * 2);
+  }
+  std::vector<SchemeResult> perStage(4);
+  const double exposed[] = {0, 0, 0, 20}, optimizer[] = {1, 5, 2, 1};
+  for (size_t k = 0; k < 4; ++k) {
+    perStage[k].rank = static_cast<int64_t>(10 * k);
+    perStage[k].times.exposed = exposed[k];
+    perStage[k].times.optimizer = optimizer[k];
+  }
+  PipelineReport report;
+  const SchemeResult step = pipelinedStep(perStage, costs, PipelineSchedule::OneFOneB, 8, &report);
+  const ScheduleRun run = runSchedule(PipelineSchedule::OneFOneB, 8, costs);
+  // The last stage ends its backwards first but waits 20 in its hooks.
+  EXPECT_LT(run.end[3] + 20, run.end[0] + 20);
+  EXPECT_DOUBLE_EQ(report.flush, std::max(run.end[0], run.end[3] + 20));
+  EXPECT_DOUBLE_EQ(step.times.total, report.flush + 5);
+  EXPECT_EQ(step.rank, 30); // the stage whose own end, hooks and step are longest
+  ASSERT_EQ(report.rows.size(), 4u);
+  EXPECT_EQ(report.rows[3].inFlight, 1);
+  EXPECT_DOUBLE_EQ(report.rows[0].end, run.end[0]);
+}
+
+// A plan with stages: each rank's program holds its stage's layers, the
+// stages' compute sums to P times a rank's workload (each pipeline carries
+// its P stages' ranks' tokens), every stage has its ranks, and the step is
+// the flush plus the slowest optimizer step. A plan without stages has no
+// pipeline and prints none.
+TEST(SimulatePipeline, PlanWithStagesRunsTheSchedule) {
+  const std::string manifest = "[[param]]\nrepeat = 4\nprefix = \"layers.{i}.\"\n"
+                               "  [[param.param]]\n  name = \"a.weight\"\n  shape = [256, 256]\n";
+  Cluster c = unitCluster(true);
+  c.device.memoryBytes = 1e12;
+  c.workload.kind = Workload::Kind::Seconds;
+  c.workload.forwardSeconds = 1e-3;
+  c.workload.backwardSeconds = 2e-3;
+  c.pipeline.microBatches = 4;
+  PlanModel model;
+  std::string errors;
+  ASSERT_TRUE(unittest::compile(manifest, "pp=2,dp_shard=2", model, errors)) << errors;
+  std::vector<uint8_t> buf = writePlan(model);
+  Simulation out;
+  std::string error;
+  ASSERT_TRUE(simulate(*plan::GetPlan(buf.data()), c, "unit", out, error)) << error;
+  const PipelineReport &pr = out.pipeline;
+  ASSERT_EQ(pr.stages, 2);
+  ASSERT_EQ(pr.rows.size(), 2u);
+  double compute = 0, optimizer = 0;
+  for (const StageRow &row : pr.rows) {
+    EXPECT_EQ(row.ranks, 2);
+    compute += 4 * (row.cost.forward + row.cost.backward);
+    optimizer = std::max(optimizer, row.times.optimizer);
+    EXPECT_NEAR(row.times.compute, 4 * (row.cost.forward + row.cost.backward), 1e-15);
+  }
+  EXPECT_NEAR(compute, 2 * 3e-3, 1e-15);
+  EXPECT_GE(pr.flush, pr.makespan);
+  EXPECT_DOUBLE_EQ(out.dmuon.times.total, pr.flush + optimizer);
+  EXPECT_NE(printSimulationText(out).find("pipeline: 2 stages, 1f1b, 4 micro-batches"),
+            std::string::npos);
+
+  PlanModel flat;
+  ASSERT_TRUE(unittest::compile(manifest, "4", flat, errors)) << errors;
+  buf = writePlan(flat);
+  Simulation one;
+  ASSERT_TRUE(simulate(*plan::GetPlan(buf.data()), c, "unit", one, error)) << error;
+  EXPECT_EQ(one.pipeline.stages, 1);
+  EXPECT_EQ(printSimulationText(one).find("pipeline"), std::string::npos);
+  EXPECT_EQ(printSimulationJson(one).find("pipeline"), std::string::npos);
+}
+
+// On a plan with stages a rank refreshes (and orthogonalizes) only its own
+// stage's matrices: the owner coordinates off the stage dim match on every
+// stage, the stage coordinate tells them apart.
+TEST(SimulatePipeline, RanksRefreshOnlyTheirStagesMatrices) {
+  const std::string manifest = "[[param]]\nrepeat = 4\nprefix = \"layers.{i}.\"\n"
+                               "  [[param.param]]\n  name = \"soap.weight\"\n  shape = [128, 128]\n"
+                               "  optimizer = \"soap\"\n";
+  PlanModel model;
+  model.options.smallParamThreshold = 0;
+  std::string errors;
+  ASSERT_TRUE(unittest::compile(manifest, "pp=2,dp_shard=2", model, errors)) << errors;
+  std::vector<uint8_t> buf = writePlan(model);
+  const plan::Plan &p = *plan::GetPlan(buf.data());
+  Cluster c = unitCluster(true);
+  const MeshView mesh = MeshView::of(p, c.devicesPerNode);
+  ASSERT_EQ(mesh.P, 2);
+  size_t refreshes = 0;
+  for (int64_t r = 0; r < mesh.world; ++r)
+    refreshes += rankRefreshes(p, mesh, c, r).size();
+  EXPECT_EQ(refreshes, 4u); // each of the 4 matrices on its one owner
 }
 
 } // namespace

@@ -60,6 +60,19 @@ cl::opt<std::string> simulateCluster(
              "the cluster a TOML file describes (docs/cluster-format.md); --emit=text|json|html"),
     cl::value_desc("cluster.toml"), cl::cat(category));
 
+// Override the cluster's [pipeline] table, so one description compares
+// schedules and micro-batch counts.
+cl::opt<std::string> pipelineSchedule(
+    "pipeline-schedule",
+    cl::desc("With --simulate, a plan with pipeline stages runs this schedule (1f1b or gpipe) "
+             "instead of the cluster's [pipeline] schedule"),
+    cl::value_desc("1f1b|gpipe"), cl::cat(category));
+cl::opt<int64_t> microBatches(
+    "micro-batches",
+    cl::desc("With --simulate, a plan with pipeline stages runs this many micro-batches (1 to "
+             "65536) instead of the cluster's [pipeline] micro_batches"),
+    cl::value_desc("M"), cl::init(0), cl::cat(category));
+
 constexpr const char *kTool = "dmuon-plan";
 
 int fail(const std::string &path, const std::string &msg) {
@@ -170,6 +183,23 @@ int simulate(const plan::Plan &p, Diagnostics &diags) {
   sim::Cluster cluster;
   if (!sim::loadCluster(simulateCluster, diags, cluster))
     return 1;
+  if (pipelineSchedule.getNumOccurrences()) {
+    if (pipelineSchedule != "1f1b" && pipelineSchedule != "gpipe") {
+      WithColor::error(errs(), kTool)
+          << "--pipeline-schedule is 1f1b or gpipe, not '" << pipelineSchedule << "'\n";
+      return 1;
+    }
+    cluster.pipeline.schedule = pipelineSchedule == "gpipe" ? sim::PipelineSchedule::GPipe
+                                                            : sim::PipelineSchedule::OneFOneB;
+  }
+  if (microBatches.getNumOccurrences()) {
+    if (microBatches < 1 || microBatches > sim::kMaxMicroBatches) {
+      WithColor::error(errs(), kTool) << "--micro-batches must be from 1 to "
+                                      << sim::kMaxMicroBatches << ", not " << microBatches << "\n";
+      return 1;
+    }
+    cluster.pipeline.microBatches = microBatches;
+  }
   if (!checkOutputIsNotInput(outputFile,
                              {{cluster.device.nsTablePath, "the cluster's ns_cost_table"}}, diags))
     return 1;
@@ -204,6 +234,13 @@ int main(int argc, char **argv) {
   if (!isDiff && positional.size() != 1) {
     WithColor::error(errs(), kTool)
         << "expected one plan file, or 'diff <a.bin> <b.bin>' (see --help)\n";
+    return 1;
+  }
+
+  if ((pipelineSchedule.getNumOccurrences() || microBatches.getNumOccurrences()) &&
+      simulateCluster.empty()) {
+    WithColor::error(errs(), kTool)
+        << "--pipeline-schedule and --micro-batches set the simulated pipeline; give --simulate\n";
     return 1;
   }
 
