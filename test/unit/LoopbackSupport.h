@@ -54,19 +54,34 @@ inline void runWorld(const LoadedPlan &plan, const std::function<void(int, Execu
     t.join();
 }
 
-// `steps` training steps on one rank: every hook group's forward hooks, then
-// backward in reverse with `addGradients(step, group)` between its hooks
-// (group -1 first: the params no hook moves), then the step.
+// The pipeline stage of `rank` (0 without a pp dim): it holds and hooks
+// only that stage's params and groups.
+inline int stageOfRank(const LoadedPlan &plan, int rank) {
+  return Topology::of(plan.root(), rank).stage;
+}
+
+// `steps` training steps on one rank: every hook group's forward hooks (of
+// the rank's stage), then backward in reverse with `addGradients(step,
+// group)` between its hooks (group -1 first: the params no hook moves), then
+// the step.
 inline void trainSteps(const LoadedPlan &plan, Executor &ex, int rank, int steps,
                        const std::function<void(int step, int group)> &addGradients) {
   const int groups = plan.root().hook_groups() ? plan.root().hook_groups()->size() : 0;
+  const int stage = stageOfRank(plan, rank);
+  auto onStage = [&](int g) {
+    return plan.root().hook_groups()->Get(g)->pipeline_stage() == stage;
+  };
   for (int step = 0; step < steps; ++step) {
     for (int g = 0; g < groups; ++g) {
+      if (!onStage(g))
+        continue;
       ASSERT_TRUE(ex.preForward(g).isOk());
       ASSERT_TRUE(ex.postForward(g).isOk());
     }
     addGradients(step, -1);
     for (int g = groups - 1; g >= 0; --g) {
+      if (!onStage(g))
+        continue;
       ASSERT_TRUE(ex.preBackward(g).isOk());
       addGradients(step, g);
       Status s = ex.postBackward(g);

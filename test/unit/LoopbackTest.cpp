@@ -5,6 +5,7 @@
 // backend itself turns mismatched or missing collectives into errors.
 #include "LoopbackSupport.h"
 #include "OptimizerReferences.h"
+#include "SliceTraining.h"
 
 #include "kernels/cpu/MuonKernels.h"
 
@@ -454,6 +455,27 @@ TEST(Loopback, PipelineSchedulesEndWhereOneRankEnds) {
   EXPECT_EQ(order, expect);
   EXPECT_EQ(stageOrder(Schedule::OneFOneB, 3, 4, 4).front(), std::make_pair(true, 0));
   EXPECT_EQ(stageOrder(Schedule::OneFOneB, 3, 4, 4)[1], std::make_pair(false, 0));
+}
+
+// Stages beside tensor parallelism (pipeline-tp.toml): each stage's tp group
+// gathers its sharded matrices for NS, every rank binding and feeding its
+// own slice of its own stage's params; 10 steps end bit for bit where one
+// rank ends.
+TEST(Loopback, PipelineWithTensorParallelEndsWhereOneRankEnds) {
+  std::unique_ptr<LoadedPlan> one =
+      loadPlan(std::string(DMUON_STAGE_PLAN_DIR) + "/pipeline-tp-1.plan");
+  ASSERT_TRUE(one);
+  const std::vector<std::vector<float>> want = trainSlices(*one, 10, valueOf);
+  for (int i = 0; i < one->numParams(); ++i)
+    ASSERT_NE(want[static_cast<size_t>(i)][1], 10 * valueOf(i, -1, 1)) << "did not train";
+  for (const char *mesh : {"pp2-tp2", "pp2-shard2-tp2"}) {
+    std::unique_ptr<LoadedPlan> plan =
+        loadPlan(std::string(DMUON_STAGE_PLAN_DIR) + "/pipeline-tp-" + mesh + ".plan");
+    ASSERT_TRUE(plan);
+    const std::vector<std::vector<float>> got = trainSlices(*plan, 10, valueOf);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(got[i], want[i]) << mesh << ": " << one->param(static_cast<int>(i)).name()->str();
+  }
 }
 
 // A rank refuses another stage's params and hooks by name.

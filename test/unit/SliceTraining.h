@@ -60,7 +60,12 @@ inline std::vector<std::vector<float>> trainSlices(const LoadedPlan &plan, int s
   }
   std::mutex mu;
   runWorld(plan, [&](int rank, Executor &ex) {
+    // A pipeline rank holds its own stage's params only.
+    const int stage = stageOfRank(plan, rank);
+    auto mine = [&](int i) { return plan.param(i).pipeline_stage() == stage; };
     for (int i = 0; i < n; ++i) {
+      if (!mine(i))
+        continue;
       const std::string name = plan.param(i).name()->str();
       const dmuon_param_slice_t s = sliceOf(plan, i, rank);
       std::vector<float> v(static_cast<size_t>(s.numel));
@@ -79,7 +84,7 @@ inline std::vector<std::vector<float>> trainSlices(const LoadedPlan &plan, int s
     }
     auto addGradients = [&](int step, int group) {
       for (int i = 0; i < n; ++i) {
-        if (plan.param(i).hook_group() != group)
+        if (!mine(i) || plan.param(i).hook_group() != group)
           continue;
         float *g = nullptr;
         ASSERT_TRUE(ex.gradView(i, &g).isOk());
@@ -89,6 +94,8 @@ inline std::vector<std::vector<float>> trainSlices(const LoadedPlan &plan, int s
     };
     trainSteps(plan, ex, rank, steps, addGradients);
     for (int i = 0; i < n; ++i) {
+      if (!mine(i))
+        continue;
       const dmuon_param_slice_t s = sliceOf(plan, i, rank);
       std::vector<float> out(static_cast<size_t>(s.numel));
       Status st = ex.gatherParam(plan.param(i).name()->str(), out.data(), s.numel);
