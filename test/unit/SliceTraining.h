@@ -46,6 +46,59 @@ inline dmuon_param_slice_t sliceOf(const LoadedPlan &plan, int i, int rank) {
   return s;
 }
 
+// One rank's part of trainSlices: binds its slice of its own stage's params
+// (valueOf of the full tensor's element, times 10), trains `steps` steps
+// with the same full gradients, then hands each element it holds to
+// `collect(param, index in the full tensor, value)`.
+inline void trainSliceRank(const LoadedPlan &plan, Executor &ex, int rank, int steps,
+                           const ValueFn &valueOf,
+                           const std::function<void(int, int64_t, float)> &collect) {
+  const int n = plan.numParams();
+  // A pipeline rank holds its own stage's params only.
+  const int stage = stageOfRank(plan, rank);
+  auto mine = [&](int i) { return plan.param(i).pipeline_stage() == stage; };
+  for (int i = 0; i < n; ++i) {
+    if (!mine(i))
+      continue;
+    const std::string name = plan.param(i).name()->str();
+    const dmuon_param_slice_t s = sliceOf(plan, i, rank);
+    std::vector<float> v(static_cast<size_t>(s.numel));
+    forEachInSlice(shapeOf(plan.param(i)), s,
+                   [&](int64_t flat, int64_t k) { v[k] = 10 * valueOf(i, -1, flat); });
+    // The largest slice's count is refused where this rank's is smaller.
+    const auto *local = plan.param(i).local_shape();
+    std::vector<float> padded(static_cast<size_t>(numelOf({local->begin(), local->end()})));
+    if (padded.size() != v.size()) {
+      EXPECT_EQ(ex.bindParam(name, padded.data(), static_cast<int64_t>(padded.size())).code(),
+                DMUON_ERROR_INVALID_ARGUMENT)
+          << name << " on rank " << rank;
+    }
+    Status st = ex.bindParam(name, v.data(), static_cast<int64_t>(v.size()));
+    ASSERT_TRUE(st.isOk()) << name << " on rank " << rank << ": " << st.message();
+  }
+  auto addGradients = [&](int step, int group) {
+    for (int i = 0; i < n; ++i) {
+      if (!mine(i) || plan.param(i).hook_group() != group)
+        continue;
+      float *g = nullptr;
+      ASSERT_TRUE(ex.gradView(i, &g).isOk());
+      forEachInSlice(shapeOf(plan.param(i)), sliceOf(plan, i, rank),
+                     [&](int64_t flat, int64_t k) { g[k] += valueOf(i, step, flat); });
+    }
+  };
+  trainSteps(plan, ex, rank, steps, addGradients);
+  for (int i = 0; i < n; ++i) {
+    if (!mine(i))
+      continue;
+    const dmuon_param_slice_t s = sliceOf(plan, i, rank);
+    std::vector<float> out(static_cast<size_t>(s.numel));
+    Status st = ex.gatherParam(plan.param(i).name()->str(), out.data(), s.numel);
+    ASSERT_TRUE(st.isOk()) << st.message();
+    forEachInSlice(shapeOf(plan.param(i)), s,
+                   [&](int64_t flat, int64_t k) { collect(i, flat, out[k]); });
+  }
+}
+
 // `steps` steps, every rank binding and writing its slice of the same full
 // values and gradients (valueOf of the full tensor's element); then every
 // param's full values, assembled from every rank's gather_param.
@@ -60,54 +113,13 @@ inline std::vector<std::vector<float>> trainSlices(const LoadedPlan &plan, int s
   }
   std::mutex mu;
   runWorld(plan, [&](int rank, Executor &ex) {
-    // A pipeline rank holds its own stage's params only.
-    const int stage = stageOfRank(plan, rank);
-    auto mine = [&](int i) { return plan.param(i).pipeline_stage() == stage; };
-    for (int i = 0; i < n; ++i) {
-      if (!mine(i))
-        continue;
-      const std::string name = plan.param(i).name()->str();
-      const dmuon_param_slice_t s = sliceOf(plan, i, rank);
-      std::vector<float> v(static_cast<size_t>(s.numel));
-      forEachInSlice(shapeOf(plan.param(i)), s,
-                     [&](int64_t flat, int64_t k) { v[k] = 10 * valueOf(i, -1, flat); });
-      // The largest slice's count is refused where this rank's is smaller.
-      const auto *local = plan.param(i).local_shape();
-      std::vector<float> padded(static_cast<size_t>(numelOf({local->begin(), local->end()})));
-      if (padded.size() != v.size()) {
-        EXPECT_EQ(ex.bindParam(name, padded.data(), static_cast<int64_t>(padded.size())).code(),
-                  DMUON_ERROR_INVALID_ARGUMENT)
-            << name << " on rank " << rank;
-      }
-      Status st = ex.bindParam(name, v.data(), static_cast<int64_t>(v.size()));
-      ASSERT_TRUE(st.isOk()) << name << " on rank " << rank << ": " << st.message();
-    }
-    auto addGradients = [&](int step, int group) {
-      for (int i = 0; i < n; ++i) {
-        if (!mine(i) || plan.param(i).hook_group() != group)
-          continue;
-        float *g = nullptr;
-        ASSERT_TRUE(ex.gradView(i, &g).isOk());
-        forEachInSlice(shapeOf(plan.param(i)), sliceOf(plan, i, rank),
-                       [&](int64_t flat, int64_t k) { g[k] += valueOf(i, step, flat); });
-      }
-    };
-    trainSteps(plan, ex, rank, steps, addGradients);
-    for (int i = 0; i < n; ++i) {
-      if (!mine(i))
-        continue;
-      const dmuon_param_slice_t s = sliceOf(plan, i, rank);
-      std::vector<float> out(static_cast<size_t>(s.numel));
-      Status st = ex.gatherParam(plan.param(i).name()->str(), out.data(), s.numel);
-      ASSERT_TRUE(st.isOk()) << st.message();
+    trainSliceRank(plan, ex, rank, steps, valueOf, [&](int i, int64_t flat, float v) {
       std::lock_guard<std::mutex> lock(mu);
-      forEachInSlice(shapeOf(plan.param(i)), s, [&](int64_t flat, int64_t k) {
-        if (covered[i][flat]++ == 0)
-          full[i][flat] = out[k];
-        else
-          EXPECT_EQ(full[i][flat], out[k]) << "replicas disagree at " << flat;
-      });
-    }
+      if (covered[i][flat]++ == 0)
+        full[i][flat] = v;
+      else
+        EXPECT_EQ(full[i][flat], v) << "replicas disagree at " << flat;
+    });
   });
   for (int i = 0; i < n; ++i)
     for (int c : covered[i])
