@@ -32,8 +32,20 @@
 //   * the schedule ran: M micro-batches in flight at most on every stage
 //     under GPipe, min(P - s, M) on stage s under 1F1B.
 //
+// With --resume-plan R (and --resume-flat-plan RF, --checkpoint-dir D): a
+// checkpoint resumed at another pp instead. Steps 0..4 on --plan, saved to D
+// (dmuon_checkpoint_save) and the runtime destroyed; then a runtime of R on
+// the same ranks binds its stage's params, loads D and trains steps 5..9 (the
+// same data as an uninterrupted run). Checks: the 10 steps against the
+// single-process reference as above; steps 5..9 bit for bit the same resume
+// on RF (R's data-parallel dims alone, on each of R's stages' ranks); and the
+// params within kPipelineRelTol of 10 uninterrupted steps on R. Not bit for
+// bit those: steps 0..4 on --plan split the batch into other micro-batches and
+// ranks than R does, so their gradients are float sums in another order.
+//
 // usage: mpirun -n 4 dmuon-pipeline-test --plan P --flat-plan F
 //            --schedule gpipe|1f1b [--micro-batches M]
+//            [--resume-plan R --resume-flat-plan RF --checkpoint-dir D]
 #include "TinyRuns.h"
 
 #include <mpi.h>
@@ -41,6 +53,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -201,12 +214,15 @@ struct Run {
 int forwardTag(int j) { return 2 * j; }
 int backwardTag(int j) { return 2 * j + 1; }
 
-// kSteps steps of the tiny model on `plan` over `comm` (its world), each
-// rank running its stage's modules for its slice of the global batch under
-// `schedule`. A plan with one stage runs every module on every rank: the
-// same host without a pipeline.
+// Steps firstStep..lastStep-1 of the tiny model on `plan` over `comm` (its
+// world), each rank running its stage's modules for its slice of the global
+// batch under `schedule`. A plan with one stage runs every module on every
+// rank: the same host without a pipeline. With `resumeFrom`, the state after
+// binding is that checkpoint's (saved at firstStep); with `saveTo`, the
+// state after the last step is saved there.
 Run runPipeline(const dmuon::Plan &plan, MPI_Comm comm, const tiny::Config &cfg, Schedule schedule,
-                int microBatches) {
+                int microBatches, int firstStep = 0, int lastStep = kSteps,
+                const std::string &resumeFrom = "", const std::string &saveTo = "") {
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -225,6 +241,12 @@ Run runPipeline(const dmuon::Plan &plan, MPI_Comm comm, const tiny::Config &cfg,
       std::vector<float> v = tiny::initParam(cfg, spec, kSeed);
       rt.bindParam(spec.name, v.data(), spec.numel);
     }
+  if (!resumeFrom.empty()) {
+    const int64_t saved = rt.loadCheckpoint(resumeFrom);
+    if (saved != firstStep)
+      fail("the checkpoint %s was saved at step %lld, not %d", resumeFrom.c_str(),
+           static_cast<long long>(saved), firstStep);
+  }
 
   const int64_t local = cfg.globalBatch / place.dpSize;
   const int64_t rows = local / microBatches;
@@ -248,7 +270,7 @@ Run runPipeline(const dmuon::Plan &plan, MPI_Comm comm, const tiny::Config &cfg,
   StageAccess access(rt, binding, microBatches);
 
   Run run;
-  for (int step = 0; step < kSteps; ++step) {
+  for (int step = firstStep; step < lastStep; ++step) {
     for (size_t j = 0; j < M; ++j)
       data.batch(step, place.dpIndex * local + static_cast<int64_t>(j) * rows, rows, x[j].data(),
                  t[j].data());
@@ -304,7 +326,7 @@ Run runPipeline(const dmuon::Plan &plan, MPI_Comm comm, const tiny::Config &cfg,
     const int want = schedule == Schedule::GPipe
                          ? microBatches
                          : std::min(place.stages - place.stage, microBatches);
-    if (step == 0 && mostInFlight != want)
+    if (step == firstStep && mostInFlight != want)
       fail("stage %d: %d micro-batches in flight at most, the schedule keeps %d", place.stage,
            mostInFlight, want);
     rt.step();
@@ -315,6 +337,8 @@ Run runPipeline(const dmuon::Plan &plan, MPI_Comm comm, const tiny::Config &cfg,
     run.losses.push_back(static_cast<float>(sum / (place.dpSize * microBatches)));
   }
   rt.synchronize();
+  if (!saveTo.empty())
+    rt.saveCheckpoint(saveTo, lastStep);
 
   // Every param from its stage's ranks (each gathers it; they must agree),
   // then from the stage's first rank to every rank.
@@ -346,14 +370,14 @@ void expectIdentical(const Run &got, const Run &want, const std::string &what) {
     for (size_t i = 0; i < w.size(); ++i)
       diff += mpicheck::bits(g[i]) != mpicheck::bits(w[i]);
     if (diff)
-      fail("%s: %s differs in %zu of %zu elements after %d steps from the run without the "
+      fail("%s: %s differs in %zu of %zu elements after %zu steps from the run without the "
            "pipeline",
-           what.c_str(), name.c_str(), diff, w.size(), kSteps);
+           what.c_str(), name.c_str(), diff, w.size(), want.losses.size());
   }
   if (gFailures == before)
-    info("%s: bit-identical losses and params over %d steps to the same micro-batches without "
+    info("%s: bit-identical losses and params over %zu steps to the same micro-batches without "
          "the pipeline",
-         what.c_str(), kSteps);
+         what.c_str(), want.losses.size());
 }
 
 // The norm of the gradient of the mean loss over the global batch at step 0,
@@ -414,15 +438,82 @@ void compareWithReference(const Run &got, const Trajectory &ref, double refNorm,
        static_cast<double>(ref.losses.back()), normErr, worst, worstName.c_str());
 }
 
+// The worst relative difference (max abs diff / max abs value) of a param of
+// `got` from `want`'s, with its name.
+std::pair<double, std::string> worstRelDiff(const Run &got, const Run &want) {
+  std::pair<double, std::string> worst{0.0, ""};
+  for (const auto &[name, w] : want.final) {
+    const std::vector<float> &g = got.final.at(name);
+    double maxDiff = 0, maxAbs = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      maxDiff = std::max(maxDiff, std::fabs(static_cast<double>(g[i]) - w[i]));
+      maxAbs = std::max(maxAbs, std::fabs(static_cast<double>(w[i])));
+    }
+    const double rel = maxDiff / std::max(maxAbs, 1e-30);
+    if (rel >= worst.first)
+      worst = {rel, name};
+  }
+  return worst;
+}
+
+// Steps 0..kResumeStep-1 on `plan`, saved to `dir`; steps kResumeStep..kSteps-1
+// resumed from it on `resume` (another pp); see the header.
+constexpr int kResumeStep = 5;
+
+void checkpointAcrossPp(const dmuon::Plan &plan, const dmuon::Plan &resume,
+                        const dmuon::Plan &resumeFlat, const std::string &dir,
+                        const tiny::Config &cfg, Schedule schedule, int microBatches,
+                        const std::string &what) {
+  if (gRank == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string ckpt = dir + "/step5";
+  // Each runPipeline destroys its runtime before it returns.
+  const Run before =
+      runPipeline(plan, MPI_COMM_WORLD, cfg, schedule, microBatches, 0, kResumeStep, "", ckpt);
+  const Run after = runPipeline(resume, MPI_COMM_WORLD, cfg, schedule, microBatches, kResumeStep,
+                                kSteps, ckpt, "");
+  Run whole = before;
+  whole.losses.insert(whole.losses.end(), after.losses.begin(), after.losses.end());
+  whole.norms.insert(whole.norms.end(), after.norms.begin(), after.norms.end());
+  whole.final = after.final;
+  compareWithReference(whole, runReference(plan, cfg), referenceNorm(cfg), what);
+
+  // The same resume on the resume plan's data-parallel dims alone, on each of
+  // its stages' ranks: bit for bit, as the uninterrupted runs above.
+  const Place place = placeOf(resume, cfg, gRank);
+  MPI_Comm stageComm = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, place.stage, place.dpIndex, &stageComm);
+  const Run flat = runPipeline(resumeFlat, stageComm, cfg, schedule, microBatches, kResumeStep,
+                               kSteps, ckpt, "");
+  MPI_Comm_free(&stageComm);
+  expectIdentical(after, flat, what + ", resumed");
+
+  // Ten uninterrupted steps on the resume plan: close, not bit for bit (the
+  // first five steps split the batch otherwise; see the header).
+  const Run straight = runPipeline(resume, MPI_COMM_WORLD, cfg, schedule, microBatches);
+  const auto [rel, name] = worstRelDiff(whole, straight);
+  if (rel > kPipelineRelTol)
+    fail("%s: %s after the resume is %.3g relative from %d uninterrupted steps on the resume "
+         "plan (tolerance %g)",
+         what.c_str(), name.c_str(), rel, kSteps, kPipelineRelTol);
+  info("%s: worst param relative difference from %d uninterrupted steps on the resume plan "
+       "%.3g (%s)",
+       what.c_str(), kSteps, rel, name.c_str());
+}
+
 int usage() {
   if (gRank == 0)
     std::fprintf(stderr, "usage: dmuon-pipeline-test --plan PLAN --flat-plan PLAN "
-                         "--schedule gpipe|1f1b [--micro-batches M]\n");
+                         "--schedule gpipe|1f1b [--micro-batches M] [--resume-plan PLAN "
+                         "--resume-flat-plan PLAN --checkpoint-dir DIR]\n");
   return 2;
 }
 
 int runTests(int argc, char **argv) {
-  std::string planPath, flatPath, scheduleText;
+  std::string planPath, flatPath, scheduleText, resumePath, resumeFlatPath, ckptDir;
   int microBatches = 4;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -437,11 +528,18 @@ int runTests(int argc, char **argv) {
       scheduleText = v;
     else if (a == "--micro-batches")
       microBatches = std::stoi(v);
+    else if (a == "--resume-plan")
+      resumePath = v;
+    else if (a == "--resume-flat-plan")
+      resumeFlatPath = v;
+    else if (a == "--checkpoint-dir")
+      ckptDir = v;
     else
       return usage();
   }
   if (planPath.empty() || flatPath.empty() || microBatches < 1 ||
-      (scheduleText != "gpipe" && scheduleText != "1f1b"))
+      (scheduleText != "gpipe" && scheduleText != "1f1b") ||
+      (!resumePath.empty() && (resumeFlatPath.empty() || ckptDir.empty())))
     return usage();
   const Schedule schedule = scheduleText == "gpipe" ? Schedule::GPipe : Schedule::OneFOneB;
 
@@ -458,6 +556,14 @@ int runTests(int argc, char **argv) {
               gRank, place.stage, place.stages, place.first, place.last, place.dpIndex,
               place.dpSize, place.prev, place.next);
   std::fflush(stdout);
+
+  if (!resumePath.empty()) {
+    const dmuon::Plan resume(resumePath), resumeFlat(resumeFlatPath);
+    checkpointAcrossPp(plan, resume, resumeFlat, ckptDir, cfg, schedule, microBatches,
+                       what + ", checkpoint at step 5 resumed on " +
+                           resumePath.substr(resumePath.find_last_of('/') + 1));
+    return 0;
+  }
 
   const Run piped = runPipeline(plan, MPI_COMM_WORLD, cfg, schedule, microBatches);
   compareWithReference(piped, runReference(plan, cfg), referenceNorm(cfg), what);
