@@ -46,6 +46,7 @@
 // usage: mpirun -n 4 dmuon-pipeline-test --plan P --flat-plan F
 //            --schedule gpipe|1f1b [--micro-batches M]
 //            [--resume-plan R --resume-flat-plan RF --checkpoint-dir D]
+#include "PipelineSchedule.h"
 #include "TinyRuns.h"
 
 #include <mpi.h>
@@ -63,33 +64,8 @@ namespace {
 // Each mesh and schedule measured 2.3e-6 to 2.4e-6 when this was written.
 constexpr double kPipelineRelTol = 1e-5;
 
-// How a pipelined host orders its micro-batches (docs/runtime.md, "Pipeline
-// stages"; the same as Loopback.PipelineSchedulesEndWhereOneRankEnds): all
-// forwards then all backwards (GPipe), or after P - 1 - s warm-up forwards on
-// stage s one forward and one backward in turn (1F1B).
-enum class Schedule { GPipe, OneFOneB };
-
-// Stage `stage` of `stages`: its (forward?, micro-batch) sequence.
-std::vector<std::pair<bool, int>> stageOrder(Schedule schedule, int stage, int stages, int m) {
-  std::vector<std::pair<bool, int>> order;
-  if (schedule == Schedule::GPipe) {
-    for (int j = 0; j < m; ++j)
-      order.push_back({true, j});
-    for (int j = 0; j < m; ++j)
-      order.push_back({false, j});
-    return order;
-  }
-  const int warm = std::min(stages - 1 - stage, m);
-  int f = 0, b = 0;
-  for (; f < warm; ++f)
-    order.push_back({true, f});
-  while (b < m) {
-    if (f < m)
-      order.push_back({true, f++});
-    order.push_back({false, b++});
-  }
-  return order;
-}
+using tiny::Schedule;
+using tiny::stageOrder;
 
 int paramStage(const dmuon::Plan &plan, const std::string &name) {
   int stage = -1;

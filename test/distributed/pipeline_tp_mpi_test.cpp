@@ -9,6 +9,7 @@
 //
 //   mpirun -n 4 dmuon-pipeline-tp-mpi-test --plan pipeline-tp-pp2-tp2.plan
 //       --one-plan pipeline-tp-1.plan
+#include "MpiGtestMain.h"
 #include "SliceTraining.h"
 #include "backends/mpi/MpiBackend.h"
 
@@ -97,24 +98,5 @@ TEST(PipelineTpMpi, StagesWithTensorParallelEndWhereOneRankEnds) {
 } // namespace
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
-  MPI_Comm_size(MPI_COMM_WORLD, &gWorld);
-  ::testing::InitGoogleTest(&argc, argv);
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--plan") == 0)
-      gPlan = argv[++i];
-    else if (std::strcmp(argv[i], "--one-plan") == 0)
-      gOnePlan = argv[++i];
-  }
-  if (gPlan.empty() || gOnePlan.empty()) {
-    std::fprintf(stderr, "usage: %s --plan PLAN --one-plan ONE_RANK_PLAN\n", argv[0]);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0, anyFailed = 0;
-  MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (gRank == 0 && anyFailed)
-    std::fprintf(stderr, "a rank failed\n");
-  MPI_Finalize();
-  return anyFailed;
+  return runMpiGtest(argc, argv, gRank, gWorld, {{"--plan", &gPlan}, {"--one-plan", &gOnePlan}});
 }

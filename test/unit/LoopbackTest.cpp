@@ -6,6 +6,7 @@
 #include "LoopbackSupport.h"
 #include "OptimizerReferences.h"
 #include "SliceTraining.h"
+#include "hosts/tiny/PipelineSchedule.h"
 
 #include "kernels/cpu/MuonKernels.h"
 
@@ -231,32 +232,8 @@ std::unique_ptr<LoadedPlan> stagePlan(const std::string &name) {
   return loadPlan(std::string(DMUON_STAGE_PLAN_DIR) + "/tiny-" + name + ".plan");
 }
 
-// How a pipelined host orders its micro-batches (docs/runtime.md,
-// "Pipeline stages"): all forwards then all backwards (GPipe), or after a
-// warm-up one forward and one backward in turn (1F1B).
-enum class Schedule { GPipe, OneFOneB };
-
-// Stage `stage` of `stages`: its (forward?, micro-batch) sequence.
-std::vector<std::pair<bool, int>> stageOrder(Schedule schedule, int stage, int stages, int m) {
-  std::vector<std::pair<bool, int>> order;
-  if (schedule == Schedule::GPipe) {
-    for (int j = 0; j < m; ++j)
-      order.push_back({true, j});
-    for (int j = 0; j < m; ++j)
-      order.push_back({false, j});
-    return order;
-  }
-  const int warm = std::min(stages - 1 - stage, m);
-  int f = 0, b = 0;
-  for (; f < warm; ++f)
-    order.push_back({true, f});
-  while (b < m) {
-    if (f < m)
-      order.push_back({true, f++});
-    order.push_back({false, b++});
-  }
-  return order;
-}
+using tiny::Schedule;
+using tiny::stageOrder;
 
 // `steps` steps as a pipelined host drives them: every rank binds, hooks and
 // feeds gradients to its own stage's params and groups only (the
