@@ -33,7 +33,10 @@ std::string Checker::checkPipelineStages() {
       firstGroup[static_cast<size_t>(stage)] = static_cast<int>(g);
     ++groups[static_cast<size_t>(stage)];
     for (uint32_t k = 0; h->params() && k < h->params()->size(); ++k) {
-      const plan::Param *q = p_.params()->Get(static_cast<uint32_t>(h->params()->Get(k)));
+      const int index = h->params()->Get(k);
+      if (index < 0 || index >= numParams_)
+        continue; // checkHooks refuses it, naming the group
+      const plan::Param *q = p_.params()->Get(static_cast<uint32_t>(index));
       if (q->pipeline_stage() != stage)
         return who + " is on pipeline stage " + std::to_string(stage) + " but its param '" +
                str(q->name()) + "' is on stage " + std::to_string(q->pipeline_stage()) +
