@@ -37,7 +37,7 @@ bool isFusedInProj(const Param &p) {
   const std::string_view suffix = "in_proj_weight";
   return p.name.size() >= suffix.size() &&
          p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
-         p.shape.size() == 2 && p.rows % 3 == 0 && p.rows == 3 * p.cols;
+         p.shape.size() == 2 && p.rows == 3 * p.cols;
 }
 
 } // namespace

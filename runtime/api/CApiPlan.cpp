@@ -5,6 +5,7 @@
 #include "common/PlanRules.h"
 #include "common/Routes.h"
 #include "core/ParamSlice.h"
+#include "core/Topology.h"
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
 
@@ -141,15 +142,8 @@ dmuon_status_t dmuon_plan_rank_stage(dmuon_plan_t plan, int rank, int *out_stage
       return dmuon::rt::invalidArgument("rank " + std::to_string(rank) +
                                         " is out of range (the plan's world has " +
                                         std::to_string(mesh.world_size()) + " ranks)");
-    *out_stage = 0;
-    const int d = mesh.stage_dim();
-    if (d < 0)
-      return Status::ok();
-    // Row-major: the dims after the stage dim vary faster.
-    int64_t inner = 1;
-    for (uint32_t k = static_cast<uint32_t>(d) + 1; k < mesh.dims()->size(); ++k)
-      inner *= mesh.dims()->Get(k)->size();
-    *out_stage = static_cast<int>(rank / inner % mesh.dims()->Get(d)->size());
+    // The executor's own rule for its rank.
+    *out_stage = dmuon::rt::Topology::of(plan->plan->root(), rank).stage;
     return Status::ok();
   });
 }

@@ -261,7 +261,6 @@ Status buildParams(const LoadedPlan &plan, Topology &topo, Backend &backend,
   // creates the same communicators in the same order), and are left alone.
   for (ParamRt &p : out)
     if (p.plan->pipeline_stage() != topo.stage) {
-      p.onStage = false;
       p.route = plan::Route::host;
       p.countsInNorm = false;
       p.bound = true;

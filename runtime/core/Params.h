@@ -99,9 +99,6 @@ struct ParamRt {
   int refreshPhase = 0; // the plan's refresh_phase: refreshes at steps = phase mod frequency
   MatrixGather gather;
   bool bound = false;
-  // False for a param of another pipeline stage: the runtime holds nothing
-  // of it on this rank (it is left as a host-route param is).
-  bool onStage = true;
   // Whether this rank's copy of the (averaged) gradient counts in the global
   // norm: one rank per element over owners, replicas and model-parallel
   // copies (dmuon_runtime_grad_norm).

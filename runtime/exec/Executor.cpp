@@ -102,7 +102,7 @@ Status Executor::checkGroup(int g, const char *call) const {
 }
 
 Status Executor::checkOnStage(const ParamRt &p, const std::string &call) const {
-  if (p.onStage)
+  if (p.plan->pipeline_stage() == topo_.stage)
     return Status::ok();
   return invalidArgument(call + ": param '" + p.name + "' is on pipeline stage " +
                          std::to_string(p.plan->pipeline_stage()) + "; rank " +

@@ -13,7 +13,6 @@ Status HookSchedule::init(const Context &ctx, std::vector<Route *> routes) {
     const plan::HookGroup &hg = *hgs->Get(static_cast<flatbuffers::uoffset_t>(g));
     groups_[g].name = hg.name()->str();
     groups_[g].stage = hg.pipeline_stage();
-    groups_[g].onStage = hg.pipeline_stage() == ctx.topo.stage;
     groups_[g].bufferBytes = hg.buffer_bytes();
     groups_[g].reduceBufferBytes = hg.reduce_buffer_bytes();
   }
@@ -51,7 +50,7 @@ Status HookSchedule::preForward(int g) {
   DMUON_RETURN_IF_ERROR(unshard(g));
   grp.forwardStarted = true;
   // Forward prefetch: the next group's unshard overlaps this one's compute.
-  if (g + 1 < numGroups() && groups_[g + 1].onStage && !groups_[g + 1].forwardStarted)
+  if (g + 1 < numGroups() && onStage(g + 1) && !groups_[g + 1].forwardStarted)
     DMUON_RETURN_IF_ERROR(unshard(g + 1));
   return waitUnshard(g);
 }
@@ -99,14 +98,11 @@ bool HookSchedule::anyStarted() const {
                      [](const Group &grp) { return grp.forwardStarted || grp.backwardStarted; });
 }
 
-bool HookSchedule::backwardDone() const {
-  return std::all_of(groups_.begin(), groups_.end(),
-                     [](const Group &grp) { return grp.backwardDone || !grp.onStage; });
-}
+bool HookSchedule::backwardDone() const { return pendingBackward() < 0; }
 
 int HookSchedule::pendingBackward() const {
   for (int g = 0; g < numGroups(); ++g)
-    if (!groups_[g].backwardDone && groups_[g].onStage)
+    if (!groups_[g].backwardDone && onStage(g))
       return g;
   return -1;
 }

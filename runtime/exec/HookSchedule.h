@@ -25,7 +25,7 @@ public:
   int numGroups() const { return static_cast<int>(groups_.size()); }
   // Whether group g is of this rank's pipeline stage (always, without one),
   // and its stage.
-  bool onStage(int g) const { return groups_[g].onStage; }
+  bool onStage(int g) const { return groups_[g].stage == ctx_->topo.stage; }
   int stageOf(int g) const { return groups_[g].stage; }
   // "hook group 3 ('layers.1')", as errors name it.
   std::string label(int g) const;
@@ -60,8 +60,7 @@ private:
   enum class Unshard { Sharded, InFlight, Unsharded };
   struct Group {
     std::string name;
-    int stage = 0;       // its pipeline stage
-    bool onStage = true; // this rank's stage: its hooks run here
+    int stage = 0; // its pipeline stage
     int64_t bufferBytes = 0, reduceBufferBytes = 0;
     DeviceArray packed, grad;
     Unshard state = Unshard::Sharded;

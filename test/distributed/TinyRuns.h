@@ -25,6 +25,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -90,6 +91,34 @@ dmuon_runtime_options_t makeOptions(MPI_Comm *comm, dmuon_mode_t mode, int repli
 }
 
 using Params = std::map<std::string, std::vector<float>>;
+
+// How far one param of a run is from the same param of another.
+struct ParamDiff {
+  double maxDiff = 0, maxAbs = 0; // max |got - want|, max |want|
+  double rel = 0;                 // maxDiff / maxAbs
+};
+
+// Every param of `want` against `got`'s, handed to `each(name, diff)` when
+// given; the worst relative difference and its param's name.
+inline std::pair<double, std::string>
+worstParamDiff(const Params &got, const Params &want,
+               const std::function<void(const std::string &, const ParamDiff &)> &each = {}) {
+  std::pair<double, std::string> worst{0.0, ""};
+  for (const auto &[name, w] : want) {
+    const std::vector<float> &g = got.at(name);
+    ParamDiff d;
+    for (size_t i = 0; i < w.size(); ++i) {
+      d.maxDiff = std::max(d.maxDiff, std::fabs(static_cast<double>(g[i]) - w[i]));
+      d.maxAbs = std::max(d.maxAbs, std::fabs(static_cast<double>(w[i])));
+    }
+    d.rel = d.maxDiff / std::max(d.maxAbs, 1e-30);
+    if (d.rel > worst.first)
+      worst = {d.rel, name};
+    if (each)
+      each(name, d);
+  }
+  return worst;
+}
 
 struct Trajectory {
   std::vector<float> losses; // global mean loss per step

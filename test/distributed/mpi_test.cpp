@@ -73,25 +73,13 @@ void compareWithReference(const Trajectory &dist, const Trajectory &ref, const s
     fail("[%s] loss at step 0: distributed %.9g, reference %.9g (relative error %.3g)", mesh.c_str(),
          l0, r0, lossErr);
 
-  double worst = 0;
-  std::string worstName;
-  for (const auto &[name, r] : ref.final) {
-    const std::vector<float> &d = dist.final.at(name);
-    double maxDiff = 0, maxAbs = 0;
-    for (size_t i = 0; i < r.size(); ++i) {
-      maxDiff = std::max(maxDiff, std::fabs(static_cast<double>(d[i]) - r[i]));
-      maxAbs = std::max(maxAbs, std::fabs(static_cast<double>(r[i])));
-    }
-    const double rel = maxDiff / std::max(maxAbs, 1e-30);
-    if (rel > worst) {
-      worst = rel;
-      worstName = name;
-    }
-    if (rel > kRelTol)
-      fail("[%s] %s after %d steps: relative error %.3g vs the single-process reference "
-           "(max abs diff %.3g, max abs value %.3g; tolerance %g)",
-           mesh.c_str(), name.c_str(), kSteps, rel, maxDiff, maxAbs, kRelTol);
-  }
+  const auto [worst, worstName] =
+      worstParamDiff(dist.final, ref.final, [&](const std::string &name, const ParamDiff &d) {
+        if (d.rel > kRelTol)
+          fail("[%s] %s after %d steps: relative error %.3g vs the single-process reference "
+               "(max abs diff %.3g, max abs value %.3g; tolerance %g)",
+               mesh.c_str(), name.c_str(), kSteps, d.rel, d.maxDiff, d.maxAbs, kRelTol);
+      });
   info("[%s] vs single-process reference: loss step 0 %.6f (ref %.6f), step %d %.6f (ref %.6f); "
        "worst param relative error %.3g (%s)",
        mesh.c_str(), l0, r0, kSteps - 1, static_cast<double>(dist.losses.back()),

@@ -386,25 +386,13 @@ void compareWithReference(const Run &got, const Trajectory &ref, double refNorm,
   if (normErr > 1e-6)
     fail("%s: gradient norm at step 0 %.9g, reference %.9g (relative error %.3g)", what.c_str(),
          got.norms[0], refNorm, normErr);
-  double worst = 0;
-  std::string worstName;
-  for (const auto &[name, r] : ref.final) {
-    const std::vector<float> &d = got.final.at(name);
-    double maxDiff = 0, maxAbs = 0;
-    for (size_t i = 0; i < r.size(); ++i) {
-      maxDiff = std::max(maxDiff, std::fabs(static_cast<double>(d[i]) - r[i]));
-      maxAbs = std::max(maxAbs, std::fabs(static_cast<double>(r[i])));
-    }
-    const double rel = maxDiff / std::max(maxAbs, 1e-30);
-    if (rel > worst) {
-      worst = rel;
-      worstName = name;
-    }
-    if (rel > kPipelineRelTol)
-      fail("%s: %s after %d steps: relative error %.3g vs the single-process reference "
-           "(tolerance %g)",
-           what.c_str(), name.c_str(), kSteps, rel, kPipelineRelTol);
-  }
+  const auto [worst, worstName] =
+      worstParamDiff(got.final, ref.final, [&](const std::string &name, const ParamDiff &d) {
+        if (d.rel > kPipelineRelTol)
+          fail("%s: %s after %d steps: relative error %.3g vs the single-process reference "
+               "(tolerance %g)",
+               what.c_str(), name.c_str(), kSteps, d.rel, kPipelineRelTol);
+      });
   // The reference must have trained, or agreeing with it would say little.
   if (ref.final.at("layers.0.fc1.weight") == ref.initial.at("layers.0.fc1.weight"))
     fail("%s: the reference did not change layers.0.fc1.weight", what.c_str());
@@ -412,24 +400,6 @@ void compareWithReference(const Run &got, const Trajectory &ref, double refNorm,
        "gradient norm step 0 relative error %.3g; worst param relative error %.3g (%s)",
        what.c_str(), l0, r0, kSteps - 1, static_cast<double>(got.losses.back()),
        static_cast<double>(ref.losses.back()), normErr, worst, worstName.c_str());
-}
-
-// The worst relative difference (max abs diff / max abs value) of a param of
-// `got` from `want`'s, with its name.
-std::pair<double, std::string> worstRelDiff(const Run &got, const Run &want) {
-  std::pair<double, std::string> worst{0.0, ""};
-  for (const auto &[name, w] : want.final) {
-    const std::vector<float> &g = got.final.at(name);
-    double maxDiff = 0, maxAbs = 0;
-    for (size_t i = 0; i < w.size(); ++i) {
-      maxDiff = std::max(maxDiff, std::fabs(static_cast<double>(g[i]) - w[i]));
-      maxAbs = std::max(maxAbs, std::fabs(static_cast<double>(w[i])));
-    }
-    const double rel = maxDiff / std::max(maxAbs, 1e-30);
-    if (rel >= worst.first)
-      worst = {rel, name};
-  }
-  return worst;
 }
 
 // Steps 0..kResumeStep-1 on `plan`, saved to `dir`; steps kResumeStep..kSteps-1
@@ -470,7 +440,7 @@ void checkpointAcrossPp(const dmuon::Plan &plan, const dmuon::Plan &resume,
   // Ten uninterrupted steps on the resume plan: close, not bit for bit (the
   // first five steps split the batch otherwise; see the header).
   const Run straight = runPipeline(resume, MPI_COMM_WORLD, cfg, schedule, microBatches);
-  const auto [rel, name] = worstRelDiff(whole, straight);
+  const auto [rel, name] = worstParamDiff(whole.final, straight.final);
   if (rel > kPipelineRelTol)
     fail("%s: %s after the resume is %.3g relative from %d uninterrupted steps on the resume "
          "plan (tolerance %g)",

@@ -15,19 +15,9 @@ plan=$2
 dmuon_plan=$3
 dmuonc=$4
 here=$(cd "$(dirname "$0")" && pwd)
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/dmuon-install.XXXXXX")
-cleanup() { rm -rf "$work"; }
-trap cleanup EXIT
-prefix=$work/prefix
-
-fail() { echo "install_consumer: FAIL: $*" >&2; exit 1; }
-
-echo "== cmake --install $build_dir --prefix $prefix"
-cmake --install "$build_dir" --prefix "$prefix" >"$work/install.log" || {
-  cat "$work/install.log" >&2
-  fail "cmake --install failed"
-}
+test_name=install_consumer
+# shellcheck source=install-prefix.sh
+. "$here/install-prefix.sh"
 
 # What must be there.
 for f in include/dmuon/dmuon.h include/dmuon/dmuon.hpp include/dmuon/plan.fbs; do

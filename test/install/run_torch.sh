@@ -15,19 +15,9 @@ set -euo pipefail
 build_dir=$1
 mpiexec=$2
 here=$(cd "$(dirname "$0")" && pwd)
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/dmuon-install-torch.XXXXXX")
-cleanup() { rm -rf "$work"; }
-trap cleanup EXIT
-prefix=$work/prefix
-
-fail() { echo "install_torch_consumer: FAIL: $*" >&2; exit 1; }
-
-echo "== cmake --install $build_dir --prefix $prefix"
-cmake --install "$build_dir" --prefix "$prefix" >"$work/install.log" || {
-  cat "$work/install.log" >&2
-  fail "cmake --install failed"
-}
+test_name=install_torch_consumer
+# shellcheck source=install-prefix.sh
+. "$here/install-prefix.sh"
 [ -f "$prefix/include/dmuon/torch/DmuonTorch.h" ] || fail "missing include/dmuon/torch/DmuonTorch.h"
 archive=$(find "$prefix" -name 'libdmuon_torch.a' | head -n1)
 [ -n "$archive" ] || fail "no libdmuon_torch.a under $prefix"
