@@ -203,8 +203,15 @@ class Plan:
         return lib.dmuon_plan_qk_clip_tau(self._handle)
 
 
-def _real(value):
-    return _capi.UNSET_REAL if value is None else float(value)
+def _real(value, name="value"):
+    """A real option: None is "unset" (the C ABI's NaN marker); a NaN the
+    caller passes is an error, never taken for "unset"."""
+    if value is None:
+        return _capi.UNSET_REAL
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError(f"{name} is NaN: pass a number, or None to leave it unset")
+    return value
 
 
 def _flag(value):
@@ -237,17 +244,23 @@ def runtime_options(**options):
         if setter is None:
             raise TypeError(f"unknown runtime option '{name}' (known: "
                             f"{', '.join(sorted(_OPTION_SETTERS))})")
-        setattr(o, name, setter(value))
+        setattr(o, name, setter(value, name) if setter is _real else setter(value))
     return o
 
 
-def hyper_params_struct(lr=None, momentum=None, weight_decay=None, adamw_lr=None,
-                        adamw_weight_decay=None):
+SCHEDULED_HYPER_PARAMS = tuple(name for name, _ in _capi.HyperParams._fields_[2:])
+
+
+def hyper_params_struct(**values):
+    """A dmuon_hyper_params_t with the rows given set (lr, momentum,
+    weight_decay, adamw_lr, adamw_weight_decay, soap_lr, soap_weight_decay,
+    shampoo_lr, shampoo_weight_decay); None or absent: unchanged."""
     h = _capi.hyper_params_init()
-    for name, value in (("lr", lr), ("momentum", momentum), ("weight_decay", weight_decay),
-                        ("adamw_lr", adamw_lr), ("adamw_weight_decay", adamw_weight_decay)):
-        if value is not None:
-            setattr(h, name, float(value))
+    for name, value in values.items():
+        if name not in SCHEDULED_HYPER_PARAMS:
+            raise TypeError(f"unknown hyper-parameter '{name}' (known: "
+                            f"{', '.join(SCHEDULED_HYPER_PARAMS)})")
+        setattr(h, name, _real(value, name))
     return h
 
 

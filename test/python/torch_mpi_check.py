@@ -92,7 +92,7 @@ def run_dmuon(comm, plan, mode, steps, micro_batches=1, schedule=False, max_grad
             total += loss.item()
         dm.step()
         losses.append(comm.allreduce(total) / world)
-    params = {k: v.clone() for k, v in dm.state_dict().items()}
+    params = {k: v.clone() for k, v in dm.model_state_dict().items()}
     dm.close()
     return losses, params
 

@@ -1,19 +1,22 @@
-"""dmuon.torch: a torch.nn.Module trained through libdmuon, in one call.
+"""dmuon.torch: a torch.nn.Module trained through libdmuon, behind a
+torch.optim.Optimizer.
 
     from mpi4py import MPI
     import dmuon.torch
-    dm = dmuon.torch.wrap(model, mesh="2x2", communicator=MPI.COMM_WORLD, work_dir="work")
+    opt = dmuon.torch.wrap(model, mesh="2x2", communicator=MPI.COMM_WORLD, work_dir="work")
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
     for batch in data:
+        opt.zero_grad()
         loss = loss_fn(model(batch))
         loss.backward()
-        dm.step()
+        opt.step()
+        sched.step()
 
-wrap() writes dmuonc's manifest from named_parameters() (registration order
-must be forward order), compiles it for the mesh on rank 0 (or takes a plan),
-creates the runtime on the communicator, binds the params and hands their
-memory to the runtime (ParamBridge); the model's own forward and backward then
-drive the hooks. Between steps the params of hook groups hold no values:
-evaluate a replica filled by gather_into(). docs/python.md.
+wrap() writes dmuonc's manifest from the module (conv views, frozen and tied
+params, fused QKV: _manifest.py), compiles it for the mesh on rank 0 (or
+takes a plan), creates the runtime on the communicator, binds the params and
+hands their memory to the runtime (ParamBridge); the model's own forward and
+backward then drive the hooks. docs/python.md.
 """
 
 import torch as _torch  # noqa: F401  (dmuon.torch needs torch; fail here if absent)
@@ -21,103 +24,51 @@ import torch as _torch  # noqa: F401  (dmuon.torch needs torch; fail here if abs
 from .. import _capi
 from .._core import Plan
 from .._runtime import Runtime
-from ._bridge import ParamBridge
-from ._manifest import compile_plan, find_dmuonc, manifest_toml, run_dmuonc
+from ._bridge import ParamBridge, check_param_tensor
+from ._manifest import (MATRIX_RULES, check_optimizer, compile_plan, find_dmuonc, manifest_toml,
+                        run_dmuonc)
+from ._optimizer import DmuonOptimizer
 
-__all__ = ["wrap", "DmuonModel", "manifest_toml", "run_dmuonc", "compile_plan", "find_dmuonc"]
+DmuonModel = DmuonOptimizer  # the name before it was an optimizer
+
+__all__ = ["wrap", "DmuonOptimizer", "DmuonModel", "manifest_toml", "run_dmuonc",
+           "compile_plan", "find_dmuonc"]
+
+_MODES = {"z2": _capi.MODE_Z2, "z3": _capi.MODE_Z3, None: _capi.MODE_FROM_PLAN}
 
 
-class DmuonModel:
-    """The runtime and the bridge of one wrapped model (what wrap() returns)."""
-
-    def __init__(self, model, plan, runtime):
-        self.model = model
-        self.plan = plan
-        self.runtime = runtime
-        self.bridge = ParamBridge(runtime, plan, model)
-
-    @property
-    def host_params(self):
-        """Params the plan routes to the host (ROUTE_HOST): not the runtime's;
-        the host averages and steps them itself."""
-        return list(self.bridge.host_params)
-
-    def begin_micro_batch(self, is_last):
-        """Before a micro-batch's forward: is_last=False for every micro-batch
-        of a step but the last (scale the loss by 1/k, as with torch)."""
-        self.runtime.begin_micro_batch(is_last)
-
-    def step(self):
-        """Finishes the backward (groups whose gradients did not all arrive)
-        and steps: True when applied, False when skipped for a non-finite
-        gradient (nothing changed)."""
-        self.bridge.end_backward()
-        return self.runtime.step()
-
-    def set_hyper_params(self, **values):
-        """Collective: lr, momentum, weight_decay (Muon), adamw_lr,
-        adamw_weight_decay from the next step; None or absent: unchanged."""
-        self.runtime.set_hyper_params(**values)
-
-    def hyper_params(self):
-        return self.runtime.hyper_params()
-
-    def grad_norm(self):
-        return self.runtime.grad_norm()
-
-    def set_qk_max_logits(self, pair, max_logits):
-        """This rank's per-head maximum attention logits of QK-Clip pair `pair`
-        for the coming step (a tensor or array of the pair's heads)."""
-        self.runtime.set_qk_max_logits(pair, max_logits)
-
-    def qk_clip_counts(self):
-        return self.runtime.qk_clip_counts()
-
-    def gather_into(self, copy):
-        """Copies every param's current values (the optimizer's fp32 master)
-        into the same-named params of `copy` (an evaluation replica).
-        Collective: every rank calls it, between steps."""
-        named = dict(copy.named_parameters())
-        with _torch.no_grad():
-            for p in self.bridge.params:
-                dst = named.get(p.name)
-                shape = self.runtime.local_shape(p.index)
-                if dst is None or dst.dtype != _torch.float32 or tuple(dst.shape) != shape:
-                    raise ValueError(f"gather_into: the copy has no f32 param '{p.name}' of "
-                                     f"shape {shape}")
-                dst.copy_(_torch.from_numpy(self.runtime.gather_param(p.name)))
-        return copy
-
-    def state_dict(self):
-        """{name: tensor} of every param's current values (a collective)."""
-        return {p.name: _torch.from_numpy(self.runtime.gather_param(p.name))
-                for p in self.bridge.params}
-
-    def save_checkpoint(self, path, step):
-        self.runtime.save_checkpoint(path, step)
-
-    def load_checkpoint(self, path):
-        return self.runtime.load_checkpoint(path)
-
-    def close(self):
-        """Unhooks the model and destroys the runtime; the model's params are
-        left empty (gather_into a replica first to keep their values)."""
-        self.bridge.close()
-        self.runtime.close()
+def _matrix_rule(optimizer, dmuonc_args):
+    """The rule of the plan's matrices: `optimizer`, else dmuonc's
+    --matrix-optimizer among dmuonc_args, else Muon."""
+    if optimizer in MATRIX_RULES:
+        return optimizer
+    for a in dmuonc_args:
+        if str(a).startswith("--matrix-optimizer="):
+            return str(a).split("=", 1)[1]
+    return "muon"
 
 
 def wrap(model, *, communicator=None, plan=None, mesh=None, work_dir="dmuon-work",
          model_name="model", optimizer="", dmuonc_args=(), dmuonc=None, mode=None, **options):
-    """Trains `model` through libdmuon: returns a DmuonModel.
+    """Trains `model` through libdmuon: returns its DmuonOptimizer.
 
     plan: a dmuon.Plan or a plan file; without one, `mesh` (dmuonc --mesh,
     default: the world size) is compiled from the model on rank 0 in
-    `work_dir`, with `optimizer` ("", "muon", "adamw": dmuonc's select, or
-    every param's) and `dmuonc_args`. communicator: an mpi4py communicator
+    `work_dir`. optimizer: the rule for the matrices ("muon", the default,
+    "normuon", "soap", "shampoo"; every other param stays on AdamW), or
+    "adamw" for every param; with plan=, say which rule the plan has.
+    dmuonc_args: more dmuonc flags. communicator: an mpi4py communicator
     (default MPI.COMM_WORLD). mode: "z2", "z3" or a dmuon.MODE_*. Other
     keywords are runtime options (dmuon.runtime_options): lr, momentum,
     weight_decay, adamw_lr, ..., accumulation, max_grad_norm, clip_policy,
     momentum_form. Every rank calls it, with the same values."""
+    check_optimizer(optimizer)
+    for name, t in model.named_parameters():
+        check_param_tensor(name, t)
+    if isinstance(mode, str) or mode is None:
+        if mode not in _MODES:
+            raise ValueError(f"mode must be 'z2', 'z3' or a dmuon.MODE_* value, not {mode!r}")
+        mode = _MODES[mode]
     if communicator is None:
         from mpi4py import MPI
         communicator = MPI.COMM_WORLD
@@ -126,14 +77,23 @@ def wrap(model, *, communicator=None, plan=None, mesh=None, work_dir="dmuon-work
                             model_name, optimizer, dmuonc_args, dmuonc)
     if not isinstance(plan, Plan):
         plan = Plan(plan)
-    modes = {"z2": _capi.MODE_Z2, "z3": _capi.MODE_Z3, None: _capi.MODE_FROM_PLAN}
-    if isinstance(mode, str) or mode is None:
-        if mode not in modes:
-            raise ValueError(f"mode must be 'z2', 'z3' or a dmuon.MODE_* value, not {mode!r}")
-        mode = modes[mode]
     runtime = Runtime(plan, communicator, mode=mode, **options)
     try:
-        return DmuonModel(model, plan, runtime)
+        bridge = ParamBridge(runtime, plan, model)
+        rule = "adamw" if optimizer == "adamw" else _matrix_rule(optimizer, dmuonc_args)
+        return DmuonOptimizer(model, plan, runtime, bridge, communicator,
+                              "muon" if rule == "adamw" else rule, _fixed(runtime.options))
     except Exception:
         runtime.close()
         raise
+
+
+# AdamW's fixed rows where the runtime's options leave them unset: the plan
+# records common/HyperParams.def's defaults for them (dmuonc has no flag).
+_ADAMW_FIXED_DEFAULTS = {"adamw_beta1": 0.9, "adamw_beta2": 0.999, "adamw_eps": 1e-8}
+
+
+def _fixed(options):
+    import math
+    return {k: (_ADAMW_FIXED_DEFAULTS[k] if math.isnan(getattr(options, k)) else getattr(options, k))
+            for k in _ADAMW_FIXED_DEFAULTS}

@@ -17,6 +17,18 @@ Python twin).
   are finished by a callback the autograd engine runs at the end of backward.
   Only torch 1.13 APIs, so Debian's python3-torch works (and torch 2 too).
 
+- The root module's own params (a ViT's cls_token, pos_embed) are the hook
+  group '<root>': the model's own forward pre- and post-hooks drive it, so
+  its window spans the whole forward (and its backward the whole backward).
+- A tied param (one tensor under several names: an embedding shared with the
+  output head) is one param of the plan, under its first name. Its group's
+  window opens at whichever use comes first and closes at the end of the
+  forward; backward opens it at whichever use's output gradient arrives
+  first, and the single gradient accumulator (autograd sums both uses) closes
+  it.
+- Between a group's windows its params hold no memory: each reads as NaN
+  (a stride-0 view of one NaN, never a silent 0) and any write to it fails.
+
 Z3: post_forward frees the packed buffer and pre_backward broadcasts into a
 new allocation, but autograd saves tensors that alias the params (weight.t()
 for a Linear's backward). C++ re-points the shared StorageImpl; Python cannot,
@@ -35,10 +47,11 @@ _IDLE, _IN_FORWARD, _FORWARDED, _IN_BACKWARD, _DONE = range(5)
 
 
 class _Param:
-    __slots__ = ("name", "index", "tensor", "group", "accumulator", "hook", "span")
+    __slots__ = ("name", "index", "tensor", "group", "accumulator", "hook", "span", "aliases")
 
     def __init__(self, name, index, tensor, group):
         self.name, self.index, self.tensor, self.group = name, index, tensor, group
+        self.aliases = []  # the other names of a tied param
         self.accumulator = None
         self.hook = None
         self.span = None  # (first byte, end) of the runtime's memory it points at, or None
@@ -52,6 +65,31 @@ class _SavedAlias:
         self.param, self.offset, self.size, self.stride = param, offset, size, stride
 
 
+ROOT_GROUP = "<root>"  # dmuonc's name for the hook group of the root module's own params
+
+
+def names_by_param(model):
+    """{id(param): every name it has}, the first being named_parameters()'s
+    (the plan's): a tied param has several."""
+    names = {}
+    for prefix, module in model.named_modules(remove_duplicate=False):
+        for local, p in module._parameters.items():
+            if p is not None:
+                full = f"{prefix}.{local}" if prefix else local
+                if full not in names.setdefault(id(p), []):
+                    names[id(p)].append(full)
+    return names
+
+
+def _module_path(param_name):
+    return param_name.rpartition(".")[0]
+
+
+def _inside(path, module):
+    """Whether the module at `path` is `module` or inside it ('' is the root)."""
+    return module == "" or path == module or path.startswith(module + ".")
+
+
 class ParamBridge:
     def __init__(self, runtime, plan, model):
         self.rt = runtime
@@ -63,7 +101,8 @@ class ParamBridge:
         self.phase = [_IDLE] * groups
         self.pending = [0] * groups
         self.params = []
-        self.host_params = []  # ROUTE_HOST: the host's own; never re-pointed
+        self.host_params = []  # ROUTE_HOST (frozen params among them): never re-pointed
+        self.tied_uses = [set() for _ in range(groups)]  # modules outside g using its tied params
         self._handles = []
         self._saved_hooks = None
         self._callback_queued = False
@@ -78,27 +117,35 @@ class ParamBridge:
         if len(named) != self.plan.num_params:
             raise ValueError(f"the plan has {self.plan.num_params} params, the model "
                              f"{len(named)}: compile the plan from this model")
+        all_names = names_by_param(model)
         for name, t in named:
-            index = self.plan.find_param(name)
+            try:
+                index = self.plan.find_param(name)
+            except Error:
+                raise ValueError(f"param '{name}' is not in the plan: compile the plan from "
+                                 "this model") from None
             info = self.plan.param(index)
             local = self.rt.local_shape(index)
             if tuple(t.shape) != local:
                 raise ValueError(f"param '{name}' has shape {tuple(t.shape)}, the plan's "
                                  f"(this rank's slice) is {local}")
-            if t.dtype != torch.float32 or info.dtype != _capi.DTYPE_F32:
-                raise ValueError(f"param '{name}' is {t.dtype}: dmuon.torch handles f32 "
-                                 "params only")
-            if t.device.type != "cpu":
-                raise ValueError(f"param '{name}' is on {t.device}: the MPI backend's views "
-                                 "are host memory")
+            check_param_tensor(name, t)
+            if info.dtype != _capi.DTYPE_F32:
+                raise ValueError(f"param '{name}' is planned as dtype {info.dtype}, not f32: "
+                                 "compile the plan from the f32 model")
             self.rt.bind_param(name, t)
             if self.plan.param_route(index).route == _capi.ROUTE_HOST:
                 self.host_params.append(t)
                 continue
             p = _Param(name, index, t, info.hook_group)
+            p.aliases = all_names[id(t)][1:]
             self.params.append(p)
             if p.group >= 0:
                 self.group_params[p.group].append(p)
+                own = self._group_path(p.group)
+                for alias in p.aliases:
+                    if not _inside(_module_path(alias), own):
+                        self.tied_uses[p.group].add(_module_path(alias))
         for p in self.params:
             if p.group >= 0 and p.tensor.requires_grad:
                 # expand_as's grad_fn leads to the leaf's AccumulateGrad; it is
@@ -109,23 +156,36 @@ class ParamBridge:
                 p.hook = p.accumulator.register_hook(self._grad_hook(p.group))
             self._point_nowhere(p)  # the module's own memory is let go here
 
+    def _group_path(self, g):
+        name = self.group_names[g]
+        return "" if name == ROOT_GROUP else name
+
     def _grad_hook(self, group):
         return lambda grad_inputs, grad_outputs: self._on_grad_accumulated(group)
 
     def _register_module_hooks(self, model):
-        # Root pre-hook first and root post-hook last: when a hook group is the
-        # root itself, its hooks run inside the step's own.
+        # Root pre-hook first and root post-hook last: the root's own group
+        # ('<root>') and the tied windows nest inside the forward's.
         self._handles.append(model.register_forward_pre_hook(lambda m, a: self.begin_forward()))
-        modules = dict(model.named_modules())
-        for g, name in enumerate(self.group_names):
-            module = modules.get(name)
+        # Every path of a module shared under several names.
+        modules = dict(model.named_modules(remove_duplicate=False))
+        for g in range(len(self.group_names)):
+            module = modules.get(self._group_path(g))
             if module is None:
                 owned = ", ".join(p.name for p in self.group_params[g]) or "none"
-                raise ValueError(f"hook group {g} '{name}' is not a module of the model (its "
-                                 f"params: {owned}): the plan's hook groups must be module "
-                                 "paths (dmuonc --hook-boundary)")
-            self._handles.append(module.register_forward_pre_hook(self._pre_forward_hook(g)))
-            self._handles.append(module.register_forward_hook(self._post_forward_hook(g)))
+                raise ValueError(f"hook group {g} '{self.group_names[g]}' is not a module of the "
+                                 f"model (its params: {owned}): the plan's hook groups must be "
+                                 "module paths (dmuonc --hook-boundary)")
+            hooked = [module]
+            for path in [self._group_path(g)] + sorted(self.tied_uses[g]):
+                use = modules[path]
+                if use is module and path != self._group_path(g) or \
+                        any(use is h for h in hooked[1:]):
+                    continue  # the same module under another name: hooked once
+                if path != self._group_path(g):
+                    hooked.append(use)
+                self._handles.append(use.register_forward_pre_hook(self._pre_forward_hook(g)))
+                self._handles.append(use.register_forward_hook(self._post_forward_hook(g)))
         self._handles.append(model.register_forward_hook(lambda m, a, out: self._end_forward()))
 
     def _pre_forward_hook(self, g):
@@ -136,8 +196,8 @@ class ParamBridge:
 
     def close(self):
         """Takes every hook off the model and its params and gradients off the
-        runtime's memory (they are left empty: gather_into a replica first)."""
-        self._end_forward()
+        runtime's memory (they read NaN: gather_into a replica first)."""
+        self._exit_saved_hooks()
         for h in self._handles:
             h.remove()
         self._handles = []
@@ -152,8 +212,10 @@ class ParamBridge:
     # ---------------------------------------------------- memory moves
 
     def _point_nowhere(self, p):
+        # One NaN of its own, seen through the param's shape with stride 0:
+        # no memory, a read is NaN, a write fails.
         with torch.no_grad():
-            p.tensor.data = torch.empty(0)
+            p.tensor.data = torch.full((), float("nan")).expand(p.tensor.shape)
         p.span = None
 
     def _point_at_view(self, p):
@@ -178,7 +240,22 @@ class ParamBridge:
     def _attach_grad(self, p):
         p.tensor.grad = self.rt.grad_view(p.index, "torch")
 
+    def _hook(self, call, g, what):
+        """A runtime hook, its refusal told in the host's terms."""
+        try:
+            call(g)
+        except Error as e:
+            raise RuntimeError(f"dmuon.torch: {what} of hook group {g} "
+                               f"'{self.group_names[g]}': {e.message}") from None
+
     # ----------------------------------------------------------- steps
+
+    def waiting_for_backward(self):
+        """The groups a forward opened that no backward has reached."""
+        return [g for g, ph in enumerate(self.phase) if ph in (_IN_FORWARD, _FORWARDED)]
+
+    def backward_started(self):
+        return any(ph in (_IN_BACKWARD, _DONE) for ph in self.phase)
 
     def begin_forward(self):
         """The start of a micro-batch's forward: the always-valid params and
@@ -187,6 +264,13 @@ class ParamBridge:
             raise RuntimeError("dmuon.torch: a forward without grad through the wrapped model "
                                "would open hook windows that no backward closes; evaluate a "
                                "replica filled by gather_into() instead")
+        waiting = self.waiting_for_backward()
+        if waiting and not self.backward_started():
+            g = waiting[0]
+            raise RuntimeError(f"dmuon.torch: model(...) called again before loss.backward() "
+                               f"of its previous forward (hook group {g} '{self.group_names[g]}' "
+                               "still waits for its backward): call loss.backward() on each "
+                               "forward's loss, then step()")
         for p in self.params:
             if p.group < 0:
                 self._point_at_view(p)
@@ -198,20 +282,32 @@ class ParamBridge:
             self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
             self._saved_hooks.__enter__()
 
-    def _end_forward(self):
+    def _exit_saved_hooks(self):
         if self._saved_hooks is not None:
             hooks, self._saved_hooks = self._saved_hooks, None
             hooks.__exit__(None, None, None)
 
+    def _end_forward(self):
+        self._exit_saved_hooks()
+        # A tied param's window closes only here: every use has run.
+        for g, uses in enumerate(self.tied_uses):
+            if uses and self.phase[g] == _IN_FORWARD:
+                self._hook(self.rt.post_forward, g, "the end of forward")
+                self._refresh_group(g)
+                self.phase[g] = _FORWARDED
+
     def _pre_forward(self, g):
-        self.rt.pre_forward(g)
+        if self.phase[g] != _IDLE and self.tied_uses[g]:
+            return  # a tied param's second use: its window is open
+        self._hook(self.rt.pre_forward, g, "forward")
         self._refresh_group(g)
         self.phase[g] = _IN_FORWARD
 
     def _post_forward(self, g, out):
-        self.rt.post_forward(g)
-        self._refresh_group(g)  # Z3: nothing until pre_backward; Z2: unchanged
-        self.phase[g] = _FORWARDED
+        if not self.tied_uses[g]:
+            self._hook(self.rt.post_forward, g, "the end of forward")
+            self._refresh_group(g)  # Z3: nothing until pre_backward; Z2: unchanged
+            self.phase[g] = _FORWARDED
         # An output that needs no grad gets no hook: end_backward opens and
         # closes its group's backward.
         for t in _tensors(out):
@@ -219,13 +315,13 @@ class ParamBridge:
                 t.register_hook(lambda grad, g=g: self._on_pre_backward(g))
         return None
 
-    def _on_pre_backward(self, g):
+    def _on_pre_backward(self, g, in_engine=True):
         if self.phase[g] != _FORWARDED:
             return  # a module with several outputs: the first gradient to arrive opens it
-        if not self._callback_queued:
+        if in_engine and not self._callback_queued:
             torch.autograd.Variable._execution_engine.queue_callback(self.end_backward)
             self._callback_queued = True
-        self.rt.pre_backward(g)
+        self._hook(self.rt.pre_backward, g, "backward")
         self._refresh_group(g)  # Z3: the new allocation; saved aliases follow at unpack
         waiting = 0
         for p in self.group_params[g]:
@@ -243,7 +339,7 @@ class ParamBridge:
             self._post_backward(g)
 
     def _post_backward(self, g):
-        self.rt.post_backward(g)
+        self._hook(self.rt.post_backward, g, "the end of backward")
         # The gradient buffer now belongs to the reduce and the packed buffer
         # is gone (both modes): no tensor may keep pointing at either.
         for p in self.group_params[g]:
@@ -254,12 +350,15 @@ class ParamBridge:
     def end_backward(self):
         """post_backward for the groups autograd did not finish (params that
         got no gradient), in backward order. Runs by itself at the end of
-        every backward that reached a hook group; idempotent."""
+        every backward that reached a hook group (and from step()); idempotent."""
+        in_engine = self._callback_queued
         for g in reversed(range(len(self.phase))):
             if self.phase[g] == _FORWARDED:
-                self._on_pre_backward(g)  # its output did not reach the loss
+                self._on_pre_backward(g, in_engine=False)  # its output did not reach the loss
             if self.phase[g] == _IN_BACKWARD:
                 self._post_backward(g)
+        if in_engine:
+            self._callback_queued = False
 
     # ---------------------------------------------------- saved tensors
 
@@ -278,12 +377,27 @@ class ParamBridge:
     @staticmethod
     def _unpack(saved):
         if isinstance(saved, _SavedAlias):
-            base = saved.param.tensor.detach()
-            if base.numel() == 0:
+            if saved.param.span is None:
                 raise RuntimeError(f"dmuon.torch: backward needs param '{saved.param.name}' "
                                    "outside its hook group's window (was pre_backward missed?)")
+            base = saved.param.tensor.detach()
             return base.as_strided(saved.size, saved.stride, saved.offset)
         return saved
+
+
+def check_param_tensor(name, t):
+    """What dmuon.torch trains: f32 params in CPU memory; anything else is
+    refused naming the param and what to do."""
+    if t.dtype != torch.float32:
+        hint = {torch.float64: "call model.float() before wrap()",
+                torch.bfloat16: "keep the model in f32 and use torch.autocast for bf16 compute",
+                torch.float16: "keep the model in f32 and use torch.autocast for f16 compute"}
+        raise TypeError(f"param '{name}' is {t.dtype}: dmuon.torch trains f32 params (the "
+                        f"optimizer keeps fp32 masters); "
+                        f"{hint.get(t.dtype, 'convert it to torch.float32')}")
+    if t.device.type != "cpu":
+        raise ValueError(f"param '{name}' is on {t.device}: dmuon.torch's MPI backend keeps "
+                         "params in host memory; move the model to the CPU")
 
 
 def _tensors(out):
