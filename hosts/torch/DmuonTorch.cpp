@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <iostream>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -71,18 +74,84 @@ torch::Tensor gradTensor(dmuon::Runtime &rt, int param, at::IntArrayRef shape) {
 
 } // namespace
 
+// python/dmuon/torch/_manifest.py writes the same text: see its notes.
+namespace {
+
+bool isConvModule(const torch::nn::Module &m) {
+  static const std::set<std::string> convs = {
+      "torch::nn::Conv1dImpl",          "torch::nn::Conv2dImpl",
+      "torch::nn::Conv3dImpl",          "torch::nn::ConvTranspose1dImpl",
+      "torch::nn::ConvTranspose2dImpl", "torch::nn::ConvTranspose3dImpl"};
+  return convs.count(m.name()) > 0;
+}
+
+// Names of the params that are a convolution's weight (>= 3 dims).
+std::set<std::string> convWeightNames(const torch::nn::Module &model) {
+  std::set<std::string> names;
+  for (const auto &nm : model.named_modules("", /*include_self=*/true)) {
+    if (!isConvModule(*nm.value()))
+      continue;
+    const torch::Tensor *w = nm.value()->named_parameters(false).find("weight");
+    if (w && w->dim() >= 3)
+      names.insert(nm.key().empty() ? "weight" : nm.key() + ".weight");
+  }
+  return names;
+}
+
+// "ns_split = 3" (and its dim) for a fused QKV of three equal blocks.
+std::string fusedQkvSplit(const std::string &name, at::IntArrayRef shape) {
+  static const std::regex fused(R"((^|\.)(qkv|Wqkv|qkv_proj|c_attn)\.weight$)");
+  if (shape.size() != 2 || !std::regex_search(name, fused))
+    return "";
+  if (shape[0] == 3 * shape[1])
+    return "ns_split = 3\n";
+  if (shape[1] == 3 * shape[0]) // transformers' Conv1D stores [in, 3 * out]
+    return "ns_split = 3\nns_split_dim = \"cols\"\n";
+  std::cerr << "warning: param '" << name << "' [" << shape[0] << ", " << shape[1]
+            << "] looks like a fused Q/K/V projection but is not three equal blocks: it is "
+               "orthogonalized whole; give its blocks with dmuonc --ns-split\n";
+  return "";
+}
+
+// named_parameters() once per tensor: libtorch lists a tied param under
+// every name, torch.nn (and so the plan) under its first.
+std::vector<std::pair<std::string, torch::Tensor>> uniqueParams(const torch::nn::Module &model) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  std::set<const c10::TensorImpl *> seen;
+  for (const auto &np : model.named_parameters())
+    if (seen.insert(np.value().unsafeGetTensorImpl()).second)
+      out.emplace_back(np.key(), np.value());
+  return out;
+}
+
+} // namespace
+
 std::string manifestToml(const torch::nn::Module &model, const ManifestOptions &options) {
+  if (!options.optimizer.empty() && options.optimizer != "adamw" && options.optimizer != "muon")
+    throw std::invalid_argument("ManifestOptions::optimizer '" + options.optimizer +
+                                "': \"\" or \"muon\" (the matrices on dmuonc's rule: pass "
+                                "--matrix-optimizer to dmuonc for another) or \"adamw\"");
+  const std::set<std::string> convs = convWeightNames(model);
   std::ostringstream out;
   out << "# dmuonc manifest written from named_parameters(), in forward order.\n"
       << "[model]\nname = " << tomlString(options.modelName) << "\n";
-  for (const auto &np : model.named_parameters()) {
-    out << "\n[[param]]\nname = " << tomlString(np.key()) << "\nshape = [";
-    const at::IntArrayRef sizes = np.value().sizes();
+  for (const auto &[name, t] : uniqueParams(model)) {
+    out << "\n[[param]]\nname = " << tomlString(name) << "\nshape = [";
+    const at::IntArrayRef sizes = t.sizes();
     for (size_t d = 0; d < sizes.size(); ++d)
       out << (d ? ", " : "") << sizes[d];
-    out << "]\ndtype = \"" << tomlDtype(np.value().scalar_type()) << "\"\n";
-    if (!options.optimizer.empty())
-      out << "optimizer = " << tomlString(options.optimizer) << "\n";
+    out << "]\ndtype = \"" << tomlDtype(t.scalar_type()) << "\"\n";
+    if (!t.requires_grad()) {
+      out << "optimizer = \"adamw\"\nroute = \"host\"\n";
+      continue;
+    }
+    if (options.optimizer == "adamw") {
+      out << "optimizer = \"adamw\"\n";
+      continue;
+    }
+    if (convs.count(name))
+      out << "conv = true\n";
+    out << fusedQkvSplit(name, sizes);
   }
   return out.str();
 }
@@ -138,24 +207,41 @@ ParamBridge::ParamBridge(dmuon::Runtime &rt, const dmuon::Plan &plan, torch::nn:
   phase_.assign(size_t(groups), Phase::Idle);
   pendingGrads_.assign(size_t(groups), 0);
 
-  const auto named = model.named_parameters();
+  for (const auto &nm : model.named_modules("", /*include_self=*/false))
+    modulePaths_.insert(nm.key());
+  const auto named = uniqueParams(model);
   if (int(named.size()) != plan.numParams())
     throw std::runtime_error("the plan has " + std::to_string(plan.numParams()) +
-                             " params, the model " + std::to_string(named.size()));
-  for (const auto &np : named) {
-    const torch::Tensor &t = np.value();
-    const int index = plan.findParam(np.key());
+                             " params, the model " + std::to_string(named.size()) +
+                             ": compile the plan from this model");
+  for (const auto &[name, t] : named) {
+    int index = -1;
+    try {
+      index = plan.findParam(name);
+    } catch (const dmuon::Error &) {
+      throw std::runtime_error("param '" + name + "' is not in the plan: compile the plan "
+                               "from this model");
+    }
     const dmuon_param_info_t info = plan.param(index);
     if (t.sizes() != at::IntArrayRef(info.shape, size_t(info.ndim)))
-      throw std::runtime_error("param '" + np.key() + "' has another shape in the plan");
+      throw std::runtime_error("param '" + name + "' has another shape in the plan");
     if (t.scalar_type() != torch::kFloat || info.dtype != DMUON_DTYPE_F32)
-      throw std::runtime_error("param '" + np.key() + "': the bridge handles f32 params only");
+      throw std::runtime_error("param '" + name + "' is " +
+                               std::string(c10::toString(t.scalar_type())) +
+                               ": the bridge trains f32 params (fp32 masters); call "
+                               "model->to(torch::kFloat) before making it");
+    if (!t.device().is_cpu())
+      throw std::runtime_error("param '" + name + "' is on " + t.device().str() +
+                               ": the MPI backend keeps params in host memory");
+    // A host-routed param (a frozen one) stays the module's own.
+    if (plan.paramRoute(index).route == DMUON_ROUTE_HOST)
+      continue;
     // The storage is re-pointed as a whole: it must be this param's alone.
     if (!t.is_contiguous() || t.storage_offset() != 0 ||
         t.storage().nbytes() != size_t(t.numel()) * sizeof(float))
-      throw std::runtime_error("param '" + np.key() + "' does not own its whole storage");
-    rt_.bindParam(np.key(), t.data_ptr<float>(), t.numel());
-    params_.push_back(Param{np.key(), index, t, info.hook_group, nullptr, nullptr});
+      throw std::runtime_error("param '" + name + "' does not own its whole storage");
+    rt_.bindParam(name, t.data_ptr<float>(), t.numel());
+    params_.push_back(Param{name, index, t, info.hook_group, nullptr, nullptr});
   }
 
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -214,8 +300,20 @@ void ParamBridge::refreshGroup(int g) {
     params_[i].pointAt(viewOrNull(rt_, params_[i].index));
 }
 
-void ParamBridge::preForward(const std::string &path) {
+int ParamBridge::groupOfModule(const std::string &path, const char *call) const {
   const int g = hookGroup(path);
+  if (g < 0 && path != kRootGroup && !modulePaths_.count(path)) {
+    std::string groups;
+    for (const std::string &n : groupNames_)
+      groups += (groups.empty() ? "" : ", ") + n;
+    throw std::invalid_argument(std::string(call) + "(\"" + path + "\"): the model has no " +
+                                "module '" + path + "'; the plan's hook groups are: " + groups);
+  }
+  return g;
+}
+
+void ParamBridge::preForward(const std::string &path) {
+  const int g = groupOfModule(path, "preForward");
   if (g < 0)
     return;
   {
@@ -227,9 +325,12 @@ void ParamBridge::preForward(const std::string &path) {
 }
 
 torch::Tensor ParamBridge::postForward(const std::string &path, torch::Tensor out) {
-  const int g = hookGroup(path);
+  const int g = groupOfModule(path, "postForward");
   if (g < 0)
     return out;
+  if (phase_[size_t(g)] != Phase::InForward)
+    throw std::logic_error("postForward(\"" + path + "\") without preForward(\"" + path +
+                           "\") in this forward");
   {
     HookTimer timer(hookSeconds_);
     rt_.postForward(g);
@@ -271,6 +372,11 @@ void ParamBridge::onGradAccumulated(int g) {
 }
 
 void ParamBridge::endBackward() {
+  for (size_t g = 0; g < phase_.size(); ++g)
+    if (phase_[g] == Phase::InForward)
+      throw std::logic_error("preForward(\"" + groupNames_[g] + "\") had no postForward(\"" +
+                             groupNames_[g] + "\", out): call it after the module's forward, " +
+                             "with its output");
   for (int g = int(phase_.size()) - 1; g >= 0; --g) {
     if (phase_[size_t(g)] == Phase::Forwarded)
       onPreBackward(g); // its output did not reach the loss

@@ -42,6 +42,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,12 +50,20 @@ namespace dmuon_torch {
 
 struct ManifestOptions {
   std::string modelName = "model";
-  // "" leaves the choice to dmuonc's select pass; "adamw" or "muon" is
-  // written as every param's `optimizer` (an all-AdamW baseline, say).
+  // "" or "muon" leaves the choice of matrices to dmuonc's select pass (their
+  // rule is dmuonc's --matrix-optimizer); "adamw" is written as every
+  // param's `optimizer` (an all-AdamW baseline, say).
   std::string optimizer;
 };
 
-// dmuonc's TOML manifest (docs/manifest-format.md) for the module's params.
+// The hook group of the root module's own params: the host calls
+// preForward(kRootGroup) before the model's forward and postForward after.
+inline constexpr const char *kRootGroup = "<root>";
+
+// dmuonc's TOML manifest (docs/manifest-format.md) for the module's params,
+// as python/dmuon/torch/_manifest.py writes it: conv weights carry their
+// conv view, frozen params (requires_grad false) take the host route, a
+// fused QKV of three equal blocks is split, a tied param is written once.
 std::string manifestToml(const torch::nn::Module &model, const ManifestOptions &options = {});
 
 // Runs `dmuonc args...` and waits; throws std::runtime_error unless it exits
@@ -82,6 +91,9 @@ public:
   void beginStep();
   // Around the forward of the module at `path`. postForward returns the
   // module's output with the pre_backward hook attached: continue with it.
+  // A module without a hook group is ignored; a path that is no module of
+  // the model (nor kRootGroup) throws std::invalid_argument. A tied param's
+  // group stays open until its last use: call postForward after that use.
   void preForward(const std::string &path);
   torch::Tensor postForward(const std::string &path, torch::Tensor out);
   // After loss.backward(): post_backward for groups that autograd did not
@@ -105,10 +117,12 @@ private:
   void refreshGroup(int g);
   void onPreBackward(int g);
   void onGradAccumulated(int g);
+  int groupOfModule(const std::string &path, const char *call) const;
 
   dmuon::Runtime &rt_;
   std::vector<Param> params_;
   std::vector<std::string> groupNames_;
+  std::set<std::string> modulePaths_;
   std::vector<std::vector<size_t>> groupParams_;
   std::vector<Phase> phase_;
   std::vector<size_t> pendingGrads_;
