@@ -88,13 +88,15 @@ bool isConvModule(const torch::nn::Module &m) {
 // Names of the params that are a convolution's weight (>= 3 dims).
 std::set<std::string> convWeightNames(const torch::nn::Module &model) {
   std::set<std::string> names;
-  for (const auto &nm : model.named_modules("", /*include_self=*/true)) {
-    if (!isConvModule(*nm.value()))
-      continue;
-    const torch::Tensor *w = nm.value()->named_parameters(false).find("weight");
-    if (w && w->dim() >= 3)
-      names.insert(nm.key().empty() ? "weight" : nm.key() + ".weight");
-  }
+  auto add = [&](const std::string &path, const torch::nn::Module &m) {
+    const torch::Tensor *w = m.named_parameters(false).find("weight");
+    if (isConvModule(m) && w && w->dim() >= 3)
+      names.insert(path.empty() ? "weight" : path + ".weight");
+  };
+  add("", model);
+  // Not include_self: a model made on the stack has no shared_ptr to give.
+  for (const auto &nm : model.named_modules("", /*include_self=*/false))
+    add(nm.key(), *nm.value());
   return names;
 }
 
