@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency from Debian's packages. Idempotent:
 # does nothing when all are present.
+#
+#   scripts/install-deps.sh           everything (the build and every test)
+#   scripts/install-deps.sh --python  what dmuonc, libdmuon and dmuon.torch need
+#                                     (scripts/python-quickstart.sh)
 set -euo pipefail
 
-packages=(
+python_packages=(
   build-essential cmake ninja-build git
   llvm-14-dev llvm-14-tools
   libonnx-dev libprotobuf-dev protobuf-compiler python3 python3-onnx
@@ -11,14 +15,23 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler
   libopenmpi-dev openmpi-bin
   libopenblas-dev liblapacke-dev
+  python3-torch python3-numpy python3-mpi4py  # python/dmuon and dmuon.torch under MPI
+)
+packages=(
+  "${python_packages[@]}"
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: clang with libFuzzer
   libtorch-dev fortunes        # examples/gpt: PyTorch 1.13's C++ API (CPU), its training text
-  python3-torch python3-torchvision  # test/zoo: models exported with torch.onnx.export
-  python3-numpy python3-mpi4py       # test/python: the Python package and dmuon.torch under MPI
+  python3-torchvision          # test/zoo, test/python: torchvision's models
   gnuplot-nox                  # scripts/gpt-loss-curves.sh: the loss picture
   patchelf                     # scripts/gpu-bundle: run paths of the carried Fortran runtime
 )
+
+case ${1:-} in
+  --python) packages=("${python_packages[@]}") ;;
+  "") ;;
+  *) echo "usage: $0 [--python]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -33,7 +33,7 @@ _exit_handler_registered = False
 
 def _close_open_runtimes():
     for rt in list(_open_runtimes):
-        rt.close()
+        rt.close(_at_exit=True)
 
 
 def _track(runtime):
@@ -107,17 +107,31 @@ class Runtime:
         o.communicator = address
         _check(lib.dmuon_runtime_create(plan.handle, ctypes.byref(o), ctypes.byref(handle)))
         self._handle = handle
+        self._live_views = 0
         self._local = {}
         _track(self)
 
-    def close(self):
-        """dmuon_runtime_destroy. Every view is invalid afterwards."""
-        if self._handle:
-            lib.dmuon_runtime_destroy(self._handle)
-            self._handle = ctypes.c_void_p()
+    def close(self, _at_exit=False):
+        """dmuon_runtime_destroy. Refused while a view of its memory lives
+        (a param_view or grad_view array or tensor, or one made from it):
+        it would read freed memory. A view also keeps its Runtime from being
+        garbage-collected."""
+        if not self._handle:
+            return
+        if self._live_views and not _at_exit:
+            import gc
+            gc.collect()  # views in reference cycles
+        if self._live_views and not _at_exit:
+            raise Error(_capi.ERROR_INVALID_STATE,
+                        f"Runtime.close(): {self._live_views} view(s) of its memory "
+                        "(param_view / grad_view) are still alive; delete them (or copy what "
+                        "you need) first: after close they would read freed memory")
+        lib.dmuon_runtime_destroy(self._handle)
+        self._handle = ctypes.c_void_p()
 
     def __del__(self):
-        self.close()
+        if getattr(self, "_handle", None):
+            self.close(_at_exit=True)  # no view is alive: each keeps its Runtime
 
     def __enter__(self):
         return self
@@ -165,13 +179,13 @@ class Runtime:
         (bf16 as its raw uint16 bits) or, with kind="torch", a torch tensor."""
         index = self.plan.find_param(param)
         dtype = self.plan.param(index).dtype
-        return _view(self.param_view_address(index), self.local_shape(index), dtype, kind)
+        return _view(self, self.param_view_address(index), self.local_shape(index), dtype, kind)
 
     def grad_view(self, param, kind="numpy"):
         """The fp32 gradient buffer the host accumulates into, zero-copy."""
         index = self.plan.find_param(param)
-        return _view(self.grad_view_address(index), self.local_shape(index), _capi.DTYPE_F32,
-                     kind)
+        return _view(self, self.grad_view_address(index), self.local_shape(index),
+                     _capi.DTYPE_F32, kind)
 
     # ------------------------------------------------------------- hooks
 
@@ -317,21 +331,40 @@ def _as_f32_array(values, what):
     return np.ascontiguousarray(values, dtype=np.float32)
 
 
-def _view(address, shape, dtype, kind):
+class _ViewKeeper:
+    """Rides on the buffer object under every view: keeps its Runtime alive
+    (no garbage collection frees memory a view reads) and counts the live
+    views, which close() refuses to leave dangling."""
+    __slots__ = ("runtime", "__weakref__")
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+        runtime._live_views += 1
+
+    def __del__(self):
+        self.runtime._live_views -= 1
+
+
+def _view(runtime, address, shape, dtype, kind):
     import numpy as np
+    if kind not in ("numpy", "torch"):
+        raise ValueError(f"kind must be 'numpy' or 'torch', not {kind!r}")
     numel = 1
     for n in shape:
         numel *= n
     nbytes = numel * _ITEM_SIZES[dtype]
-    if kind == "numpy":
-        buffer = (ctypes.c_char * nbytes).from_address(address)
-        return np.frombuffer(buffer, dtype=_NUMPY_DTYPES[dtype]).reshape(shape)
-    if kind == "torch":
+    if kind == "torch" and numel == 0:
         import torch
-        torch_dtypes = {_capi.DTYPE_F32: torch.float32, _capi.DTYPE_F16: torch.float16,
-                        _capi.DTYPE_F64: torch.float64, _capi.DTYPE_BF16: torch.bfloat16}
-        if numel == 0:
-            return torch.empty(shape, dtype=torch_dtypes[dtype])
-        buffer = (ctypes.c_char * nbytes).from_address(address)
-        return torch.frombuffer(buffer, dtype=torch_dtypes[dtype]).view(shape)
-    raise ValueError(f"kind must be 'numpy' or 'torch', not {kind!r}")
+        return torch.empty(shape, dtype=_torch_dtype(dtype))
+    buffer = (ctypes.c_char * nbytes).from_address(address)
+    buffer._dmuon_keeper = _ViewKeeper(runtime)  # numpy and torch keep the buffer
+    if kind == "numpy":
+        return np.frombuffer(buffer, dtype=_NUMPY_DTYPES[dtype]).reshape(shape)
+    import torch
+    return torch.frombuffer(buffer, dtype=_torch_dtype(dtype)).view(shape)
+
+
+def _torch_dtype(dtype):
+    import torch
+    return {_capi.DTYPE_F32: torch.float32, _capi.DTYPE_F16: torch.float16,
+            _capi.DTYPE_F64: torch.float64, _capi.DTYPE_BF16: torch.bfloat16}[dtype]

@@ -133,7 +133,33 @@ def check_runtime(plan):
     with tempfile.TemporaryDirectory() as d:
         rt.save_checkpoint(d, 1)
         check(rt.load_checkpoint(d) == 1, "checkpoint save / load")
+    del view
+    check_views_outlive_nothing(rt, plan, groups[0], in_group[groups[0]][0], initial)
+
+
+def check_views_outlive_nothing(rt, plan, g, p, initial):
+    """A view keeps its Runtime from being collected, and close() refuses
+    to leave one dangling (either segfaulted on the next read)."""
+    rt.pre_forward(g)
+    kept = rt.param_view(p.index)
+    tensor = rt.param_view(p.index, "torch") if _has_torch() else None
+    raises(dmuon.ERROR_INVALID_STATE, "view(s) of its memory", rt.close)
+    del kept, tensor
     rt.close()
+    check(not rt.handle, "close() once its views are gone")
+
+    orphan = dmuon.Runtime(plan, MPI.COMM_WORLD)
+    for q in plan.params:
+        orphan.bind_param(q.name, initial[q.name])
+    orphan.pre_forward(g)
+    view = orphan.param_view(p.index)
+    del orphan
+    import gc
+    gc.collect()
+    check(np.array_equal(view, initial[p.name]),
+          "a view of a Runtime nobody else holds still reads its memory")
+    del view
+    gc.collect()
 
 
 def _has_torch():

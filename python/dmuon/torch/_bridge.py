@@ -37,6 +37,9 @@ so a saved-tensors hook packs every saved alias of a hook-moved param as
 time backward unpacks it: Z2 and Z3 both work without recomputation.
 """
 
+import functools
+import time
+
 import torch
 
 from .. import _capi
@@ -90,7 +93,29 @@ def _inside(path, module):
     return module == "" or path == module or path.startswith(module + ".")
 
 
+def _timed(method):
+    """Counts the wall time of a hook callback in hook_seconds (the outermost
+    one only, so nested callbacks are counted once)."""
+    @functools.wraps(method)
+    def timed(self, *args, **kwargs):
+        if self._timing_depth:
+            return method(self, *args, **kwargs)
+        self._timing_depth = 1
+        start = time.perf_counter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.hook_seconds += time.perf_counter() - start
+            self._timing_depth = 0
+    return timed
+
+
 class ParamBridge:
+    """hook_seconds: wall time in the bridge's hook callbacks (forward and
+    backward hooks, saved-tensor packing) since it was made; runtime_seconds:
+    the part spent inside the runtime's hook calls. Their difference is the
+    Python overhead a step pays for the hooks."""
+
     def __init__(self, runtime, plan, model):
         self.rt = runtime
         self.plan = plan
@@ -106,6 +131,8 @@ class ParamBridge:
         self._handles = []
         self._saved_hooks = None
         self._callback_queued = False
+        self.hook_seconds = self.runtime_seconds = 0.0
+        self._timing_depth = 0
         self._bind(model)
         self._register_module_hooks(model)
         self.begin_forward()
@@ -242,11 +269,14 @@ class ParamBridge:
 
     def _hook(self, call, g, what):
         """A runtime hook, its refusal told in the host's terms."""
+        start = time.perf_counter()
         try:
             call(g)
         except Error as e:
             raise RuntimeError(f"dmuon.torch: {what} of hook group {g} "
                                f"'{self.group_names[g]}': {e.message}") from None
+        finally:
+            self.runtime_seconds += time.perf_counter() - start
 
     # ----------------------------------------------------------- steps
 
@@ -257,6 +287,7 @@ class ParamBridge:
     def backward_started(self):
         return any(ph in (_IN_BACKWARD, _DONE) for ph in self.phase)
 
+    @_timed
     def begin_forward(self):
         """The start of a micro-batch's forward: the always-valid params and
         their gradients re-pointed, every group idle, saved-tensor packing on."""
@@ -287,6 +318,7 @@ class ParamBridge:
             hooks, self._saved_hooks = self._saved_hooks, None
             hooks.__exit__(None, None, None)
 
+    @_timed
     def _end_forward(self):
         self._exit_saved_hooks()
         # A tied param's window closes only here: every use has run.
@@ -296,6 +328,7 @@ class ParamBridge:
                 self._refresh_group(g)
                 self.phase[g] = _FORWARDED
 
+    @_timed
     def _pre_forward(self, g):
         if self.phase[g] != _IDLE and self.tied_uses[g]:
             return  # a tied param's second use: its window is open
@@ -303,6 +336,7 @@ class ParamBridge:
         self._refresh_group(g)
         self.phase[g] = _IN_FORWARD
 
+    @_timed
     def _post_forward(self, g, out):
         if not self.tied_uses[g]:
             self._hook(self.rt.post_forward, g, "the end of forward")
@@ -315,6 +349,7 @@ class ParamBridge:
                 t.register_hook(lambda grad, g=g: self._on_pre_backward(g))
         return None
 
+    @_timed
     def _on_pre_backward(self, g, in_engine=True):
         if self.phase[g] != _FORWARDED:
             return  # a module with several outputs: the first gradient to arrive opens it
@@ -331,6 +366,7 @@ class ParamBridge:
         self.pending[g] = waiting
         self.phase[g] = _IN_BACKWARD
 
+    @_timed
     def _on_grad_accumulated(self, g):
         if self.phase[g] != _IN_BACKWARD:
             return
@@ -347,6 +383,7 @@ class ParamBridge:
         self._refresh_group(g)
         self.phase[g] = _DONE
 
+    @_timed
     def end_backward(self):
         """post_backward for the groups autograd did not finish (params that
         got no gradient), in backward order. Runs by itself at the end of
@@ -362,6 +399,7 @@ class ParamBridge:
 
     # ---------------------------------------------------- saved tensors
 
+    @_timed
     def _pack(self, t):
         if t.dtype != torch.float32 or t.device.type != "cpu" or t.numel() == 0:
             return t
