@@ -37,6 +37,7 @@ so a saved-tensors hook packs every saved alias of a hook-moved param as
 time backward unpacks it: Z2 and Z3 both work without recomputation.
 """
 
+import bisect
 import functools
 import time
 
@@ -132,6 +133,7 @@ class ParamBridge:
         self._saved_hooks = None
         self._callback_queued = False
         self.hook_seconds = self.runtime_seconds = 0.0
+        self._spans_dirty, self._span_starts, self._span_params = True, [], []
         self._timing_depth = 0
         self._bind(model)
         self._register_module_hooks(model)
@@ -263,6 +265,7 @@ class ParamBridge:
     def _refresh_group(self, g):
         for p in self.group_params[g]:
             self._point_at_view(p)
+        self._spans_dirty = True
 
     def _attach_grad(self, p):
         p.tensor.grad = self.rt.grad_view(p.index, "torch")
@@ -308,6 +311,7 @@ class ParamBridge:
                 if p.tensor.requires_grad:
                     self._attach_grad(p)
         self.phase = [_IDLE] * len(self.phase)
+        self._spans_dirty = True
         self._callback_queued = False
         if self._saved_hooks is None:
             self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
@@ -403,14 +407,26 @@ class ParamBridge:
     def _pack(self, t):
         if t.dtype != torch.float32 or t.device.type != "cpu" or t.numel() == 0:
             return t
+        if self._spans_dirty:
+            self._index_spans()
         address = t.data_ptr()
-        for g, phase in enumerate(self.phase):
-            if phase not in (_IN_FORWARD, _FORWARDED):
-                continue
-            for p in self.group_params[g]:
-                if p.span is not None and p.span[0] <= address < p.span[1]:
-                    return _SavedAlias(p, (address - p.span[0]) // 4, tuple(t.shape), t.stride())
+        i = bisect.bisect_right(self._span_starts, address) - 1
+        if i >= 0:
+            p = self._span_params[i]
+            if address < p.span[1]:
+                return _SavedAlias(p, (address - p.span[0]) // 4, tuple(t.shape), t.stride())
         return t
+
+    def _index_spans(self):
+        """The spans of the params a forward may save aliases of (those of
+        groups in or after their forward), sorted for _pack's bisection;
+        rebuilt once after each window change, not per saved tensor."""
+        live = sorted((p.span[0], id(p), p) for g, phase in enumerate(self.phase)
+                      if phase in (_IN_FORWARD, _FORWARDED)
+                      for p in self.group_params[g] if p.span is not None)
+        self._span_starts = [start for start, _, _ in live]
+        self._span_params = [p for _, _, p in live]
+        self._spans_dirty = False
 
     @staticmethod
     def _unpack(saved):
