@@ -104,14 +104,20 @@ nccl_runtime_verdict() {
 # STEP0_TOL relative (no optimizer step has run yet: only the forward's
 # summation order differs) and every later step within TOL (the GPU's NS
 # runs in bf16, so the trajectories drift apart by about its error per
-# step). Prints "PASS|FAIL detail".
+# step). A loss that is not a finite number (nan, inf, 1e999) in either log
+# fails: no comparison with it can. Prints "PASS|FAIL detail".
 loss_lines_verdict() {
   awk -v step0_tol="$3" -v tol="$4" '
+    function finite(x) {
+      return x ~ /^[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$/ && x + 0 <= 1e308 && x + 0 >= -1e308
+    }
     FNR == 1 { file++ }
     $1 == "step" && $3 == "loss" {
+      if (!finite($4) && !bad) bad = sprintf("FAIL step %d: loss %s in %s is not a finite number", $2, $4, file == 1 ? "the run" : "the reference")
       if (file == 1) got[$2 + 0] = $4; else { want[$2 + 0] = $4; n++ }
     }
     END {
+      if (bad) { print bad; exit }
       if (n == 0) { print "FAIL no loss lines in the reference"; exit }
       worst = -1
       for (s in want) {

@@ -13,6 +13,8 @@
 // it saved: names are unique.)
 #include "PlanWriter.h"
 
+#include "common/ParamNames.h"
+
 #include "dmuon/plan_generated.h"
 #include "dmuon/plan_version.h"
 #include "plan/PlanFile.h"
@@ -173,10 +175,11 @@ Offset<plan::Options> Writer::writeOptions() {
       od.soapPreconditionFrequency, static_cast<int32_t>(od.soapMaxPrecondDim), od.shampooLr,
       od.shampooBeta1, od.shampooBeta2, od.shampooEps, od.shampooWeightDecay, od.shampooGraftEps,
       od.shampooPreconditionFrequency, static_cast<int32_t>(od.shampooMaxPreconditionerDim));
-  auto hook = optString(o.hookBoundary);
-  auto inc = optString(o.muonInclude);
-  auto exc = optString(o.muonExclude);
-  auto table = optString(o.costTablePath);
+  // As given on the command line; the plan's strings are text (escapedText).
+  auto hook = optString(common::escapedText(o.hookBoundary));
+  auto inc = optString(common::escapedText(o.muonInclude));
+  auto exc = optString(common::escapedText(o.muonExclude));
+  auto table = optString(common::escapedText(o.costTablePath));
   return plan::CreateOptions(b_, o.mode, o.replicateAsync, o.smallParamThreshold, hook, inc, exc,
                              o.alignment, opt, o.costModel, table, o.qkClipTau, o.routePolicy,
                              o.shardedThreshold);
@@ -188,7 +191,7 @@ Offset<plan::Param> Writer::writeParam(const Param &p) {
   const bool recovered = p.recovered != nullptr;
   auto sourceName = recovered ? optString(p.recovered->sourceName) : Offset<String>();
   auto nameNote = recovered ? optString(p.recovered->note) : Offset<String>();
-  auto sourceLoc = optString(p.sourceLoc);
+  auto sourceLoc = optString(common::escapedText(p.sourceLoc));
   auto shape = sharedLongs(shapes_, p.shape);
   auto placements = prevPlacements_ && samePlacements(*prevPlacements_, p.placements)
                         ? prevPlacementsOffset_
@@ -423,7 +426,7 @@ Offset<plan::Stats> Writer::writeStats() {
 
 PlanBuffer Writer::run() {
   auto producer = b_.CreateString(std::string("dmuonc ") + DMUON_VERSION_STRING);
-  auto source = b_.CreateString(m_.source);
+  auto source = b_.CreateString(common::escapedText(m_.source));
   auto modelName = b_.CreateString(m_.modelName);
   auto mesh = writeMesh();
   auto options = writeOptions();

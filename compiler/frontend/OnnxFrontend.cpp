@@ -162,7 +162,7 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
     (void)it;
     if (!inserted) {
       diags_.warning("'" + path_ + "': ignoring a second initializer named '" +
-                     std::string(t.name) + "'");
+                     common::printableName(t.name) + "'");
       continue;
     }
     inits_.push_back(&t);
@@ -188,6 +188,12 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
 
   model_.modelName = view_.graphName.empty() ? llvm::sys::path::stem(path_).str()
                                              : std::string(view_.graphName);
+  if (std::string why = common::paramNameProblem(model_.modelName); !why.empty()) {
+    diags_.fileError(path_, "the graph's name '" + common::printableName(model_.modelName) +
+                                "' " + why + "; a model name follows the param names' rule (" +
+                                common::paramNameRuleText() + ")");
+    return false;
+  }
   if (static_cast<int64_t>(order_.size()) > kMaxModelParams) {
     diags_.fileError(path_, "the model has " + std::to_string(order_.size()) +
                                 " initializers, more than the " + std::to_string(kMaxModelParams) +
@@ -200,9 +206,19 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
   bool ok = true;
   for (int k : order_) {
     const OnnxInitializer &t = *inits_[k];
+    // Every initializer's own name, also one that is renamed (the plan keeps
+    // it as the param's source name) or a buffer's.
+    if (std::string why = common::paramNameProblem(t.name); !why.empty()) {
+      diags_.fileError(path_, "initializer name '" + common::printableName(t.name) + "' " + why +
+                                  "; " + common::paramNameRuleText());
+      ok = false;
+      continue;
+    }
     llvm::ArrayRef<int64_t> dims = view_.dimsOf(t);
     std::vector<int64_t> shape(dims.begin(), dims.end());
-    const OnnxResolution r = resolver.resolve(k, firstUse_[k]);
+    OnnxResolution r = resolver.resolve(k, firstUse_[k]);
+    // The reasons quote the graph's node names and op types as given.
+    r.why = common::escapedText(r.why);
     if (r.kind == OnnxResolution::buffer) {
       names.buffers.emplace_back(std::string(t.name), r.why);
       model_.buffers.push_back({std::string(t.name), std::move(shape), r.why});
@@ -225,17 +241,19 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
       ++names.recovered;
       p.recovered = std::make_shared<const RecoveredName>(RecoveredName{std::move(p.name), r.why});
       p.name = r.name;
+      // A name made from a node's module path follows the same rule.
+      if (std::string why = common::paramNameProblem(p.name); !why.empty()) {
+        diags_.fileError(path_, "the name '" + common::printableName(p.name) +
+                                    "' recovered for initializer '" + p.recovered->sourceName +
+                                    "' " + why + "; " + common::paramNameRuleText());
+        ok = false;
+      }
       if (r.transpose)
         std::swap(p.shape[p.shape.size() - 2], p.shape.back());
       if (r.bnFolded)
         names.bnFolded.push_back(p.name.substr(0, p.name.rfind('.')));
     } else if (r.kind == OnnxResolution::unrecovered) {
       names.unrecovered.emplace_back("'" + p.name + "' " + shapeString(p.shape), r.why);
-    }
-    if (std::string why = common::paramNameProblem(p.name); !why.empty()) {
-      diags_.fileError(path_, "initializer name '" + common::printableName(p.name) + "' " + why +
-                                  "; " + common::paramNameRuleText());
-      ok = false;
     }
   }
   return report(names) && ok;

@@ -35,6 +35,12 @@ void TomlFrontend::parseModelTable(const toml::node &node) {
   for (auto &&[k, v] : *t) {
     if (k.str() == "name") {
       if (const auto *s = v.as_string()) {
+        if (std::string why = common::paramNameProblem(s->get()); !why.empty()) {
+          error(locOf(v), "model name '" + common::printableName(s->get()) + "' " + why +
+                              "; a model name follows the param names' rule (" +
+                              common::paramNameRuleText() + ")");
+          failed_ = true;
+        }
         model_.modelName = s->get();
       } else {
         error(locOf(v), "'name' in [model] must be a string, not " + llvm::Twine(tomlTypeName(v)));

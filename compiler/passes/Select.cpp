@@ -10,14 +10,18 @@ namespace dmuon {
 namespace {
 
 // Embeddings and output heads stay on AdamW by default (as in the Muon
-// reference): a whole path component named embed*, wte, wpe, lm_head or head;
-// so do what Muon's authors keep there with them although it has a matrix
-// shape: positional embeddings (ViT's pos_embedding), class and other learned
-// tokens ([1, 1, C]), relative position bias tables (Swin, T5) and
-// layer-scale gains.
+// reference): a whole path component (the text between dots) named embed*,
+// embeddings, wte, wpe or head, or one that ends in _head, _embed,
+// _embedding or _embeddings (lm_head, tok_embed, word_embeddings); so do what
+// Muon's authors keep there with them although it has a matrix shape:
+// positional embeddings (ViT's pos_embedding), class and other learned tokens
+// (*_token, [1, 1, C]), relative position bias tables (Swin, T5) and
+// layer-scale gains. A word inside a component is not one
+// (multi_head_attention, head_proj, channel_token_mix stay matrices).
 constexpr const char *kDefaultExclude =
-    "(^|[._])(embed[a-z_]*|embeddings|wte|wpe|lm_head|head|pos_embed[a-z_]*|"
-    "[a-z_]*_token|relative_[a-z_]*bias[a-z_]*|layer_scale[a-z_0-9]*)([._]|$)";
+    "(^|\\.)(embed[a-z0-9_]*|embeddings|wte|wpe|head|"
+    "[a-z0-9_]*_(head|embed|embedding|embeddings|token)|pos_embed[a-z0-9_]*|"
+    "relative_[a-z0-9_]*bias[a-z0-9_]*|layer_scale[a-z0-9_]*)(\\.|$)";
 
 // The default pattern can only match a name containing one of these words;
 // checking for them first keeps the regex off almost every param (a 1T-param

@@ -137,7 +137,9 @@ bool runValidate(PlanModel &model, Diagnostics &diags) {
           if (p.placements[i].kind == PlacementKind::strided_shard && strided.empty())
             strided = one;
         }
-        if (divisor == 1)
+        // A StridedShard's blocks must divide even over a mesh dim of size 1
+        // (DTensor asserts it whatever the size; the plan verifier checks it).
+        if (divisor == 1 && strided.empty())
           continue;
         const std::vector<int64_t> sizes = common::chunkSizesOf(p.shape[d], layout, d);
         const std::string what = describe() + ": dim " + std::to_string(d) + " of size " +

@@ -53,6 +53,7 @@ public:
   std::string run(bool requireComplete);
 
 private:
+  std::string checkStrings(); // CheckStrings.cpp
   std::string checkAlignment();
   std::string checkMesh();
   std::string checkParams();

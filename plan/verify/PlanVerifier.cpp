@@ -20,6 +20,8 @@ namespace dmuon::planfile {
 namespace detail {
 
 std::string Checker::run(bool requireComplete) {
+  if (auto e = checkStrings(); !e.empty())
+    return e;
   if (!enumOk(p_.stage(), plan::Stage::MIN, plan::Stage::MAX))
     return "unknown stage " + std::to_string(static_cast<int>(p_.stage()));
   if (const plan::Options *o = p_.options()) {

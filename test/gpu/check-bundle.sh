@@ -86,8 +86,11 @@ for elf in "${elves[@]}"; do
   for lib in "${needed[@]}"; do
     class=$(needed_class "$lib")
     if [ "$class" = other ]; then
-      path=$(awk -v l="$lib" '$1 == l && $2 == "=>" { print $3; exit }' <<<"$resolved")
-      if [ -z "$path" ] || [ "$path" = not ]; then
+      # "\tNAME => PATH (0xADDRESS)", where PATH may have spaces.
+      path=$(awk -v l="$lib" '$1 == l && $2 == "=>" {
+          sub(/^[ \t]*[^ \t]+ => /, ""); sub(/ \(0x[0-9a-f]+\)$/, ""); print; exit
+        }' <<<"$resolved")
+      if [ -z "$path" ] || [ "$path" = "not found" ]; then
         fail "$rel needs $lib, which is not found through its run path (not in the bundle, not the C/C++ runtime, not a device library)"
         class=MISSING
       else

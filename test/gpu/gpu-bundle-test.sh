@@ -47,6 +47,13 @@ expect_in "$out" "check-bundle: PASS" "good bundle"
 expect_in "$out" "libok.so.1(bundle)" "good bundle"
 expect_in "$out" "libc.so.6(runtime)" "good bundle"
 
+# The same bundle in a folder whose path has spaces (ldd's lines are not split
+# on them).
+good "$tmp/with space/a  b"
+out=$("$check" "$tmp/with space/a  b" 2>&1) || fail "a well-formed bundle under a path with spaces failed the check:"$'\n'"$out"
+expect_in "$out" "check-bundle: PASS" "path with spaces"
+expect_in "$out" "libok.so.1(bundle)" "path with spaces"
+
 # An ELF that needs libfoo.so from outside the bundle.
 cp -r "$tmp/good" "$tmp/foo"
 mkdir -p "$tmp/outside"
@@ -131,6 +138,17 @@ v=$(loss_lines_verdict "$tmp/far.log" "$tmp/ref.log" 1e-4 2e-2)
 expect_in "$v" "FAIL step" "drift beyond tolerance"
 v=$(loss_lines_verdict "$tmp/start.log" "$tmp/ref.log" 1e-4 2e-2)
 expect_in "$v" "FAIL step 0" "step 0 off"
+# A loss that is not a finite number fails, in the run or the reference,
+# at any step, however the trainer's printf spells it.
+for bad in nan -nan NaN inf -inf 1e999; do
+  for step in 0 7; do
+    sed "s/^step \( *$step\)  loss [^ ]*/step \1  loss $bad/" "$tmp/same.log" >"$tmp/bad.log"
+    v=$(loss_lines_verdict "$tmp/bad.log" "$tmp/ref.log" 1e-4 2e-2)
+    expect_in "$v" "FAIL step $step: loss $bad in the run is not a finite number" "loss $bad at step $step"
+    v=$(loss_lines_verdict "$tmp/same.log" "$tmp/bad.log" 1e-4 2e-2)
+    expect_in "$v" "FAIL step $step: loss $bad in the reference is not a finite number" "reference $bad at step $step"
+  done
+done
 head -n 10 "$tmp/same.log" >"$tmp/short.log"
 v=$(loss_lines_verdict "$tmp/short.log" "$tmp/ref.log" 1e-4 2e-2)
 expect_in "$v" "FAIL no loss line for step" "missing steps"
@@ -183,6 +201,17 @@ expect_in "$out" "not run: an earlier step failed" "run without a GPU"
 expect_in "$out" "gpu-bundle: FAIL" "run without a GPU"
 python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["status"] == "FAIL" and len(s["steps"]) == 8, s' \
   "$tmp/nogpu-out/summary.json" || fail "summary.json without a GPU is not the expected JSON"
+
+# A detail with control characters (nvidia-smi's first line, with a carriage
+# return and a terminal's colour codes): summary.json is still JSON, and
+# holds them as they were.
+mkdir -p "$tmp/ctl-bin"
+printf '#!/bin/sh\nprintf "NVIDIA-SMI \\033[31mfailed\\033[0m\\r\\001\\t\\\\ \\"x\\"\\n"\nexit 9\n' \
+  >"$tmp/ctl-bin/nvidia-smi"
+chmod +x "$tmp/ctl-bin/nvidia-smi"
+(cd "$tmp/good" && PATH="$tmp/ctl-bin:$PATH" ./run "$tmp/ctl-out" >/dev/null 2>&1)
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); d = s["steps"][0]["detail"]; assert d.endswith("nvidia-smi failed: NVIDIA-SMI \x1b[31mfailed\x1b[0m\r\x01\t\\ \"x\""), d' \
+  "$tmp/ctl-out/summary.json" || fail "summary.json with control characters in a detail is not the expected JSON:"$'\n'"$(cat "$tmp/ctl-out/summary.json")"
 
 # A stand-in GPU machine: nvidia-smi of an H200 with driver 580, python3
 # whose nvidia package has the device libraries, binaries that pass.
@@ -257,6 +286,29 @@ for step in gpu libs kernel-tests precond-tests nccl-runtime trainer-cuda gpu-be
   [ -s "$tmp/sm-out/$step.log" ] || fail "stand-in run wrote no $step.log"
 done
 [ -n "${SHOW:-}" ] && echo "$out"
+
+# LD_LIBRARY_PATH set with empty and relative entries, and no device library
+# folder found (a python3 without the nvidia package): the search path the
+# run sets keeps only the absolute entries, so the libok.so.1 planted in the
+# working folder is not the one the bundle's bin/hello loads.
+mkdir -p "$tmp/bare-bin" "$tmp/planted-cwd"
+printf '#!/bin/sh\nexit 0\n' >"$tmp/bare-bin/python3"
+chmod +x "$tmp/bare-bin/python3"
+gcc -shared -fPIC -o "$tmp/planted-cwd/libok.so.1" -Wl,-soname,libok.so.1 "$tmp/ok.c"
+for inherited in ":$tmp/elsewhere" "$tmp/elsewhere:" "$tmp/elsewhere::lib" ".:$tmp/elsewhere"; do
+  (cd "$tmp/planted-cwd" && PATH="$tmp/bare-bin:$tmp/sm-bin:$PATH" LD_LIBRARY_PATH=$inherited \
+    "$tmp/good/run" "$tmp/planted-out" >/dev/null 2>&1)
+  log=$(cat "$tmp/planted-out/libs.log")
+  cuda=
+  [ -d /usr/local/cuda/lib64 ] && cuda=/usr/local/cuda/lib64:
+  grep -qxF "LD_LIBRARY_PATH=$cuda$tmp/elsewhere" <<<"$log" ||
+    fail "inherited '$inherited': no line 'LD_LIBRARY_PATH=$cuda$tmp/elsewhere' in:"$'\n'"$log"
+  expect_in "$log" "libok.so.1 => $tmp/good/bin/../lib/libok.so.1" "inherited '$inherited'"
+done
+(cd "$tmp/planted-cwd" && PATH="$tmp/bare-bin:$tmp/sm-bin:$PATH" LD_LIBRARY_PATH= \
+  "$tmp/good/run" "$tmp/planted-out" >/dev/null 2>&1)
+grep -qxF "LD_LIBRARY_PATH=${cuda%:}" "$tmp/planted-out/libs.log" ||
+  fail "empty LD_LIBRARY_PATH: no line 'LD_LIBRARY_PATH=${cuda%:}' in:"$'\n'"$(cat "$tmp/planted-out/libs.log")"
 
 # The same machine without the driver's libcuda anywhere: the libs step
 # names it, and nothing after it runs.

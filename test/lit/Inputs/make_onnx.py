@@ -34,6 +34,15 @@ KIND:
   badnames  initializers named with a newline, a tab, and 4097 bytes, and
             one good name (names must be 1 to 4096 bytes without control
             characters).
+  sourcenames  hand-encoded: folded MatMul weights whose exporter names
+            (each one renamed to its module's weight) hold a newline that
+            would forge a plan line, an escape code, a NUL, invalid UTF-8
+            and a C1 control; a BatchNorm running mean (a buffer) with a
+            carriage return; one good weight.
+  nodenames  hand-encoded: good initializer names, but node names and an op
+            type with a newline, escape codes, a NUL and invalid UTF-8, quoted
+            in the notes and warnings dmuonc prints.
+  graphname  a graph named with a newline.
 
 Only onnx.helper/numpy_helper are used, so Debian's python3-onnx (1.12) works.
 """
@@ -164,6 +173,47 @@ def too_many_model():
     shape = field(1, 0, varint(1)) + field(2, 0, varint(TensorProto.FLOAT))
     graph = b"".join(field(5, 2, shape + field(8, 2, b"p%d" % k)) for k in range(2_000_001))
     return field(1, 0, varint(8)) + field(7, 2, field(2, 2, b"too_many") + graph)
+
+
+def hand_model(graph_name, inits, nodes):
+    """A ModelProto on the wire, names as raw bytes (onnx.helper refuses
+    invalid UTF-8). inits: (name, dims); nodes: (op, inputs, name)."""
+    def tensor(name, dims):
+        return (b"".join(field(1, 0, varint(d)) for d in dims) +
+                field(2, 0, varint(TensorProto.FLOAT)) + field(8, 2, name))
+
+    def node(op, inputs, name):
+        return b"".join(field(1, 2, i) for i in inputs) + field(3, 2, name) + field(4, 2, op)
+
+    graph = (field(2, 2, graph_name) + b"".join(field(5, 2, tensor(*t)) for t in inits) +
+             b"".join(field(1, 2, node(*n)) for n in nodes))
+    return field(1, 0, varint(8)) + field(7, 2, graph)
+
+
+def source_names_model():
+    bad = [b"onnx::MatMul_1\nparam forged shape=[1]", b"onnx::MatMul_2\x1b[2J\x1b]0;t\x07",
+           b"onnx::MatMul_3\x00x", b"onnx::MatMul_4\xff\xfe", b"onnx::MatMul_5\xc2\x85",
+           b"onnx::MatMul_6"]
+    inits = [(name, [8, 8]) for name in bad]
+    nodes = [(b"MatMul", [b"x", name], b"/blocks.%d/proj/MatMul" % k) for k, name in enumerate(bad)]
+    inits += [(b"bn.weight", [8]), (b"bn.bias", [8]), (b"bn.running_mean\r", [8]),
+              (b"bn.running_var", [8])]
+    nodes.append((b"BatchNormalization",
+                  [b"c", b"bn.weight", b"bn.bias", b"bn.running_mean\r", b"bn.running_var"],
+                  b"/bn/BatchNormalization"))
+    return hand_model(b"source_names", inits, nodes)
+
+
+def node_names_model():
+    inits = [(b"onnx::MatMul_1", [8, 8]), (b"onnx::MatMul_2", [8, 8]),
+             (b"onnx::MatMul_3", [8, 8]), (b"onnx::Add_4", [1, 8])]
+    nodes = [
+        (b"MatMul", [b"x", b"onnx::MatMul_1"], b"/blocks.0/proj/MatMul\nparam forged"),
+        (b"MatMul", [b"x", b"onnx::MatMul_2"], b"/blocks.1/proj/MatMul\x1b[31m\x00\xff"),
+        (b"MatMul", [b"x", b"onnx::MatMul_3"], b"/attn/MatMul"),
+        (b"Add\x1b[2J", [b"h", b"onnx::Add_4"], b"/x/Add\r\xc0"),
+    ]
+    return hand_model(b"node_names", inits, nodes)
 
 
 def make_model(graph):
@@ -307,6 +357,13 @@ def main():
                  f32("tab\tname", [4]), f32("x" * 4097, [4])]
         graph = helper.make_graph(
             [], "badnames", [], [], initializer=inits)
+        onnx.save_model(make_model(graph), out)
+    elif kind in ("sourcenames", "nodenames"):
+        with open(out, "wb") as f:
+            f.write(source_names_model() if kind == "sourcenames" else node_names_model())
+    elif kind == "graphname":
+        graph = helper.make_graph([], "main\nparam forged", [], [],
+                                  initializer=[f32("w.weight", [4, 4])])
         onnx.save_model(make_model(graph), out)
     else:
         sys.exit(f"make_onnx.py: unknown kind '{kind}'\n{__doc__}")
