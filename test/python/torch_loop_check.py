@@ -7,6 +7,7 @@ misuses a torch user makes, each refused with a message in Python's terms.
   drive param_groups, and each step's rates reach the runtime (its
   hyper_params() after the step are the groups' values).
 - optimizer="soap" (and the other rules) puts only the matrices on the rule.
+- torch.autocast (bf16 compute over f32 params) trains.
 - state_dict() on mesh 4 after 2 steps, load_state_dict() into a fresh
   wrap on mesh 2x2, 2 more steps: bit-identical to 4 uninterrupted steps on
   2x2 (every rank feeds the same batch, so the gradient average is exact
@@ -121,6 +122,24 @@ def check_rule_selection(comm, work):
         say(comm, f"optimizer={rule!r}: the two matrices on {rule}, the rest on AdamW; 2 steps")
 
 
+def check_autocast(comm, work):
+    """torch.autocast's bf16 compute over the f32 params' views (Z3: its
+    casts are copies, the saved aliases the bridge rebuilds stay f32)."""
+    model, opt = wrap(comm, str(comm.Get_size()), work, mode="z3")
+    losses = []
+    for step in range(4):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = loss_of(model, batch(0))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    opt.close()
+    if not (all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]):
+        raise AssertionError(f"autocast: losses {losses}")
+    say(comm, f"torch.autocast(bf16): losses {[round(x, 4) for x in losses]}")
+
+
 def check_resume_on_another_mesh(comm, work):
     model, opt = wrap(comm, "2x2", work)
     train(opt, model, 4)
@@ -220,6 +239,7 @@ def main():
     torch.set_num_threads(1)
     check_schedulers(comm, args.work)
     check_rule_selection(comm, args.work)
+    check_autocast(comm, args.work)
     check_resume_on_another_mesh(comm, args.work)
     check_misuses(comm, args.work)
     say(comm, "torch_loop_check: OK")

@@ -159,9 +159,9 @@ class ParamBridge:
                 raise ValueError(f"param '{name}' has shape {tuple(t.shape)}, the plan's "
                                  f"(this rank's slice) is {local}")
             check_param_tensor(name, t)
-            if info.dtype != _capi.DTYPE_F32:
-                raise ValueError(f"param '{name}' is planned as dtype {info.dtype}, not f32: "
-                                 "compile the plan from the f32 model")
+            if _PLAN_DTYPES[t.dtype] != info.dtype:
+                raise ValueError(f"param '{name}' is {t.dtype} but planned as another dtype: "
+                                 "compile the plan from this model")
             self.rt.bind_param(name, t)
             if self.plan.param_route(index).route == _capi.ROUTE_HOST:
                 self.host_params.append(t)
@@ -244,7 +244,8 @@ class ParamBridge:
         # One NaN of its own, seen through the param's shape with stride 0:
         # no memory, a read is NaN, a write fails.
         with torch.no_grad():
-            p.tensor.data = torch.full((), float("nan")).expand(p.tensor.shape)
+            p.tensor.data = torch.full((), float("nan"), dtype=p.tensor.dtype).expand(
+                p.tensor.shape)
         p.span = None
 
     def _point_at_view(self, p):
@@ -268,7 +269,22 @@ class ParamBridge:
         self._spans_dirty = True
 
     def _attach_grad(self, p):
-        p.tensor.grad = self.rt.grad_view(p.index, "torch")
+        """The param's .grad: the runtime's fp32 buffer itself for an f32
+        param; for bf16/f16 a gradient of the param's own dtype (autograd
+        accumulates in it), added into the fp32 buffer by _flush_grad."""
+        if p.tensor.dtype == torch.float32:
+            p.tensor.grad = self.rt.grad_view(p.index, "torch")
+        else:
+            p.tensor.grad = torch.zeros_like(p.tensor)
+
+    def _flush_grad(self, p):
+        """A low-precision param's gradient of this backward into the
+        runtime's fp32 buffer (which holds the step's earlier micro-batches'),
+        the cast the runtime makes on reduce for its own buffers."""
+        if p.tensor.dtype == torch.float32 or p.tensor.grad is None:
+            return
+        self.rt.grad_view(p.index, "torch").add_(p.tensor.grad.float())
+        p.tensor.grad.zero_()
 
     def _hook(self, call, g, what):
         """A runtime hook, its refusal told in the host's terms."""
@@ -379,6 +395,8 @@ class ParamBridge:
             self._post_backward(g)
 
     def _post_backward(self, g):
+        for p in self.group_params[g]:
+            self._flush_grad(p)
         self._hook(self.rt.post_backward, g, "the end of backward")
         # The gradient buffer now belongs to the reduce and the packed buffer
         # is gone (both modes): no tensor may keep pointing at either.
@@ -393,6 +411,9 @@ class ParamBridge:
         got no gradient), in backward order. Runs by itself at the end of
         every backward that reached a hook group (and from step()); idempotent."""
         in_engine = self._callback_queued
+        for p in self.params:
+            if p.group < 0:
+                self._flush_grad(p)
         for g in reversed(range(len(self.phase))):
             if self.phase[g] == _FORWARDED:
                 self._on_pre_backward(g, in_engine=False)  # its output did not reach the loss
@@ -405,7 +426,7 @@ class ParamBridge:
 
     @_timed
     def _pack(self, t):
-        if t.dtype != torch.float32 or t.device.type != "cpu" or t.numel() == 0:
+        if t.dtype not in _PLAN_DTYPES or t.device.type != "cpu" or t.numel() == 0:
             return t
         if self._spans_dirty:
             self._index_spans()
@@ -413,8 +434,9 @@ class ParamBridge:
         i = bisect.bisect_right(self._span_starts, address) - 1
         if i >= 0:
             p = self._span_params[i]
-            if address < p.span[1]:
-                return _SavedAlias(p, (address - p.span[0]) // 4, tuple(t.shape), t.stride())
+            if address < p.span[1] and t.dtype == p.tensor.dtype:
+                offset = (address - p.span[0]) // t.element_size()
+                return _SavedAlias(p, offset, tuple(t.shape), t.stride())
         return t
 
     def _index_spans(self):
@@ -439,16 +461,20 @@ class ParamBridge:
         return saved
 
 
+# The param dtypes dmuon.torch trains (the runtime keeps fp32 masters and
+# state for each; forward and backward run in the param's own dtype).
+_PLAN_DTYPES = {torch.float32: _capi.DTYPE_F32, torch.bfloat16: _capi.DTYPE_BF16,
+                torch.float16: _capi.DTYPE_F16}
+
+
 def check_param_tensor(name, t):
-    """What dmuon.torch trains: f32 params in CPU memory; anything else is
-    refused naming the param and what to do."""
-    if t.dtype != torch.float32:
-        hint = {torch.float64: "call model.float() before wrap()",
-                torch.bfloat16: "keep the model in f32 and use torch.autocast for bf16 compute",
-                torch.float16: "keep the model in f32 and use torch.autocast for f16 compute"}
-        raise TypeError(f"param '{name}' is {t.dtype}: dmuon.torch trains f32 params (the "
-                        f"optimizer keeps fp32 masters); "
-                        f"{hint.get(t.dtype, 'convert it to torch.float32')}")
+    """What dmuon.torch trains: f32, bf16 or f16 params in CPU memory;
+    anything else is refused naming the param and what to do."""
+    if t.dtype not in _PLAN_DTYPES:
+        hint = "call model.float() (or model.bfloat16()) before wrap()" \
+            if t.dtype == torch.float64 else "convert it to torch.float32 or torch.bfloat16"
+        raise TypeError(f"param '{name}' is {t.dtype}: dmuon.torch trains f32, bf16 and f16 "
+                        f"params (the optimizer keeps fp32 masters); {hint}")
     if t.device.type != "cpu":
         raise ValueError(f"param '{name}' is on {t.device}: dmuon.torch's MPI backend keeps "
                          "params in host memory; move the model to the CPU")

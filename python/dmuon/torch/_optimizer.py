@@ -197,8 +197,8 @@ class DmuonOptimizer(torch.optim.Optimizer):
                 dst = named.get(name)
                 if dst is None:
                     continue  # a tied alias the copy lists under its first name
-                if dst.dtype != torch.float32 or tuple(dst.shape) != tuple(value.shape):
-                    raise ValueError(f"gather_into: the copy has no f32 param '{name}' of "
+                if not dst.is_floating_point() or tuple(dst.shape) != tuple(value.shape):
+                    raise ValueError(f"gather_into: the copy has no param '{name}' of "
                                      f"shape {tuple(value.shape)}")
                 dst.copy_(value)
         return copy
@@ -273,4 +273,4 @@ class DmuonOptimizer(torch.optim.Optimizer):
         with torch.no_grad():
             for name, t in self.model.named_parameters():
                 if name in values:
-                    t.data = values[name].clone()
+                    t.data = values[name].to(t.dtype, copy=True)
