@@ -69,8 +69,9 @@ class KellerMuon:
                     p = chunk[self.rank]
                     buf = self.buffers.setdefault(p, torch.zeros_like(p))
                     buf.mul_(self.momentum).add_(p.grad)
-                    u = p.grad + self.momentum * buf
-                    mine = newton_schulz5(u) * math.sqrt(max(1.0, p.size(0) / p.size(1)))
+                    u = (p.grad + self.momentum * buf).reshape(p.size(0), -1)  # conv: [out, in*k*k]
+                    mine = (newton_schulz5(u) * math.sqrt(max(1.0, u.size(0) / u.size(1)))
+                            ).view_as(p)
                 updates = [torch.empty_like(mine) for _ in range(self.world)]
                 dist.all_gather(updates, mine)
                 for p, update in zip(chunk, updates):

@@ -389,6 +389,17 @@ void ParamBridge::endBackward() {
   }
 }
 
+void ParamBridge::abandonStep() {
+  rt_.abandonStep();
+  for (Param &p : params_) {
+    p.tensor.mutable_grad() = torch::Tensor();
+    if (p.group >= 0)
+      p.pointAt(nullptr);
+  }
+  std::fill(phase_.begin(), phase_.end(), Phase::Idle);
+  std::fill(pendingGrads_.begin(), pendingGrads_.end(), size_t(0));
+}
+
 void ParamBridge::gatherInto(torch::nn::Module &copy) {
   torch::NoGradGuard noGrad;
   auto named = copy.named_parameters();

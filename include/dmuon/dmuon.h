@@ -417,6 +417,14 @@ DMUON_API dmuon_status_t dmuon_runtime_finish_backward(dmuon_runtime_t runtime);
  * (options.max_grad_norm); returns DMUON_STEP_SKIPPED, not an error, when a
  * gradient is not finite. */
 DMUON_API dmuon_status_t dmuon_runtime_step(dmuon_runtime_t runtime);
+/* Collective (every rank calls it): abandons the current step, e.g. after
+ * an exception in the host's forward or backward (out of memory, a bad
+ * batch). Completes what is in flight, drops every gradient of the step and
+ * its micro-batches and every hook group's state; no param or optimizer
+ * state changes. The host then starts the step again with pre_forward. A
+ * rank blocked in a collective its peers never reach is not freed by it:
+ * that collective's timeout (options.collective_timeout_s) is. */
+DMUON_API dmuon_status_t dmuon_runtime_abandon_step(dmuon_runtime_t runtime);
 /* Waits for every outstanding collective, including an async replicate
  * broadcast (I4 holds afterwards). */
 DMUON_API dmuon_status_t dmuon_runtime_synchronize(dmuon_runtime_t runtime);
@@ -541,8 +549,9 @@ DMUON_API dmuon_status_t dmuon_runtime_qk_clip_counts(dmuon_runtime_t runtime,
 
 /* ------------------------------------------------------------ checkpoints */
 
-/* Saves every param's fp32 master and optimizer state (Muon momentum, AdamW
- * moments and step) keyed by param name into the directory `path`, with the
+/* Saves every param's fp32 master and every rule's optimizer state (Muon
+ * momentum, NorMuon's second moment, SOAP's and Shampoo's statistics, bases
+ * and roots, AdamW moments, the step counts) keyed by param name into the directory `path`, with the
  * plan's fingerprint and `step` (docs/checkpoint-format.md). Collective; call
  * between steps. Atomic: until the new manifest replaces the old one, the
  * previous checkpoint in `path` stays loadable. */

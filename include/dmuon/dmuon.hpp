@@ -169,6 +169,8 @@ public:
     return {a, k};
   }
   void synchronize() { call(dmuon_runtime_synchronize(rt_)); }
+  // Collective: drops the current step (dmuon_runtime_abandon_step).
+  void abandonStep() { call(dmuon_runtime_abandon_step(rt_)); }
   // This rank's per-head max attention logits of a QK-Clip pair, for the
   // next step (the pair's heads floats).
   void setQkMaxLogits(int pair, const float *maxLogits, int64_t count) {

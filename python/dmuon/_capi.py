@@ -281,6 +281,7 @@ _PROTOTYPES = {
     "dmuon_runtime_pre_backward": (_status, [_Runtime, _int]),
     "dmuon_runtime_post_backward": (_status, [_Runtime, _int]),
     "dmuon_runtime_finish_backward": (_status, [_Runtime]),
+    "dmuon_runtime_abandon_step": (_status, [_Runtime]),
     "dmuon_runtime_step": (_status, [_Runtime]),
     "dmuon_runtime_synchronize": (_status, [_Runtime]),
     "dmuon_runtime_begin_micro_batch": (_status, [_Runtime, _int]),

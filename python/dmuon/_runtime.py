@@ -213,6 +213,11 @@ class Runtime:
         self._call(status)
         return True
 
+    def abandon_step(self):
+        """Collective: drops this step's gradients and hook state (after an
+        exception in forward or backward); nothing is applied."""
+        self._call(lib.dmuon_runtime_abandon_step(self._handle))
+
     def synchronize(self):
         self._call(lib.dmuon_runtime_synchronize(self._handle))
 

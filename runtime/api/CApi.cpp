@@ -168,6 +168,9 @@ dmuon_status_t dmuon_runtime_finish_backward(dmuon_runtime_t rt) {
 dmuon_status_t dmuon_runtime_step(dmuon_runtime_t rt) {
   return DMUON_RUNTIME_CALL(rt, rt->executor->step());
 }
+dmuon_status_t dmuon_runtime_abandon_step(dmuon_runtime_t rt) {
+  return DMUON_RUNTIME_CALL(rt, rt->executor->abandonStep());
+}
 dmuon_status_t dmuon_runtime_synchronize(dmuon_runtime_t rt) {
   return DMUON_RUNTIME_CALL(rt, rt->executor->synchronize());
 }

@@ -345,6 +345,16 @@ Status Executor::step() {
   return checkUpdatesFinite();
 }
 
+Status Executor::abandonStep() {
+  DMUON_RETURN_IF_ERROR(agree(hooks_.abandon(), "abandon_step"));
+  for (Route *r : routes_)
+    DMUON_RETURN_IF_ERROR(r->zeroGrads());
+  qkClip_.discard();
+  endStep();
+  nextLast_ = true; // the step starts again from its first micro-batch
+  return Status::ok();
+}
+
 // Whether this rank updated p's fp32 values in step(): host-routed params
 // are the host's to step, and the rest keep their values where they step.
 static bool updatedHere(const ParamRt &p) {

@@ -54,6 +54,9 @@ public:
   Status finishBackward();
   // DMUON_STEP_SKIPPED (not an error) when a gradient is not finite.
   Status step();
+  // Collective: drops this step's gradients and hook state (after an
+  // exception in the host's forward or backward); nothing is applied.
+  Status abandonStep();
   Status synchronize();
 
   Status beginMicroBatch(bool isLast);

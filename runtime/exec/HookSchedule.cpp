@@ -211,6 +211,20 @@ Status HookSchedule::issuePhase2(int g) {
   return coalesced.close();
 }
 
+Status HookSchedule::abandon() {
+  // Every rank issued the same collectives before it gave up: each completes
+  // (unshards, the last step's replicate broadcasts, issued reduces), so no
+  // request outlives the step that made it.
+  DMUON_RETURN_IF_ERROR(synchronize());
+  DMUON_RETURN_IF_ERROR(finishReduce());
+  for (Group &grp : groups_) {
+    grp.inBackward = false;
+    if (grp.grad.live()) // a backward that never reached post_backward
+      grp.grad.release();
+  }
+  return Status::ok();
+}
+
 Status HookSchedule::finishReduce() {
   DMUON_RETURN_IF_ERROR(drainPhase2());
   return retireIssued();

@@ -50,6 +50,9 @@ public:
   int pendingBackward() const;
   // Completes every reduce; the routes collect the averaged gradients.
   Status finishReduce();
+  // Completes everything in flight and drops the gradients of backwards that
+  // did not reach their reduce: the step is abandoned (Executor::abandonStep).
+  Status abandon();
   // A new micro-batch runs the hooks again.
   void newMicroBatch();
   void endStep();

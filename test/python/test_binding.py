@@ -134,6 +134,10 @@ def check_runtime(plan):
         rt.save_checkpoint(d, 1)
         check(rt.load_checkpoint(d) == 1, "checkpoint save / load")
     del view
+    rt.pre_forward(groups[0])
+    raises(dmuon.ERROR_INVALID_STATE, "called twice", rt.pre_forward, groups[0])
+    rt.abandon_step()  # the step given up: the same hook may start it again
+    check(rt.step_counts() == (1, 0), "abandon_step applies nothing")
     check_views_outlive_nothing(rt, plan, groups[0], in_group[groups[0]][0], initial)
 
 

@@ -8,6 +8,9 @@ misuses a torch user makes, each refused with a message in Python's terms.
   hyper_params() after the step are the groups' values).
 - optimizer="soap" (and the other rules) puts only the matrices on the rule.
 - torch.autocast (bf16 compute over f32 params) trains.
+- abandon_step() after an exception in forward (after a completed micro-batch
+  of the step), two forwards without backward, or step() without backward:
+  the run goes on bit-identical to a clean one; close() mid-step keeps values.
 - state_dict() on mesh 4 after 2 steps, load_state_dict() into a fresh
   wrap on mesh 2x2, 2 more steps: bit-identical to 4 uninterrupted steps on
   2x2 (every rank feeds the same batch, so the gradient average is exact
@@ -41,10 +44,13 @@ class Net(torch.nn.Module):
         self.embed = torch.nn.Embedding(VOCAB, WIDTH)
         self.layers = torch.nn.ModuleList(torch.nn.Linear(WIDTH, WIDTH) for _ in range(2))
         self.head = torch.nn.Linear(WIDTH, VOCAB)
+        self.bad_batch = False  # raise inside the forward, as a bad batch or OOM would
 
     def forward(self, tokens):
         x = self.embed(tokens)
-        for layer in self.layers:
+        for i, layer in enumerate(self.layers):
+            if self.bad_batch and i == 1:
+                raise ValueError("bad batch")
             x = x + torch.tanh(layer(x))
         return self.head(x)
 
@@ -138,6 +144,54 @@ def check_autocast(comm, work):
     if not (all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]):
         raise AssertionError(f"autocast: losses {losses}")
     say(comm, f"torch.autocast(bf16): losses {[round(x, 4) for x in losses]}")
+
+
+def check_abandon(comm, work):
+    """A script that catches an exception and calls abandon_step() goes on
+    as if the failed attempt never ran: bit-identical to a clean run."""
+    model, opt = wrap(comm, "2x2", work)
+    train(opt, model, 4)
+    want = opt.model_state_dict()
+    opt.close()
+
+    model, opt = wrap(comm, "2x2", work)
+    train(opt, model, 1)
+    attempts = []
+    # An exception inside the forward, after a completed micro-batch of the
+    # same step (its gradients must go too).
+    opt.begin_micro_batch(False)
+    loss_of(model, batch(99)).backward()
+    model.bad_batch = True
+    try:
+        loss_of(model, batch(1)).backward()
+    except ValueError as e:
+        attempts.append(str(e))
+        opt.abandon_step()
+    model.bad_batch = False
+    train(opt, model, 1, first=1)
+    # Two forwards without a backward; step() without a backward.
+    loss_of(model, batch(2))
+    try:
+        loss_of(model, batch(2))
+    except RuntimeError as e:
+        attempts.append(str(e).split(":")[1].strip())
+        opt.abandon_step()
+    train(opt, model, 1, first=2)
+    loss_of(model, batch(3))
+    try:
+        opt.step()
+    except RuntimeError as e:
+        attempts.append(str(e).split("(")[0])
+        opt.abandon_step()
+    train(opt, model, 1, first=3)
+    loss_of(model, batch(4))  # a step left half done at close()
+    opt.close()
+    got = {n: p.detach() for n, p in model.named_parameters()}
+    differing = [n for n in want if not torch.equal(want[n], got[n])]
+    if differing:
+        raise AssertionError(f"after abandon_step the run differs from a clean one: {differing}")
+    say(comm, f"abandon_step after {len(attempts)} failures ({'; '.join(attempts)}): "
+              f"{len(want)} params bit-identical to a clean run")
 
 
 def check_resume_on_another_mesh(comm, work):
@@ -240,6 +294,7 @@ def main():
     check_schedulers(comm, args.work)
     check_rule_selection(comm, args.work)
     check_autocast(comm, args.work)
+    check_abandon(comm, args.work)
     check_resume_on_another_mesh(comm, args.work)
     check_misuses(comm, args.work)
     say(comm, "torch_loop_check: OK")

@@ -133,11 +133,13 @@ class ParamBridge:
         self._saved_hooks = None
         self._callback_queued = False
         self.hook_seconds = self.runtime_seconds = 0.0
+        self.step_open = False  # a forward ran since the last step
         self._spans_dirty, self._span_starts, self._span_params = True, [], []
         self._timing_depth = 0
         self._bind(model)
         self._register_module_hooks(model)
         self.begin_forward()
+        self.step_open = False
 
     # --------------------------------------------------------- set-up
 
@@ -299,6 +301,21 @@ class ParamBridge:
 
     # ----------------------------------------------------------- steps
 
+    def abandon(self):
+        """After the runtime abandoned the step: every group idle, every
+        param and gradient off the runtime's memory, saved-tensor packing
+        off; the next forward starts the step again."""
+        self._exit_saved_hooks()
+        self._callback_queued = False
+        for p in self.params:
+            p.tensor.grad = None
+            if p.group >= 0:
+                self._point_nowhere(p)
+        self.phase = [_IDLE] * len(self.phase)
+        self.pending = [0] * len(self.phase)
+        self._spans_dirty = True
+        self.step_open = False
+
     def waiting_for_backward(self):
         """The groups a forward opened that no backward has reached."""
         return [g for g, ph in enumerate(self.phase) if ph in (_IN_FORWARD, _FORWARDED)]
@@ -329,6 +346,7 @@ class ParamBridge:
         self.phase = [_IDLE] * len(self.phase)
         self._spans_dirty = True
         self._callback_queued = False
+        self.step_open = True
         if self._saved_hooks is None:
             self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
             self._saved_hooks.__enter__()

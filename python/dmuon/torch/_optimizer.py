@@ -145,8 +145,24 @@ class DmuonOptimizer(torch.optim.Optimizer):
         self._send_hyper_params()
         self.bridge.end_backward()
         self.last_step_applied = _runtime_call("step()", self.runtime.step)
+        self.bridge.step_open = False
         self._steps += 1
         return loss if closure is not None else self.last_step_applied
+
+    def abandon_step(self):
+        """Collective: gives up the current step after an exception in
+        forward or backward (a bad batch, out of memory) or a refused call:
+        every gradient of the step is dropped, nothing is applied, and the
+        next forward starts the step again.
+
+            try:
+                loss_fn(model(x), y).backward()
+                opt.step()
+            except RuntimeError:
+                opt.abandon_step()   # every rank, then go on
+        """
+        _runtime_call("abandon_step()", self.runtime.abandon_step)
+        self.bridge.abandon()
 
     def zero_grad(self, set_to_none=True):
         """The runtime's gradients need no zeroing: each step's land in
@@ -267,6 +283,8 @@ class DmuonOptimizer(torch.optim.Optimizer):
         """Collective: gives every param its current values back in memory
         of its own, unhooks the model and destroys the runtime; the module
         then trains or evaluates on its own."""
+        if self.runtime.handle and self.bridge.step_open:
+            self.abandon_step()  # a step left half done: its gradients go
         values = self.model_state_dict() if self.runtime.handle else {}
         self.bridge.close()
         self.runtime.close()

@@ -96,6 +96,10 @@ public:
   // group stays open until its last use: call postForward after that use.
   void preForward(const std::string &path);
   torch::Tensor postForward(const std::string &path, torch::Tensor out);
+  // Collective: abandons the current step after an exception in forward or
+  // backward (dmuon_runtime_abandon_step): every gradient of the step is
+  // dropped, nothing applied, every group idle; call beginStep() next.
+  void abandonStep();
   // After loss.backward(): post_backward for groups that autograd did not
   // finish (params that got no gradient), in backward order.
   void endBackward();
