@@ -332,7 +332,11 @@ def _as_f32_array(values, what):
     if hasattr(values, "detach"):  # a torch tensor
         if values.device.type != "cpu":
             raise ValueError(f"{what}: the values must be on the CPU, not {values.device}")
+        if values.is_complex():
+            raise TypeError(f"{what}: complex values ({values.dtype}); a param is real")
         values = values.detach().contiguous().float().numpy()
+    if np.iscomplexobj(values):
+        raise TypeError(f"{what}: complex values ({np.asarray(values).dtype}); a param is real")
     return np.ascontiguousarray(values, dtype=np.float32)
 
 

@@ -87,6 +87,11 @@ def check_runtime(plan):
            MPI.COMM_WORLD, replicate_async=7)
     rt = dmuon.Runtime(plan, MPI.COMM_WORLD, mode=dmuon.MODE_Z3)
     first = plan.params[0]
+    try:
+        rt.bind_param(first.name, np.zeros(first.numel, np.complex64))
+        check(False, "bind_param takes complex values")
+    except TypeError as e:
+        check("complex values" in str(e), f"bind_param refuses complex values: {e}")
     raises(dmuon.ERROR_INVALID_ARGUMENT, "got 3 values", rt.bind_param, first.name,
            np.zeros(3, np.float32))
     initial = {}
