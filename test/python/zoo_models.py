@@ -353,6 +353,27 @@ class TimmVit(torch.nn.Module):
         return self.head(self.norm(self.blocks(x))[:, 0])
 
 
+# ------------------------------------------------- ParameterList, never called
+
+class MixerWithParameterList(torch.nn.Module):
+    """Token mixing matrices kept in an nn.ParameterList, which no forward
+    calls: the model reads its params (the hooks go on its parent)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, WIDTH)
+        self.mixers = torch.nn.ParameterList(
+            torch.nn.Parameter(torch.randn(CONTEXT, CONTEXT) / CONTEXT) for _ in range(2))
+        self.proj = torch.nn.Linear(WIDTH, WIDTH)
+        self.head = torch.nn.Linear(WIDTH, VOCAB)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for m in self.mixers:
+            x = x + torch.tanh(m @ x)
+        return self.head(self.proj(x))
+
+
 # ------------------------------------------------------------- the zoo
 
 def image_batch(generator, n, size=32):
@@ -398,4 +419,5 @@ ZOO = {
     "t5_tied": (T5ForCausalLM, token_batch, token_loss),
     "timm_vit_root_params": (TimmVit, _image(16), classification_loss),
     "gpt2_partly_frozen": (gpt2_frozen, token_batch, token_loss),
+    "parameter_list": (MixerWithParameterList, token_batch, token_loss),
 }

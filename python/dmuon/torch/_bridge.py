@@ -129,6 +129,7 @@ class ParamBridge:
         self.params = []
         self.host_params = []  # ROUTE_HOST (frozen params among them): never re-pointed
         self.tied_uses = [set() for _ in range(groups)]  # modules outside g using its tied params
+        self._hooked_paths = [None] * groups
         self._handles = []
         self._saved_hooks = None
         self._callback_queued = False
@@ -191,6 +192,16 @@ class ParamBridge:
         name = self.group_names[g]
         return "" if name == ROOT_GROUP else name
 
+    @staticmethod
+    def _callable_path(path, modules):
+        """The module whose forward hooks drive a group at `path`: the
+        module itself, or for a ParameterList/ParameterDict (never called:
+        the model reads its params) the nearest ancestor that is not one."""
+        containers = (torch.nn.ParameterList, torch.nn.ParameterDict)
+        while path and isinstance(modules.get(path), containers):
+            path = path.rpartition(".")[0]
+        return path
+
     def _grad_hook(self, group):
         return lambda grad_inputs, grad_outputs: self._on_grad_accumulated(group)
 
@@ -201,19 +212,20 @@ class ParamBridge:
         # Every path of a module shared under several names.
         modules = dict(model.named_modules(remove_duplicate=False))
         for g in range(len(self.group_names)):
-            module = modules.get(self._group_path(g))
+            self._hooked_paths[g] = self._callable_path(self._group_path(g), modules)
+            module = modules.get(self._hooked_paths[g])
             if module is None:
                 owned = ", ".join(p.name for p in self.group_params[g]) or "none"
                 raise ValueError(f"hook group {g} '{self.group_names[g]}' is not a module of the "
                                  f"model (its params: {owned}): the plan's hook groups must be "
                                  "module paths (dmuonc --hook-boundary)")
             hooked = [module]
-            for path in [self._group_path(g)] + sorted(self.tied_uses[g]):
+            own = self._hooked_paths[g]
+            for path in [own] + sorted(self.tied_uses[g]):
                 use = modules[path]
-                if use is module and path != self._group_path(g) or \
-                        any(use is h for h in hooked[1:]):
+                if use is module and path != own or any(use is h for h in hooked[1:]):
                     continue  # the same module under another name: hooked once
-                if path != self._group_path(g):
+                if path != own:
                     hooked.append(use)
                 self._handles.append(use.register_forward_pre_hook(self._pre_forward_hook(g)))
                 self._handles.append(use.register_forward_hook(self._post_forward_hook(g)))
@@ -359,6 +371,14 @@ class ParamBridge:
     @_timed
     def _end_forward(self):
         self._exit_saved_hooks()
+        # A group whose module did not run in this forward (a branch not
+        # taken): the step still needs its hooks, and its backward gets no
+        # gradient (end_backward closes it), on every rank alike, as DDP's
+        # find_unused_parameters does.
+        for g, phase in enumerate(self.phase):
+            if phase == _IDLE:
+                self._pre_forward(g)
+                self._post_forward(g, None)
         # A tied param's window closes only here: every use has run.
         for g, uses in enumerate(self.tied_uses):
             if uses and self.phase[g] == _IN_FORWARD:
