@@ -1,8 +1,10 @@
 // The executor at several ranks without MPI: the loopback backend runs each
 // rank as a thread of this process. A 4-rank and a 2x2 run of the tiny model,
 // every rank fed the same gradients, end where a 1-rank run ends; on the
-// expert-parallel plan each dense param has one owner over dp x ep; and the
-// backend itself turns mismatched or missing collectives into errors.
+// expert-parallel plan each dense param has one owner over dp x ep; pipeline
+// stages (one without hook groups too) end where one rank ends, and a rank
+// that refuses step() fails its peers with it; and the backend itself turns
+// mismatched or missing collectives into errors.
 #include "LoopbackSupport.h"
 #include "OptimizerReferences.h"
 #include "SliceTraining.h"
