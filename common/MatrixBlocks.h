@@ -15,6 +15,9 @@ namespace dmuon::common {
 // More blocks than this in one matrix is a mistake (a head count per
 // element), and would cost a plan 8 bytes each.
 inline constexpr int64_t kMaxMatrixBlocks = 65536;
+// Nor may a model's blocked matrices hold more than this many blocks in all
+// (each matrix's count, summed): 128 MiB of the plan's 2 GiB.
+inline constexpr int64_t kMaxModelMatrixBlocks = int64_t{1} << 24;
 
 struct BlockShape {
   int64_t rows = 0, cols = 0;

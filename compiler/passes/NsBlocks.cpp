@@ -40,6 +40,26 @@ bool isFusedInProj(const Param &p) {
          p.shape.size() == 2 && p.rows == 3 * p.cols;
 }
 
+// Adds `count` blocks of p's to the model's `total`; false, reported once at
+// the param that passes common::kMaxModelMatrixBlocks (the limit holds over
+// the whole model, not only per matrix: 20,000 matrices of 65,536 heads
+// would take the compiler gigabytes and overflow the plan).
+bool withinBudget(int64_t &total, size_t count, const Param &p, const MatrixBlocks &b,
+                  bool fromManifest, Diagnostics &diags) {
+  total += static_cast<int64_t>(count);
+  if (total <= common::kMaxModelMatrixBlocks)
+    return true;
+  const std::string msg = "param '" + p.name + "': the blocked matrices up to this one hold " +
+                          std::to_string(total) + " blocks, more than the " +
+                          std::to_string(common::kMaxModelMatrixBlocks) +
+                          " a model may have in all (a plan stores 8 bytes per block)";
+  if (fromManifest && b.loc.isValid())
+    diags.error(b.loc, msg);
+  else
+    diags.error(msg);
+  return false;
+}
+
 } // namespace
 
 bool resolveMatrixBlocks(PlanModel &model, Diagnostics &diags) {
@@ -54,6 +74,12 @@ bool resolveMatrixBlocks(PlanModel &model, Diagnostics &diags) {
   inProj.dim = plan::BlockDim::rows;
   inProj.count = 3;
   inProj.source = plan::BlockSource::in_proj;
+  // The blocks so far, against the model's budget; and the last resolved
+  // blocks, which a repeat block's next copy shares.
+  int64_t total = 0;
+  const MatrixBlocks *lastSpec = nullptr;
+  int64_t lastExtent = -1;
+  std::shared_ptr<const MatrixBlocks> lastResolved;
 
   for (Param &p : model.params) {
     const std::shared_ptr<const MatrixBlocks> own = std::move(p.blocks);
@@ -98,6 +124,15 @@ bool resolveMatrixBlocks(PlanModel &model, Diagnostics &diags) {
     const std::string matrix = std::to_string(extent) + " " + dimName(b.dim) + " (matrix view " +
                                std::to_string(p.batch) + "x" + std::to_string(p.rows) + "x" +
                                std::to_string(p.cols) + ")";
+    if (lastResolved && spec == lastSpec && extent == lastExtent) {
+      if (!withinBudget(total, lastResolved->sizes.size(), p, b, fromManifest, diags))
+        return false;
+      p.blocks = lastResolved;
+      continue;
+    }
+    lastSpec = spec;
+    lastExtent = extent;
+    lastResolved = nullptr;
     auto resolved = std::make_shared<MatrixBlocks>(b);
     resolved->count = 0;
     if (b.count > 0) {
@@ -126,8 +161,11 @@ bool resolveMatrixBlocks(PlanModel &model, Diagnostics &diags) {
       }
     }
     // One block is the whole matrix: the plan says nothing.
-    if (resolved->sizes.size() > 1)
-      p.blocks = std::move(resolved);
+    if (resolved->sizes.size() > 1) {
+      if (!withinBudget(total, resolved->sizes.size(), p, b, fromManifest, diags))
+        return false;
+      p.blocks = lastResolved = std::move(resolved);
+    }
   }
   for (size_t k = 0; k < rules.size(); ++k)
     if (!ruleUsed[k])

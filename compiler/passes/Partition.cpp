@@ -561,28 +561,51 @@ void recordPartition(PlanModel &model, const OwnerParams &owners, Attempt &best,
   st.smallUnitCap = best.cap;
 }
 
-// The owner params of pipeline stage `stage`: the same search then runs on
-// each stage's own slots (docs/partition.md, "Pipeline stages").
-OwnerParams ownersOfStage(const PlanModel &model, const OwnerParams &all, int stage) {
+// Renumbers `ids` densely (0, 1, ...) keeping their order; returns how many
+// distinct ids there are.
+size_t renumberDensely(std::vector<int> &ids) {
+  std::vector<int> distinct = ids;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  for (int &id : ids)
+    id = static_cast<int>(std::lower_bound(distinct.begin(), distinct.end(), id) -
+                          distinct.begin());
+  return distinct.size();
+}
+
+// The owner params of one pipeline stage, entries `entries` of `all` and
+// Muon entries `muon`: the same search then runs on each stage's own slots
+// (docs/partition.md, "Pipeline stages"). Its layer and open ids are
+// renumbered within the stage, so that the search's tables grow with the
+// stage's layers, not the model's. `cost` is left empty: the caller lends
+// the model's to each stage in turn (copying it per stage would cost stages
+// x params).
+OwnerParams ownersOfStage(const OwnerParams &all, const std::vector<size_t> &entries,
+                          const std::vector<size_t> &muon) {
   OwnerParams out;
-  out.numOpenIds = all.numOpenIds;
   out.classDims = all.classDims;
-  out.cost = all.cost;
-  for (size_t k = 0; k < all.params.size(); ++k) {
-    if (model.params[all.params[k]].pipelineStage != stage)
-      continue;
+  for (size_t k : entries) {
     out.params.push_back(all.params[k]);
     out.layer.push_back(all.layer[k]);
     out.dataClass.push_back(all.dataClass[k]);
     out.small.push_back(all.small[k]);
     out.openId.push_back(all.openId[k]);
   }
-  for (size_t k = 0; k < all.muonParams.size(); ++k)
-    if (model.params[all.muonParams[k]].pipelineStage == stage) {
-      out.muonCosts.push_back(all.muonCosts[k]);
-      out.muonCopies.push_back(all.muonCopies[k]);
-      out.muonParams.push_back(all.muonParams[k]);
-    }
+  for (size_t k : muon) {
+    out.muonCosts.push_back(all.muonCosts[k]);
+    out.muonCopies.push_back(all.muonCopies[k]);
+    out.muonParams.push_back(all.muonParams[k]);
+  }
+  // Layer id -1 (none) stays -1.
+  std::vector<int> layered;
+  for (int id : out.layer)
+    if (id >= 0)
+      layered.push_back(id);
+  renumberDensely(layered);
+  for (size_t k = 0, j = 0; k < out.layer.size(); ++k)
+    if (out.layer[k] >= 0)
+      out.layer[k] = layered[j++];
+  out.numOpenIds = renumberDensely(out.openId);
   return out;
 }
 
@@ -590,8 +613,14 @@ OwnerParams ownersOfStage(const PlanModel &model, const OwnerParams &all, int st
 // the model: units in stage order (their slots within their stage), the
 // stages' loads one after another, one stats row per stage, and for the
 // plan the worst stage (a pipeline's step is as slow as its slowest stage).
-void partitionStages(PlanModel &model, const OwnerParams &all) {
+void partitionStages(PlanModel &model, OwnerParams &all) {
   const int stages = static_cast<int>(model.mesh.numStages());
+  std::vector<std::vector<size_t>> entriesOf(static_cast<size_t>(stages)),
+      muonOf(static_cast<size_t>(stages));
+  for (size_t k = 0; k < all.params.size(); ++k)
+    entriesOf[static_cast<size_t>(model.params[all.params[k]].pipelineStage)].push_back(k);
+  for (size_t k = 0; k < all.muonParams.size(); ++k)
+    muonOf[static_cast<size_t>(model.params[all.muonParams[k]].pipelineStage)].push_back(k);
   Stats &st = model.stats;
   st.slotLoad.clear();
   st.totalCost = st.lowerBound = st.simpleLowerBound = st.maxLoad = st.imbalance = 0;
@@ -608,10 +637,13 @@ void partitionStages(PlanModel &model, const OwnerParams &all) {
   }
   model.units.clear();
   for (int s = 0; s < stages; ++s) {
-    const OwnerParams owners = ownersOfStage(model, all, s);
+    OwnerParams owners =
+        ownersOfStage(all, entriesOf[static_cast<size_t>(s)], muonOf[static_cast<size_t>(s)]);
     const LowerBound lb = strongLowerBound(owners.muonCosts, owners.muonCopies,
                                            static_cast<int>(model.mesh.numFineSlots()));
+    owners.cost.swap(all.cost); // lent for the search, given back
     Attempt best = searchUnits(model, owners, lb.value);
+    owners.cost.swap(all.cost);
     const int firstUnit = static_cast<int>(model.units.size());
     for (size_t k = 0; k < owners.params.size(); ++k)
       model.params[owners.params[k]].unit = firstUnit + best.unitOfParam[k];

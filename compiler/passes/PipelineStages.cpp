@@ -110,6 +110,10 @@ private:
   // `--pipeline-split` item `item`'s layers: "layers.0-15" (a range of
   // numbered layers: prefix, first, '-', last) or one layer key.
   bool matchItem(std::string_view item, size_t col, int itemIndex);
+  // Assigns layer k to split item `itemIndex`; false (reported) if another
+  // item holds it.
+  bool takeLayer(size_t k, size_t col, int itemIndex);
+  void indexLayers();
   llvm::SMLoc splitLoc(size_t col) const {
     return diags_.locFor(splitBuffer_, 1, static_cast<unsigned>(col + 1));
   }
@@ -120,6 +124,12 @@ private:
   std::vector<Layer> layers_;
   std::vector<int> layerOf_;
   unsigned splitBuffer_ = 0;
+  // The split items' lookups, so that each item costs a hash lookup (and a
+  // binary search) instead of a pass over every layer: the layers by name,
+  // and the numbered ones (a name ending in 1-9 digits) by the prefix before
+  // the digits, as (number, layer) in ascending order.
+  std::unordered_map<std::string_view, size_t> byName_;
+  std::unordered_map<std::string_view, std::vector<std::pair<int64_t, size_t>>> byPrefix_;
 };
 
 bool StageAssigner::checkStageDimPlacements() {
@@ -196,26 +206,20 @@ bool StageAssigner::matchItem(std::string_view item, size_t col, int itemIndex) 
     }
   }
   bool ok = true, matched = false;
-  for (Layer &l : layers_) {
-    if (first >= 0) {
-      if (l.name.size() <= prefix.size() || l.name.substr(0, prefix.size()) != prefix ||
-          !allDigits(l.name.substr(prefix.size())) || l.name.size() - prefix.size() > 9)
-        continue;
-      const int64_t n = std::stoll(std::string(l.name.substr(prefix.size())));
-      if (n < first || n > last)
-        continue;
-    } else if (l.name != item) {
-      continue;
+  if (first < 0) {
+    if (auto it = byName_.find(item); it != byName_.end()) {
+      matched = true;
+      ok = takeLayer(it->second, col, itemIndex);
     }
-    matched = true;
-    if (l.splitItem >= 0 && l.splitItem != itemIndex) {
-      diags_.error(splitLoc(col), "--pipeline-split: layer '" + layerName(l) + "' is in stage " +
-                                      std::to_string(l.splitItem) + " and stage " +
-                                      std::to_string(itemIndex) + "; a param belongs to one stage");
-      ok = false;
-      continue;
+  } else if (auto it = byPrefix_.find(prefix); it != byPrefix_.end()) {
+    const std::vector<std::pair<int64_t, size_t>> &numbered = it->second;
+    auto at = std::lower_bound(numbered.begin(), numbered.end(), std::make_pair(first, size_t{0}));
+    // An item stops at its first layer another item holds: one error each,
+    // and no item walks the layers twice.
+    for (; at != numbered.end() && at->first <= last && ok; ++at) {
+      matched = true;
+      ok = takeLayer(at->second, col, itemIndex);
     }
-    l.splitItem = itemIndex;
   }
   if (!matched) {
     diags_.error(splitLoc(col), "--pipeline-split: '" + std::string(item) +
@@ -224,6 +228,33 @@ bool StageAssigner::matchItem(std::string_view item, size_t col, int itemIndex) 
     ok = false;
   }
   return ok;
+}
+
+bool StageAssigner::takeLayer(size_t k, size_t col, int itemIndex) {
+  Layer &l = layers_[k];
+  if (l.splitItem >= 0 && l.splitItem != itemIndex) {
+    diags_.error(splitLoc(col), "--pipeline-split: layer '" + layerName(l) + "' is in stage " +
+                                    std::to_string(l.splitItem) + " and stage " +
+                                    std::to_string(itemIndex) + "; a param belongs to one stage");
+    return false;
+  }
+  l.splitItem = itemIndex;
+  return true;
+}
+
+void StageAssigner::indexLayers() {
+  for (size_t k = 0; k < layers_.size(); ++k) {
+    const std::string_view name = layers_[k].name;
+    byName_.emplace(name, k);
+    size_t b = name.size();
+    while (b > 0 && name[b - 1] >= '0' && name[b - 1] <= '9')
+      --b;
+    if (b == name.size() || name.size() - b > 9)
+      continue;
+    byPrefix_[name.substr(0, b)].push_back({std::stoll(std::string(name.substr(b))), k});
+  }
+  for (auto &[prefix, numbered] : byPrefix_)
+    std::sort(numbered.begin(), numbered.end());
 }
 
 bool StageAssigner::applySplitFlag() {
@@ -251,6 +282,7 @@ bool StageAssigner::applySplitFlag() {
                                   std::to_string(stages_));
     return false;
   }
+  indexLayers();
   for (size_t k = 0; k < items.size(); ++k)
     ok &= matchItem(items[k].first, items[k].second, static_cast<int>(k));
   if (!ok)

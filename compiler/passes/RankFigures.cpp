@@ -41,16 +41,45 @@ int64_t alongDataSize(const Mesh &mesh, const Param &p) {
 struct OwnerRoute {
   struct Column {
     int64_t bytes = 0, reduceBytes = 0;
-    std::vector<int64_t> staging; // per hook group: its replicate staging
+    std::vector<int64_t> staging; // per hook group of the stage: its replicate staging
   };
   std::unordered_map<int64_t, Column> columns;     // by shard s
   std::unordered_map<int64_t, RankFigures> byFine; // fine slots of those columns
   RankFigures idle;
 };
 
-// Pipeline stage `stage`'s owner route: only its hook groups (its ranks
+// A pipeline stage's share of the model: its hook groups, [firstGroup,
+// endGroup) (a stage's groups are one contiguous run; another stage's inside
+// it would count nothing), and its params. Each stage's figures read its own
+// share only, so that time and memory grow with stages + groups, not with
+// their product.
+struct StageShare {
+  int stage = 0;
+  size_t firstGroup = 0, endGroup = 0;
+  std::vector<int> params;
+};
+
+std::vector<StageShare> stageShares(const PlanModel &model) {
+  std::vector<StageShare> out(static_cast<size_t>(model.mesh.numStages()));
+  for (size_t s = 0; s < out.size(); ++s)
+    out[s].stage = static_cast<int>(s);
+  std::vector<bool> seen(out.size(), false);
+  for (size_t gi = 0; gi < model.hookGroups.size(); ++gi) {
+    StageShare &share = out[static_cast<size_t>(model.hookGroups[gi].pipelineStage)];
+    if (!seen[static_cast<size_t>(share.stage)])
+      share.firstGroup = gi;
+    seen[static_cast<size_t>(share.stage)] = true;
+    share.endGroup = gi + 1;
+  }
+  for (size_t i = 0; i < model.params.size(); ++i)
+    out[static_cast<size_t>(model.params[i].pipelineStage)].params.push_back(static_cast<int>(i));
+  return out;
+}
+
+// Pipeline stage `share.stage`'s owner route: only its hook groups (its ranks
 // hold and move no other stage's params).
-OwnerRoute ownerRoute(const PlanModel &model, int stage) {
+OwnerRoute ownerRoute(const PlanModel &model, const StageShare &share) {
+  const int stage = share.stage;
   const Mesh &mesh = model.mesh;
   const int64_t G = mesh.numShards(), R = mesh.numReplicas(), D = mesh.dataCarryingSize();
   const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
@@ -58,7 +87,7 @@ OwnerRoute ownerRoute(const PlanModel &model, int stage) {
   const common::PreconditionCaps caps{model.options.optimizer.soapMaxPrecondDim,
                                       model.options.optimizer.shampooMaxPreconditionerDim};
   int64_t totalBytes = 0, totalReduceBytes = 0;
-  for (size_t gi = 0; gi < model.hookGroups.size(); ++gi) {
+  for (size_t gi = share.firstGroup; gi < share.endGroup; ++gi) {
     if (model.hookGroups[gi].pipelineStage != stage)
       continue;
     for (const Segment &seg : model.hookGroups[gi].segments) {
@@ -67,7 +96,7 @@ OwnerRoute ownerRoute(const PlanModel &model, int stage) {
       const int64_t column = R * mesh.sizeOfDims(dataDims);
       const int64_t ownerData = mesh.projectDataIndex(seg.dataIndex, dataDims);
       OwnerRoute::Column &col = out.columns[so];
-      col.staging.resize(model.hookGroups.size(), 0);
+      col.staging.resize(share.endGroup - share.firstGroup, 0);
       col.bytes += seg.bytes;
       col.reduceBytes += seg.reduceBytes;
       totalBytes += seg.bytes;
@@ -92,7 +121,7 @@ OwnerRoute ownerRoute(const PlanModel &model, int stage) {
           flops += p.cost;
       }
       if (column > 1)
-        col.staging[gi] += master;
+        col.staging[gi - share.firstGroup] += master;
       for (int64_t r = 0; r < R; ++r)
         for (int64_t d = 0; d < D; ++d) {
           RankFigures &f = out.byFine[(r * G + so) * D + d];
@@ -138,15 +167,14 @@ OwnerRoute ownerRoute(const PlanModel &model, int stage) {
 }
 
 // The sharded and replicated routes: the same on every rank of a stage.
-RankFigures otherRoutes(const PlanModel &model, int stage) {
+RankFigures otherRoutes(const PlanModel &model, const StageShare &share) {
   const Mesh &mesh = model.mesh;
   const int64_t G = mesh.numShards(), R = mesh.numReplicas();
   const int64_t unshardsPerStep = model.options.mode == Mode::z3 ? 2 : 1;
   RankFigures f;
-  for (const Param &p : model.params) {
+  for (int i : share.params) {
+    const Param &p = model.params[static_cast<size_t>(i)];
     if (p.route != Route::sharded && p.route != Route::replicated)
-      continue; // the route first: the data dims lie on another cache line of the Param
-    if (p.pipelineStage != stage)
       continue;
     const int64_t along = alongDataSize(mesh, p);
     if (p.route == Route::sharded) {
@@ -176,18 +204,18 @@ RankFigures otherRoutes(const PlanModel &model, int stage) {
   return f;
 }
 
-// Each hook group's buffer bytes, in order: peakBuffers walks them once per
-// shard column, and a model of 1M params has 1M groups, so the walks read
-// 16 bytes a group instead of whole HookGroups. Another pipeline stage's
-// groups count 0 bytes: a stage's groups are one contiguous run, so the
-// walk over them is the walk of that stage alone.
+// Each hook group's buffer bytes, in order, of one pipeline stage's run of
+// groups: peakBuffers walks them once per shard column, and a model of 1M
+// params has 1M groups, so the walks read 16 bytes a group instead of whole
+// HookGroups. Another stage's groups inside the run count 0 bytes.
 struct GroupBufferBytes {
   std::vector<int64_t> values, grads;
-  GroupBufferBytes(const std::vector<HookGroup> &groups, int stage) {
-    values.reserve(groups.size());
-    grads.reserve(groups.size());
-    for (const HookGroup &g : groups) {
-      const bool own = g.pipelineStage == stage;
+  GroupBufferBytes(const std::vector<HookGroup> &groups, const StageShare &share) {
+    values.reserve(share.endGroup - share.firstGroup);
+    grads.reserve(share.endGroup - share.firstGroup);
+    for (size_t gi = share.firstGroup; gi < share.endGroup; ++gi) {
+      const HookGroup &g = groups[gi];
+      const bool own = g.pipelineStage == share.stage;
       values.push_back(own ? g.bufferBytes : 0);
       grads.push_back(own ? g.reduceBufferBytes : 0);
     }
@@ -266,16 +294,20 @@ struct StageFigures {
   int64_t idlePeak = 0;
 };
 
-StageFigures stageFigures(const PlanModel &model, int stage) {
+StageFigures stageFigures(const PlanModel &model, const StageShare &share) {
   StageFigures out;
-  out.owner = ownerRoute(model, stage);
-  out.others = otherRoutes(model, stage);
+  out.owner = ownerRoute(model, share);
+  out.others = otherRoutes(model, share);
   // Per shard column: the peak of buffers (the staging differs by column;
-  // a column without segments stages nothing).
-  const GroupBufferBytes groupBytes(model.hookGroups, stage);
-  for (const auto &[s, col] : out.owner.columns)
+  // a column without segments stages nothing). The staging is not needed
+  // after: every stage's figures are kept for the walk over the ranks.
+  const GroupBufferBytes groupBytes(model.hookGroups, share);
+  for (auto &[s, col] : out.owner.columns) {
     out.peakOfColumn[s] = peakBuffers(model, groupBytes, col.staging);
-  out.idlePeak = peakBuffers(model, groupBytes, std::vector<int64_t>(model.hookGroups.size(), 0));
+    col.staging = {};
+  }
+  out.idlePeak =
+      peakBuffers(model, groupBytes, std::vector<int64_t>(groupBytes.values.size(), 0));
   return out;
 }
 
@@ -330,8 +362,8 @@ bool runRankFigures(PlanModel &model, Diagnostics &) {
   };
 
   std::vector<StageFigures> stages;
-  for (int stage = 0; stage < static_cast<int>(mesh.numStages()); ++stage)
-    stages.push_back(stageFigures(model, stage));
+  for (const StageShare &share : stageShares(model))
+    stages.push_back(stageFigures(model, share));
 
   // Runs of equal figures are stored once (plan 1.6: Stats.rank_runs):
   // memory and the plan stay O(runs) while the walk is O(world size), with

@@ -415,7 +415,11 @@ DMUON_API dmuon_status_t dmuon_runtime_finish_backward(dmuon_runtime_t runtime);
 /* Owner-only Muon on every owned param, AdamW on adamw params, then the
  * replicate broadcast of updated owned data (async or sync). Clips first
  * (options.max_grad_norm); returns DMUON_STEP_SKIPPED, not an error, when a
- * gradient is not finite. */
+ * gradient is not finite. Collective over every rank of every pipeline
+ * stage. What one rank refuses before the step's collectives (a step before
+ * any hook, an unbound param, a hook group's backward not finished) every
+ * rank returns, naming that rank, instead of waiting for it; a rank whose
+ * stage has no hook group (AdamW params alone) starts with its first step. */
 DMUON_API dmuon_status_t dmuon_runtime_step(dmuon_runtime_t runtime);
 /* Collective (every rank calls it): abandons the current step, e.g. after
  * an exception in the host's forward or backward (out of memory, a bad
@@ -489,7 +493,9 @@ typedef struct dmuon_grad_norm {
 
 /* Completes the backward (finish_backward) if needed and reports the norms,
  * before clipping. Collective (one scalar all-reduce per step, which step()
- * performs anyway). After step() it reports that step's norms. */
+ * performs anyway, and one agreement per call: every rank measures when any
+ * rank is inside a step, and a rank's refusal is every rank's). After step()
+ * it reports that step's norms. */
 DMUON_API dmuon_status_t dmuon_runtime_grad_norm(dmuon_runtime_t runtime,
                                                 dmuon_grad_norm_t *out_norm);
 /* Steps applied and steps skipped (DMUON_STEP_SKIPPED) so far. */

@@ -270,7 +270,8 @@ Status Executor::postBackward(int g) {
   return Status::ok();
 }
 
-Status Executor::finishBackward() {
+// What finish_backward refuses before it waits on anything.
+Status Executor::backwardComplete() const {
   if (backwardFinished_)
     return Status::ok();
   if (const int g = hooks_.pendingBackward(); g >= 0)
@@ -278,6 +279,13 @@ Status Executor::finishBackward() {
   if (!currentLast_)
     return invalidState("finish_backward after a micro-batch declared not the last; run the "
                         "step's last micro-batch first");
+  return Status::ok();
+}
+
+Status Executor::finishBackward() {
+  if (backwardFinished_)
+    return Status::ok();
+  DMUON_RETURN_IF_ERROR(backwardComplete());
   DMUON_RETURN_IF_ERROR(hooks_.finishReduce());
   backwardFinished_ = true;
   return Status::ok();
@@ -311,12 +319,22 @@ Status Executor::checkAllBound(const char *call) {
   return Status::ok();
 }
 
-Status Executor::step() {
-  // A plan without hook groups (every param AdamW) has no hook to start
-  // training with: there, the first step does.
-  if (!started_ && hooks_.numGroups() > 0)
+// What step() refuses on this rank alone, before any collective.
+Status Executor::readyToStep() {
+  // A rank whose stage has no hook group (every param of it AdamW or the
+  // host's, or a plan without hook groups) has no hook to start training
+  // with: there, the first step does.
+  if (!started_ && hooks_.anyOnStage())
     return invalidState("step before any forward/backward (call the hooks first)");
   DMUON_RETURN_IF_ERROR(checkAllBound("step"));
+  return backwardComplete();
+}
+
+Status Executor::step() {
+  // Every rank learns every rank's refusal before the step's collectives: a
+  // rank that returned alone would leave its peers waiting in them (forever
+  // without a timeout). One 8-byte all-gather per step.
+  DMUON_RETURN_IF_ERROR(agree(readyToStep(), "step"));
   started_ = true;
   DMUON_RETURN_IF_ERROR(measureGradients());
   if (!norms_.finite()) {

@@ -103,6 +103,8 @@ private:
   // Refuses a param of another pipeline stage, naming both stages.
   Status checkOnStage(const ParamRt &p, const std::string &call) const;
   Status checkAllBound(const char *call);
+  Status backwardComplete() const;
+  Status readyToStep();
   bool midStep() const;
   uint64_t modelFingerprint() const;
   Status localSlices(std::vector<ckpt::LocalBoxes> &out) const;

@@ -5,6 +5,7 @@
 #include "exec/Executor.h"
 #include "plan/PlanFile.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fnmatch.h>
 
@@ -104,8 +105,21 @@ Status Executor::setParamGroupScale(const std::string &pattern, double lrScale, 
 }
 
 Status Executor::gradNorm(dmuon_grad_norm_t &out) {
-  if (microBatches_ > 0)
+  // Collective. Every rank measures when any rank is inside a step: a rank
+  // whose pipeline stage has no hook group runs no micro-batch to tell it
+  // so. A rank's refusal is every rank's, so none waits in the measure.
+  std::vector<uint64_t> pending;
+  DMUON_RETURN_IF_ERROR(
+      backend_->allGather(microBatches_ > 0 && !gradientsMeasured_ ? 1 : 0, pending));
+  if (std::find(pending.begin(), pending.end(), 1u) != pending.end()) {
+    Status ready = gradientsMeasured_
+                       ? invalidState("grad_norm: this rank measured this step's gradients "
+                                      "already and another has not; call grad_norm on every "
+                                      "rank")
+                       : backwardComplete();
+    DMUON_RETURN_IF_ERROR(agree(ready, "grad_norm"));
     DMUON_RETURN_IF_ERROR(measureGradients());
+  }
   if (!normsValid_)
     return invalidState("grad_norm before any backward (run a forward and backward first)");
   out.total = norms_.total();

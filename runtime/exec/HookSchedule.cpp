@@ -98,6 +98,13 @@ bool HookSchedule::anyStarted() const {
                      [](const Group &grp) { return grp.forwardStarted || grp.backwardStarted; });
 }
 
+bool HookSchedule::anyOnStage() const {
+  for (int g = 0; g < numGroups(); ++g)
+    if (onStage(g))
+      return true;
+  return false;
+}
+
 bool HookSchedule::backwardDone() const { return pendingBackward() < 0; }
 
 int HookSchedule::pendingBackward() const {

@@ -27,6 +27,9 @@ public:
   // and its stage.
   bool onStage(int g) const { return groups_[g].stage == ctx_->topo.stage; }
   int stageOf(int g) const { return groups_[g].stage; }
+  // Whether this rank's stage has a hook group (a stage of AdamW params
+  // alone may have none).
+  bool anyOnStage() const;
   // "hook group 3 ('layers.1')", as errors name it.
   std::string label(int g) const;
   // A param's packed values, or null while its group is not unsharded.

@@ -33,8 +33,10 @@ inline std::unique_ptr<LoadedPlan> loadPlan(const std::string &path) {
   return plan;
 }
 
-// Runs `body(rank, executor)` on one thread per rank of the plan's world.
-inline void runWorld(const LoadedPlan &plan, const std::function<void(int, Executor &)> &body) {
+// Runs `body(rank, executor)` on one thread per rank of the plan's world,
+// with a collective timeout of `timeout` seconds (0: none).
+inline void runWorld(const LoadedPlan &plan, const std::function<void(int, Executor &)> &body,
+                     double timeout = 60) {
   const int world = plan.worldSize();
   std::shared_ptr<LoopbackFabric> fabric = createLoopbackFabric(world);
   std::vector<std::thread> ranks;
@@ -44,7 +46,7 @@ inline void runWorld(const LoadedPlan &plan, const std::function<void(int, Execu
       ASSERT_TRUE(createLoopbackBackend(fabric, r, backend).isOk());
       dmuon_runtime_options_t options;
       dmuon_runtime_options_init(&options);
-      options.collective_timeout_s = 60; // a bug fails the test instead of hanging it
+      options.collective_timeout_s = timeout; // 60: a bug fails the test instead of hanging it
       std::unique_ptr<Executor> ex;
       Status s = Executor::create(plan, options, std::move(backend), createCpuDevice(), ex);
       ASSERT_TRUE(s.isOk()) << "rank " << r << ": " << s.message();

@@ -1,8 +1,10 @@
 // The executor at several ranks without MPI: the loopback backend runs each
 // rank as a thread of this process. A 4-rank and a 2x2 run of the tiny model,
 // every rank fed the same gradients, end where a 1-rank run ends; on the
-// expert-parallel plan each dense param has one owner over dp x ep; and the
-// backend itself turns mismatched or missing collectives into errors.
+// expert-parallel plan each dense param has one owner over dp x ep; pipeline
+// stages (one without hook groups too) end where one rank ends, and a rank
+// that refuses step() fails its peers with it; and the backend itself turns
+// mismatched or missing collectives into errors.
 #include "LoopbackSupport.h"
 #include "OptimizerReferences.h"
 #include "SliceTraining.h"
@@ -10,6 +12,7 @@
 
 #include "kernels/cpu/MuonKernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -232,6 +235,59 @@ std::unique_ptr<LoadedPlan> stagePlan(const std::string &name) {
   return loadPlan(std::string(DMUON_STAGE_PLAN_DIR) + "/tiny-" + name + ".plan");
 }
 
+// Binds the params of `rank`'s stage to their step -1 values.
+void bindStage(const LoadedPlan &plan, Executor &ex, int rank) {
+  const int stage = stageOfRank(plan, rank);
+  for (int i = 0; i < plan.numParams(); ++i) {
+    if (plan.param(i).pipeline_stage() != stage)
+      continue;
+    std::vector<float> v(static_cast<size_t>(numel(plan.param(i))));
+    for (size_t k = 0; k < v.size(); ++k)
+      v[k] = 10 * valueOf(i, -1, static_cast<int64_t>(k));
+    ASSERT_TRUE(
+        ex.bindParam(plan.param(i).name()->str(), v.data(), static_cast<int64_t>(v.size())).isOk());
+  }
+}
+
+// One micro-batch of `rank`'s stage's hooks, gradients of 1, without the
+// first group's post_backward unless `lastPostBackward`.
+// With `bound` false (a stage without hook groups, unbound), no gradient.
+void runStageHooks(const LoadedPlan &plan, Executor &ex, int rank, bool lastPostBackward = true,
+                   bool bound = true) {
+  const int stage = stageOfRank(plan, rank);
+  const int groups = plan.root().hook_groups()->size();
+  auto onStage = [&](int g) {
+    return plan.root().hook_groups()->Get(g)->pipeline_stage() == stage;
+  };
+  for (int g = 0; g < groups; ++g)
+    if (onStage(g)) {
+      ASSERT_TRUE(ex.preForward(g).isOk());
+      ASSERT_TRUE(ex.postForward(g).isOk());
+    }
+  for (int i = 0; i < plan.numParams(); ++i)
+    if (bound && plan.param(i).pipeline_stage() == stage && plan.param(i).hook_group() < 0) {
+      float *grad = nullptr;
+      ASSERT_TRUE(ex.gradView(i, &grad).isOk());
+      std::fill(grad, grad + numel(plan.param(i)), 1.0f);
+    }
+  int first = -1;
+  for (int g = groups - 1; g >= 0; --g)
+    if (onStage(g)) {
+      ASSERT_TRUE(ex.preBackward(g).isOk());
+      for (int i = 0; i < plan.numParams(); ++i)
+        if (plan.param(i).hook_group() == g) {
+          float *grad = nullptr;
+          ASSERT_TRUE(ex.gradView(i, &grad).isOk());
+          std::fill(grad, grad + numel(plan.param(i)), 1.0f);
+        }
+      first = g;
+    }
+  for (int g = groups - 1; g >= 0; --g)
+    if (onStage(g) && (g != first || lastPostBackward)) {
+      ASSERT_TRUE(ex.postBackward(g).isOk());
+    }
+}
+
 using tiny::Schedule;
 using tiny::stageOrder;
 
@@ -452,6 +508,117 @@ TEST(Loopback, PipelineWithTensorParallelEndsWhereOneRankEnds) {
     const std::vector<std::vector<float>> got = trainSlices(*plan, 10, valueOf);
     for (size_t i = 0; i < want.size(); ++i)
       EXPECT_EQ(got[i], want[i]) << mesh << ": " << one->param(static_cast<int>(i)).name()->str();
+  }
+}
+
+// A stage that holds no hook group (here every param of it AdamW on the
+// replicated route: `--adamw-route=replicated --pipeline-split=embed,head`
+// leaves the head alone on stage 1) steps its routes' work from its first
+// step, and every stage ends where one rank ends (issue 45 #1). Its
+// neighbours: such a stage first (embed) and last (head) of three, and two
+// of three stages without one.
+TEST(Loopback, StagesWithoutHookGroupsStep) {
+  std::unique_ptr<LoadedPlan> one = stagePlan("1-replicated");
+  ASSERT_TRUE(one);
+  std::vector<double> oneNorm;
+  StageRun oneRun;
+  oneRun.norms = &oneNorm;
+  const std::vector<std::vector<float>> want = trainStages(*one, oneRun);
+  for (const char *mesh : {"pp2-head-alone", "pp3-embed-head-alone", "pp2-embed-alone"}) {
+    std::unique_ptr<LoadedPlan> plan = stagePlan(mesh);
+    ASSERT_TRUE(plan);
+    const int stages = plan->root().mesh()->num_stages();
+    std::vector<bool> hooked(static_cast<size_t>(stages), false);
+    for (const auto *g : *plan->root().hook_groups())
+      hooked[static_cast<size_t>(g->pipeline_stage())] = true;
+    ASSERT_NE(std::find(hooked.begin(), hooked.end(), false), hooked.end())
+        << mesh << ": every stage has a hook group";
+    std::vector<double> norms;
+    StageRun run;
+    run.norms = &norms;
+    const std::vector<std::vector<float>> got = trainStages(*plan, run);
+    ASSERT_EQ(got.size(), want.size());
+    for (double norm : norms)
+      EXPECT_NEAR(norm, oneNorm[0], 1e-12 * oneNorm[0]) << mesh;
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(got[i], want[i]) << mesh << ": " << one->param(static_cast<int>(i)).name()->str();
+  }
+}
+
+// grad_norm before step() is collective on such a plan too: the stage
+// without hook groups joins the measure the others start (it runs no
+// micro-batch of its own), and every rank reports the one norm.
+TEST(Loopback, GradNormBeforeStepOnAStageWithoutHookGroups) {
+  std::unique_ptr<LoadedPlan> plan = stagePlan("pp2-head-alone");
+  ASSERT_TRUE(plan);
+  std::vector<double> norms(2, 0);
+  runWorld(
+      *plan,
+      [&](int rank, Executor &ex) {
+        bindStage(*plan, ex, rank);
+        runStageHooks(*plan, ex, rank);
+        dmuon_grad_norm_t norm{};
+        norm.struct_size = sizeof norm;
+        norm.version = DMUON_GRAD_NORM_VERSION;
+        Status s = ex.gradNorm(norm);
+        ASSERT_TRUE(s.isOk()) << "rank " << rank << ": " << s.message();
+        norms[static_cast<size_t>(rank)] = norm.total;
+        s = ex.step();
+        EXPECT_TRUE(s.isOk()) << "rank " << rank << ": " << s.message();
+      },
+      /*timeout=*/0);
+  EXPECT_GT(norms[0], 0);
+  EXPECT_EQ(norms[0], norms[1]);
+}
+
+// A rank that refuses step() before its collectives makes every rank fail
+// with it, even without a timeout (0: a peer would otherwise wait forever):
+// a step before any hook, a step with a param unbound, a step before the
+// last post_backward, and grad_norm before the last post_backward, each on
+// rank 1 of pp=2 (on the stage without hook groups for the unbound param)
+// while rank 0 does everything right (issue 45 #1).
+TEST(Loopback, ARankThatRefusesStepFailsItsPeersToo) {
+  struct Case {
+    const char *what, *plan, *error;
+    bool bind, hooks, lastPostBackward, normFirst;
+  };
+  const Case cases[] = {
+      {"no hooks", "pp2", "step before any forward/backward", true, false, true, false},
+      {"unbound", "pp2-head-alone", "is not bound (bind every param first)", false, true, true,
+       false},
+      {"no last post_backward", "pp2", "finish_backward before post_backward of", true, true,
+       false, false},
+      {"grad_norm, no last post_backward", "pp2", "finish_backward before post_backward of", true,
+       true, false, true},
+  };
+  for (const Case &c : cases) {
+    std::unique_ptr<LoadedPlan> plan = stagePlan(c.plan);
+    ASSERT_TRUE(plan);
+    std::vector<Status> got(2);
+    runWorld(
+        *plan,
+        [&](int rank, Executor &ex) {
+          const bool wrong = rank == 1;
+          if (!wrong || c.bind)
+            bindStage(*plan, ex, rank);
+          if (!wrong || c.hooks)
+            runStageHooks(*plan, ex, rank, !wrong || c.lastPostBackward, !wrong || c.bind);
+          if (c.normFirst) {
+            dmuon_grad_norm_t norm{};
+            norm.struct_size = sizeof norm;
+            norm.version = DMUON_GRAD_NORM_VERSION;
+            got[static_cast<size_t>(rank)] = ex.gradNorm(norm);
+          } else {
+            got[static_cast<size_t>(rank)] = ex.step();
+          }
+        },
+        /*timeout=*/0);
+    EXPECT_NE(got[1].message().find(c.error), std::string::npos) << c.what << ": "
+                                                                 << got[1].message();
+    EXPECT_EQ(got[0].code(), got[1].code()) << c.what;
+    EXPECT_NE(got[0].message().find(" failed on rank 1 (see that rank's error)"),
+              std::string::npos)
+        << c.what << ": " << got[0].message();
   }
 }
 
