@@ -21,6 +21,17 @@ config.environment["PATH"] = os.pathsep.join(
 config.environment["TERM"] = "dumb"
 
 config.substitutions.append(("%python", config.python_executable))
+
+# "sanitizer": dmuonc is built with ASan/UBSan (scripts/sanitize.sh), whose
+# shadow memory makes peak-RSS bounds meaningless: such tests are
+# UNSUPPORTED there and run in the normal build.
+try:
+    with open(os.path.join(config.dmuon_tools_dir, "dmuonc"), "rb") as f:
+        if b"__asan_init" in f.read():
+            config.available_features.add("sanitizer")
+except OSError:
+    pass
+
 # project()'s VERSION in CMakeLists.txt, e.g. 0.2.0.
 config.substitutions.append(("%dmuon_version", config.dmuon_version))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
