@@ -48,8 +48,9 @@ class DmuonOptimizer(torch.optim.Optimizer):
         self._steps = 0
         self.last_step_applied = None
         values = runtime.hyper_params()
-        matrices = [p.tensor for p in bridge.params if plan.param(p.index).role == _capi.ROLE_MUON]
-        others = [p.tensor for p in bridge.params if plan.param(p.index).role != _capi.ROLE_MUON]
+        matrices, others = [], []
+        for p in bridge.params:
+            (matrices if plan.param(p.index).role == _capi.ROLE_MUON else others).append(p.tensor)
         groups = []
         for rule, params in ((matrix_rule, matrices), ("adamw", others)):
             if not params:
@@ -197,8 +198,9 @@ class DmuonOptimizer(torch.optim.Optimizer):
                                                    self.runtime.gather_param, p.name))
             for name in [p.name] + p.aliases:
                 out[name] = value
+        host = {id(t) for t in self.bridge.host_params}
         for name, t in self.model.named_parameters():
-            if any(t is h for h in self.bridge.host_params):
+            if id(t) in host:
                 out[name] = t.detach().clone()
         return out
 
