@@ -84,8 +84,10 @@ typedef enum dmuon_status {
    * no longer usable; load a checkpoint. */
   DMUON_ERROR_NON_FINITE = 10,
   /* Not an error: dmuon_runtime_step found a NaN or Inf in the gradient (on
-   * any rank; every rank returns this together), skipped the update and
-   * changed no param or optimizer state. The next step proceeds normally. */
+   * any rank; every rank returns this together), or a squared gradient norm
+   * (after clipping) past fp32's range, which would make the fp32 optimizer
+   * state Inf for good; it skipped the update and changed no param or
+   * optimizer state. The next step proceeds normally. */
   DMUON_STEP_SKIPPED = 64
 } dmuon_status_t;
 
@@ -415,7 +417,7 @@ DMUON_API dmuon_status_t dmuon_runtime_finish_backward(dmuon_runtime_t runtime);
 /* Owner-only Muon on every owned param, AdamW on adamw params, then the
  * replicate broadcast of updated owned data (async or sync). Clips first
  * (options.max_grad_norm); returns DMUON_STEP_SKIPPED, not an error, when a
- * gradient is not finite. Collective over every rank of every pipeline
+ * gradient is not finite or its squares are past fp32's range. Collective over every rank of every pipeline
  * stage. What one rank refuses before the step's collectives (a step before
  * any hook, an unbound param, a hook group's backward not finished) every
  * rank returns, naming that rank, instead of waiting for it; a rank whose
@@ -488,7 +490,8 @@ typedef struct dmuon_grad_norm {
   double muon;        /* over the Muon params */
   double adamw;       /* over the AdamW params the runtime manages */
   double clip_coef;   /* factor step() applies to the clipped params (1: none) */
-  int finite;         /* 0: a gradient element is NaN or Inf; step() skips */
+  int finite;         /* 0: a gradient element is NaN or Inf, or the squared
+                       * norm after clipping is >= FLT_MAX; step() skips */
 } dmuon_grad_norm_t;
 
 /* Completes the backward (finish_backward) if needed and reports the norms,

@@ -129,7 +129,7 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
   DMUON_RETURN_IF_ERROR(findParam(name, i));
   ParamRt &p = params_[i];
   DMUON_RETURN_IF_ERROR(checkOnStage(p, "bind_param('" + name + "')"));
-  if (!values)
+  if (!values && p.sliceNumel > 0) // a 0-element slice has no values to point at
     return invalidArgument("bind_param('" + name + "'): values is null");
   if (numel != p.sliceNumel)
     return invalidArgument("bind_param('" + name + "'): got " + std::to_string(numel) +
@@ -158,10 +158,12 @@ Status Executor::bindParam(const std::string &name, const float *values, int64_t
   std::vector<DeviceArray> state(p.state.size());
   if (p.keepsValues()) {
     DMUON_RETURN_IF_ERROR(master.allocate(*device_, bytes, owner ? &acct.masters : &acct.values));
-    if (!sharded || shardOwn > 0) // a shard past the rank's own slice is padding alone
+    // A shard past the rank's own slice is padding alone; a 0-element slice
+    // may come without values.
+    if (const int64_t own = sharded ? shardOwn : numel; own > 0)
       DMUON_RETURN_IF_ERROR(device_->upload(
           master.bytes(), values + (sharded ? p.shard.begin : 0),
-          static_cast<size_t>(sharded ? shardOwn : numel) * sizeof(float)));
+          static_cast<size_t>(own) * sizeof(float)));
   }
   if (p.stepsHere()) {
     const std::span<const StateField> fields = p.optimizer->fields();
@@ -337,7 +339,8 @@ Status Executor::step() {
   DMUON_RETURN_IF_ERROR(agree(readyToStep(), "step"));
   started_ = true;
   DMUON_RETURN_IF_ERROR(measureGradients());
-  if (!norms_.finite()) {
+  const bool finite = norms_.finite();
+  if (!finite || squaresOverflowState(config_, norms_, clipCoef_)) {
     // Every rank saw the same sums, so every rank skips: nothing changes.
     for (Route *r : routes_)
       DMUON_RETURN_IF_ERROR(r->zeroGrads());
@@ -345,8 +348,11 @@ Status Executor::step() {
     endStep();
     ++stepsSkipped_;
     return Status(DMUON_STEP_SKIPPED,
-                  "step skipped: a gradient element is NaN or Inf; no param or optimizer state "
-                  "changed");
+                  std::string("step skipped: ") +
+                      (finite ? "the gradients' squared norm (after clipping) is past fp32's "
+                                "range, where the optimizer state would become Inf"
+                              : "a gradient element is NaN or Inf") +
+                      "; no param or optimizer state changed");
   }
   DMUON_RETURN_IF_ERROR(gradNorm_.clip(routes_, clipCoef_));
   ++adamwStep_;

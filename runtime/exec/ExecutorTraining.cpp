@@ -126,7 +126,7 @@ Status Executor::gradNorm(dmuon_grad_norm_t &out) {
   out.muon = norms_.muon();
   out.adamw = norms_.adamw();
   out.clip_coef = clipCoef_;
-  out.finite = norms_.finite();
+  out.finite = norms_.finite() && !squaresOverflowState(config_, norms_, clipCoef_);
   return Status::ok();
 }
 

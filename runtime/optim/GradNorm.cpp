@@ -1,6 +1,7 @@
 #include "optim/GradNorm.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace dmuon::rt {
 
@@ -9,6 +10,16 @@ double clipFactor(const Config &config, const GradNorms &norms) {
     return 1.0;
   const double norm = config.clipPolicy == DMUON_CLIP_ALL ? norms.total() : norms.adamw();
   return std::min(1.0, config.maxGradNorm / (norm + 1e-6));
+}
+
+bool squaresOverflowState(const Config &config, const GradNorms &norms, double factor) {
+  const double f2 = factor * factor;
+  double squares = norms.muonSquares + norms.adamwSquares;
+  if (config.clipPolicy == DMUON_CLIP_ALL)
+    squares *= f2;
+  else if (config.clipPolicy == DMUON_CLIP_ADAMW_ONLY)
+    squares = norms.muonSquares + norms.adamwSquares * f2;
+  return squares >= static_cast<double>(std::numeric_limits<float>::max());
 }
 
 Status GradNorm::init(const Context &ctx) {

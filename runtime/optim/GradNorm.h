@@ -29,6 +29,13 @@ struct GradNorms {
 // torch.nn.utils.clip_grad_norm_, of the total norm or the AdamW params'.
 double clipFactor(const Config &config, const GradNorms &norms);
 
+// Whether the gradients, once clipped by `factor`, have a squared norm past
+// fp32's range: every rule squares them into fp32 state (Adam's second
+// moment, SOAP's and Shampoo's statistics), where they would become Inf and
+// stay Inf (a decayed Inf is Inf), freezing the param for good. Such a step
+// is skipped as a non-finite one is.
+bool squaresOverflowState(const Config &config, const GradNorms &norms, double factor);
+
 class GradNorm {
 public:
   Status init(const Context &ctx);

@@ -149,10 +149,15 @@ Status Soap::step(const Context &ctx, ParamRt &p, const float *grad, int64_t /*n
       continue;
     }
     float *gRot = a_.floats(), *mRot = b_.floats();
+    const auto take = static_cast<float>(1.0 - double(h.beta1));
+    // The gradient joins the first moment in the basis too, through the same
+    // rotated values the second moment squares: rotating the new moment
+    // whole would round it apart from them, and after a gradient spike that
+    // rounding (spike * 2^-24) dwarfs the basis' small second moments.
     DMUON_RETURN_IF_ERROR(rotate(ctx, basis, g, gRot, false));
-    DMUON_RETURN_IF_ERROR(
-        dev.decayAdd(m, g, h.beta1, static_cast<float>(1.0 - double(h.beta1)), size));
     DMUON_RETURN_IF_ERROR(rotate(ctx, basis, m, mRot, false));
+    DMUON_RETURN_IF_ERROR(dev.decayAdd(mRot, gRot, h.beta1, take, size));
+    DMUON_RETURN_IF_ERROR(dev.decayAdd(m, g, h.beta1, take, size));
     // Adam's direction in the basis (overwriting the rotated gradient), then back.
     DMUON_RETURN_IF_ERROR(dev.adamDirection(gRot, mRot, v, gRot, size, h.beta2, h.eps, 1.f));
     DMUON_RETURN_IF_ERROR(rotate(ctx, basis, gRot, mRot, true));

@@ -139,6 +139,9 @@ inline M gradientOf(int param, int step, int64_t rows, int64_t cols) {
   return g;
 }
 
+// The gradient of (param, step, rows, cols) a reference trains on.
+using GradientFn = std::function<M(int, int, int64_t, int64_t)>;
+
 inline M initialOf(int param, int64_t rows, int64_t cols) {
   M w = gradientOf(param, -1, rows, cols);
   for (double &x : w.a)
@@ -165,7 +168,8 @@ struct Rates {
 };
 
 inline M soapByHand(const dmuon::plan::OptimizerDefaults &od, int param, int64_t rows, int64_t cols,
-                    int steps, int phase, Rates rates = {}) {
+                    int steps, int phase, Rates rates = {},
+                    const GradientFn &gradients = gradientOf) {
   const double lr = rates.lrOr(od.soap_lr()), b1 = od.soap_beta1(), b2 = od.soap_beta2(),
                sb = od.soap_shampoo_beta(), eps = od.soap_eps(),
                wd = rates.weightDecayOr(od.soap_weight_decay());
@@ -176,7 +180,7 @@ inline M soapByHand(const dmuon::plan::OptimizerDefaults &od, int param, int64_t
   auto into = [&](const M &x) { return mul(mul(transpose(ql), x), qr); };
   auto back = [&](const M &x) { return mul(mul(ql, x), transpose(qr)); };
   for (int step = 0; step < steps; ++step) {
-    const M g = gradientOf(param, step, rows, cols);
+    const M g = gradients(param, step, rows, cols);
     if (step == 0) { // statistics and their eigenvectors only
       if (hasL)
         accumulate(l, g, true, sb), ql = eigen(l).first;
@@ -250,7 +254,8 @@ inline M inverseRoot(const M &s, double eps) {
 // statistics, filtered gradient, graft, roots every f steps from step f,
 // L^-1/4 F R^-1/4 at the graft's norm, decoupled decay.
 inline M shampooByHand(const dmuon::plan::OptimizerDefaults &od, int param, int64_t rows,
-                       int64_t cols, int steps, int phase, Rates rates = {}) {
+                       int64_t cols, int steps, int phase, Rates rates = {},
+                       const GradientFn &gradients = gradientOf) {
   const double lr = rates.lrOr(od.shampoo_lr()), b1 = od.shampoo_beta1(), b2 = od.shampoo_beta2(),
                eps = od.shampoo_eps(), wd = rates.weightDecayOr(od.shampoo_weight_decay()),
                geps = od.shampoo_graft_eps();
@@ -260,7 +265,7 @@ inline M shampooByHand(const dmuon::plan::OptimizerDefaults &od, int param, int6
   M rl = identity(rows), rr = identity(cols);
   for (int step = 0; step < steps; ++step) {
     const int t = step + 1;
-    const M g = gradientOf(param, step, rows, cols);
+    const M g = gradients(param, step, rows, cols);
     if (hasL)
       accumulate(l, g, true, b2);
     if (hasR)
