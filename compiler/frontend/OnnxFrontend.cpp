@@ -159,9 +159,18 @@ bool OnnxFrontend::runOnBytes(std::string_view bytes) {
     }
     auto [it, inserted] = index_.try_emplace(llvm::StringRef(t.name.data(), t.name.size()),
                                              static_cast<int>(inits_.size()));
-    (void)it;
     if (!inserted) {
-      diags_.warning("'" + path_ + "': ignoring a second initializer named '" +
+      // Byte-identical copies (an exporter writing a shared tensor twice)
+      // are one param; two different tensors under one name would leave the
+      // plan's shape or values to whichever was read first.
+      if (inits_[it->second]->encoded != t.encoded) {
+        diags_.fileError(path_, "two different initializers are named '" +
+                                    common::printableName(t.name) +
+                                    "' (their dims, dtype or data differ); a name must "
+                                    "identify one tensor");
+        return false;
+      }
+      diags_.warning("'" + path_ + "': ignoring a second, identical initializer named '" +
                      common::printableName(t.name) + "'");
       continue;
     }

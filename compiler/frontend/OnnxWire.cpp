@@ -298,6 +298,7 @@ bool decodeGraph(std::string_view msg, int depth, OnnxNodeList &nodes, OnnxModel
       if (ok && top) {
         OnnxInitializer t;
         t.dimsBegin = static_cast<uint32_t>(top->dims.size());
+        t.encoded = s;
         ok = decodeTensor(s, depth + 1, t, top->dims);
         top->initializers.push_back(t);
       } else if (ok) {

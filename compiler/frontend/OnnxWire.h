@@ -22,6 +22,7 @@ struct OnnxInitializer {
   std::string_view name;
   int32_t dataType = 0; // TensorProto.DataType
   uint32_t dimsBegin = 0, numDims = 0;
+  std::string_view encoded; // the whole TensorProto, as the file holds it
 };
 
 // An integer attribute (AttributeProto.i): what tells a Gemm's transB or a

@@ -188,11 +188,59 @@ def check_version():
           f"plan format {fmajor}.{fminor}" in out, f"python3 -m dmuon --version: {out.strip()}")
 
 
+def check_zero_element_param():
+    """A 0-element initializer (ONNX allows a 0 dim) is a param whose values
+    may be a null pointer: bind_param(name, NULL, 0) binds it, and the run
+    trains around it."""
+    try:
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        print("skipped the 0-element param check: no onnx")
+        return
+    from dmuon.torch._manifest import run_dmuonc
+    with tempfile.TemporaryDirectory() as d:
+        inits = [numpy_helper.from_array(np.ones([4, 4], np.float32), "fc.weight"),
+                 numpy_helper.from_array(np.ones([0, 4], np.float32), "empty.weight")]
+        nodes = [helper.make_node("MatMul", ["x", "fc.weight"], ["h"], name="/fc/MatMul"),
+                 helper.make_node("MatMul", ["e", "empty.weight"], ["z"], name="/empty/MatMul")]
+        graph = helper.make_graph(
+            nodes, "zero", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+                            helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 0])],
+            [helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, 4])], initializer=inits)
+        onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                        os.path.join(d, "zero.onnx"))
+        run_dmuonc([os.path.join(d, "zero.onnx"), "--mesh", "1", "-o", os.path.join(d, "z.plan")])
+        plan = dmuon.Plan(os.path.join(d, "z.plan"))
+        empty = plan.params[plan.find_param("empty.weight")]
+        check(empty.numel == 0, f"empty.weight has 0 elements: {empty}")
+        rt = dmuon.Runtime(plan, MPI.COMM_WORLD)
+        status = _capi.lib.dmuon_runtime_bind_param(rt._handle, b"empty.weight", None, 0)
+        check(status == 0, f"bind_param(empty.weight, NULL, 0) succeeds: status {status}")
+        raises(dmuon.ERROR_INVALID_ARGUMENT, "values is null",
+               lambda: rt._call(_capi.lib.dmuon_runtime_bind_param(rt._handle, b"fc.weight",
+                                                                   None, 16)))
+        rt.bind_param("fc.weight", np.ones(16, np.float32))
+        for g in range(plan.num_hook_groups):
+            rt.pre_forward(g)
+            rt.post_forward(g)
+        for g in reversed(range(plan.num_hook_groups)):
+            rt.pre_backward(g)
+            for p in plan.params:
+                if p.hook_group == g:
+                    rt.grad_view(p.index)[...] += 1.0
+            rt.post_backward(g)
+        check(rt.step() is True, "a step with a 0-element param applies")
+        check(rt.gather_param("empty.weight").size == 0, "its gathered values are empty")
+        rt.close()
+
+
 def main():
     plan_path, sizes_exe = sys.argv[1], sys.argv[2]
     check_struct_sizes(sizes_exe)
     check_version()
     check_runtime(check_plan(plan_path))
+    check_zero_element_param()
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1

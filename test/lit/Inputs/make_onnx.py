@@ -43,6 +43,9 @@ KIND:
             type with a newline, escape codes, a NUL and invalid UTF-8, quoted
             in the notes and warnings dmuonc prints.
   graphname  a graph named with a newline.
+  dupsame   an initializer written twice, byte for byte the same.
+  dupdims   two initializers of one name with different dims.
+  dupdata   two initializers of one name, same dims, different data.
 
 Only onnx.helper/numpy_helper are used, so Debian's python3-onnx (1.12) works.
 """
@@ -364,6 +367,19 @@ def main():
     elif kind == "graphname":
         graph = helper.make_graph([], "main\nparam forged", [], [],
                                   initializer=[f32("w.weight", [4, 4])])
+        onnx.save_model(make_model(graph), out)
+    elif kind in ("dupsame", "dupdims", "dupdata"):
+        first = numpy_helper.from_array(np.ones([4, 4], dtype=np.float32), "fc.weight")
+        second = {"dupsame": first,
+                  "dupdims": numpy_helper.from_array(np.ones([4, 2], dtype=np.float32),
+                                                     "fc.weight"),
+                  "dupdata": numpy_helper.from_array(np.full([4, 4], 2, dtype=np.float32),
+                                                     "fc.weight")}[kind]
+        nodes = [helper.make_node("MatMul", ["x", "fc.weight"], ["y"], name="/fc/MatMul")]
+        graph = helper.make_graph(
+            nodes, "dup", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+            initializer=[first, f32("other.weight", [4, 4]), second])
         onnx.save_model(make_model(graph), out)
     else:
         sys.exit(f"make_onnx.py: unknown kind '{kind}'\n{__doc__}")
