@@ -117,6 +117,14 @@ void decayAdd(float *dst, const float *src, float keep, float take, int64_t n) {
     dst[i] = keep * dst[i] + take * src[i];
 }
 
+void clampMagnitude(float *x, int64_t n, float bound) {
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] > bound)
+      x[i] = bound;
+    else if (x[i] < -bound)
+      x[i] = -bound;
+}
+
 void permute(float *x, int64_t rows, int64_t cols, const int64_t *order, bool columns,
              float *scratch) {
   for (int64_t r = 0; r < rows; ++r)

@@ -39,6 +39,10 @@ void adamDirection(float *out, const float *m, float *v, const float *g, int64_t
 // dst[i] = keep * dst[i] + take * src[i].
 void decayAdd(float *dst, const float *src, float keep, float take, int64_t n);
 
+// x[i] clamped to [-bound, bound]; a NaN stays NaN (the step's finite check
+// must still see it).
+void clampMagnitude(float *x, int64_t n, float bound);
+
 // x (rows x cols) with its rows (or its columns) reordered: new row r is old
 // row order[r]. `scratch` holds rows * cols floats.
 void permute(float *x, int64_t rows, int64_t cols, const int64_t *order, bool columns,

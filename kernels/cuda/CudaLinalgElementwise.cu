@@ -1,6 +1,6 @@
 // The element-wise kernels of the preconditioned rules on the GPU (see
-// CudaLinearAlgebra.h): Adam's direction, the decayed add, the row or
-// column permutation and the column scaling. Explicitly rounded fp32
+// CudaLinearAlgebra.h): Adam's direction, the decayed add, the clamp, the
+// row or column permutation and the column scaling. Explicitly rounded fp32
 // intrinsics, which nvcc never contracts into FMAs, in the CPU kernels'
 // order of operations (kernels/cpu/LinearAlgebra.cpp), so they compute the
 // CPU's bits.
@@ -30,6 +30,17 @@ __global__ void decayAddKernel(float *dst, const float *src, float keep, float t
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     dst[i] = __fadd_rn(__fmul_rn(keep, dst[i]), __fmul_rn(take, src[i]));
+}
+
+__global__ void clampMagnitudeKernel(float *x, int64_t n, float bound) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float xi = x[i]; // comparisons, not fminf/fmaxf: those would turn a NaN into a bound
+    if (xi > bound)
+      x[i] = bound;
+    else if (xi < -bound)
+      x[i] = -bound;
+  }
 }
 
 // out[r][c] = x[r][order[c]] (columns) or x[order[r]][c].
@@ -81,6 +92,17 @@ Result decayAdd(Context *ctx, float *dst, const float *src, float keep, float ta
   DMUON_RESULT_TRY(statusOf(guard));
   decayAddKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(dst, src, keep, take, n);
   DMUON_LAUNCH_CHECK("launching the decayed-add kernel");
+  return {};
+}
+
+Result clampMagnitude(Context *ctx, float *x, int64_t n, float bound) {
+  DMUON_RESULT_TRY(checkSizes(ctx, "clampMagnitude", n));
+  if (n == 0)
+    return {};
+  DeviceGuard guard(ctx->device);
+  DMUON_RESULT_TRY(statusOf(guard));
+  clampMagnitudeKernel<<<blocksFor(n), kThreads, 0, ctx->stream>>>(x, n, bound);
+  DMUON_LAUNCH_CHECK("launching the clamp kernel");
   return {};
 }
 

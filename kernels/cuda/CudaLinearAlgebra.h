@@ -43,6 +43,9 @@ Result adamDirection(Context *ctx, float *out, const float *m, float *v, const f
 // dst[i] = keep * dst[i] + take * src[i].
 Result decayAdd(Context *ctx, float *dst, const float *src, float keep, float take, int64_t n);
 
+// x[i] clamped to [-bound, bound]; a NaN stays NaN.
+Result clampMagnitude(Context *ctx, float *x, int64_t n, float bound);
+
 // x (rows x cols) with its rows (or columns) reordered: new row r is old row
 // order[r]; `order` is host memory (rows or cols entries), `scratch` holds
 // rows * cols device floats.

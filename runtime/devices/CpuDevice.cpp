@@ -128,6 +128,10 @@ public:
     kernels::decayAdd(dst, src, keep, take, n);
     return Status::ok();
   }
+  Status clampMagnitude(float *x, int64_t n, float bound) override {
+    kernels::clampMagnitude(x, n, bound);
+    return Status::ok();
+  }
   Status permute(float *x, int64_t rows, int64_t cols, const int64_t *order, bool columns,
                  float *scratch) override {
     kernels::permute(x, rows, cols, order, columns, scratch);

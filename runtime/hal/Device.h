@@ -87,6 +87,9 @@ public:
                           int64_t /*n*/) {
     return noPreconditionerKernels();
   }
+  virtual Status clampMagnitude(float * /*x*/, int64_t /*n*/, float /*bound*/) {
+    return noPreconditionerKernels();
+  }
   // `order`: host memory; `scratch`: rows * cols device floats.
   virtual Status permute(float * /*x*/, int64_t /*rows*/, int64_t /*cols*/,
                          const int64_t * /*order*/, bool /*columns*/, float * /*scratch*/) {

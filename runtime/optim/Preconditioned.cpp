@@ -35,6 +35,15 @@ float *sideOf(ParamRt &p, Field f, int64_t b, int64_t d) {
 
 double gemmFlops(int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k; }
 
+// The largest |m_t| / sqrt(v_t) Adam reaches after t updates of one
+// coordinate: |g_{t-k}| <= sqrt(v_t / ((1 - b2) b2^k)) for each k, so
+// |m_t| / sqrt(v_t) <= (1 - b1) / sqrt(1 - b2) * sum_{k<t} (b1 / sqrt(b2))^k.
+double adamRatioBound(double beta1, double beta2, int64_t t) {
+  const double r = beta1 / std::sqrt(beta2);
+  const double terms = r == 1 ? double(t) : (1 - std::pow(r, double(t))) / (1 - r);
+  return (1 - beta1) / std::sqrt(1 - beta2) * terms;
+}
+
 } // namespace
 
 Status PreconditionedRule::reserve(const Context &ctx, const std::vector<ParamRt> &params) {
@@ -158,8 +167,14 @@ Status Soap::step(const Context &ctx, ParamRt &p, const float *grad, int64_t /*n
     DMUON_RETURN_IF_ERROR(rotate(ctx, basis, m, mRot, false));
     DMUON_RETURN_IF_ERROR(dev.decayAdd(mRot, gRot, h.beta1, take, size));
     DMUON_RETURN_IF_ERROR(dev.decayAdd(m, g, h.beta1, take, size));
-    // Adam's direction in the basis (overwriting the rotated gradient), then back.
+    // Adam's direction in the basis (overwriting the rotated gradient), held
+    // to Adam's own bound: V was gathered in earlier bases, so after a
+    // refresh a coordinate's two moments need not match (in exact arithmetic
+    // too), and after a spike the refresh turns the basis toward it while V
+    // still holds it spread over the old one (docs/optimizers.md). Then back.
     DMUON_RETURN_IF_ERROR(dev.adamDirection(gRot, mRot, v, gRot, size, h.beta2, h.eps, 1.f));
+    DMUON_RETURN_IF_ERROR(dev.clampMagnitude(
+        gRot, size, static_cast<float>(adamRatioBound(h.beta1, h.beta2, t))));
     DMUON_RETURN_IF_ERROR(rotate(ctx, basis, gRot, mRot, true));
     const double bc1 = 1 - std::pow(double(h.beta1), double(t)),
                  bc2 = 1 - std::pow(double(h.beta2), double(t));

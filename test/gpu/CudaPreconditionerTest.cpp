@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -240,6 +241,15 @@ TEST_F(CudaPreconditioner, ElementwiseKernelsMatchCpuBitForBit) {
     ASSERT_STATUS_OK(gpu_->decayAdd(dst.gpu.floats(), src.gpu.floats(), 0.9f, 0.1f, n));
     ASSERT_STATUS_OK(cpu_->decayAdd(dst.cpu.floats(), src.cpu.floats(), 0.9f, 0.1f, n));
     same(dst, "decayAdd");
+  }
+  {
+    std::vector<float> values = randomValues(static_cast<size_t>(n), 29);
+    values[0] = std::nanf(""); // stays NaN, for the step's finite check
+    Twin x;
+    twin(x, values);
+    ASSERT_STATUS_OK(gpu_->clampMagnitude(x.gpu.floats(), n, 0.25f));
+    ASSERT_STATUS_OK(cpu_->clampMagnitude(x.cpu.floats(), n, 0.25f));
+    same(x, "clampMagnitude");
   }
   for (const bool columns : {false, true}) {
     std::vector<int64_t> order(static_cast<size_t>(columns ? cols : rows));

@@ -78,6 +78,9 @@ public:
   Status decayAdd(float *d, const float *s, float keep, float take, int64_t n) override {
     return base_->decayAdd(d, s, keep, take, n);
   }
+  Status clampMagnitude(float *x, int64_t n, float bound) override {
+    return base_->clampMagnitude(x, n, bound);
+  }
   Status permute(float *x, int64_t r, int64_t c, const int64_t *order, bool columns,
                  float *scratch) override {
     return base_->permute(x, r, c, order, columns, scratch);

@@ -159,7 +159,8 @@ inline void accumulate(M &s, const M &g, bool left, double keep) {
 // ------------------------------------------------------------ SOAP
 
 // SOAP on one rows x cols matrix for `steps` steps, as its paper's
-// Algorithm 3 and reference code (nikhilvyas/SOAP) define it.
+// Algorithm 3 and reference code (nikhilvyas/SOAP) define it, each entry of
+// the rotated direction held to Adam's bound unless `adamBound` is false.
 // `rates`: a schedule's learning rate and weight decay in place of the plan's.
 struct Rates {
   double lr = NAN, weightDecay = NAN;
@@ -169,7 +170,7 @@ struct Rates {
 
 inline M soapByHand(const dmuon::plan::OptimizerDefaults &od, int param, int64_t rows, int64_t cols,
                     int steps, int phase, Rates rates = {},
-                    const GradientFn &gradients = gradientOf) {
+                    const GradientFn &gradients = gradientOf, bool adamBound = true) {
   const double lr = rates.lrOr(od.soap_lr()), b1 = od.soap_beta1(), b2 = od.soap_beta2(),
                sb = od.soap_shampoo_beta(), eps = od.soap_eps(),
                wd = rates.weightDecayOr(od.soap_weight_decay());
@@ -195,8 +196,15 @@ inline M soapByHand(const dmuon::plan::OptimizerDefaults &od, int param, int64_t
       v.a[k] = b2 * v.a[k] + (1 - b2) * gr.a[k] * gr.a[k];
     }
     M dir = into(m);
-    for (size_t k = 0; k < dir.a.size(); ++k)
+    // Held to Adam's bound on |m_t| / sqrt(v_t) (dmuon's one departure from
+    // the paper, docs/optimizers.md; `adamBound` false: the paper's SOAP).
+    const double ratio = b1 / std::sqrt(b2),
+                 bound = (1 - b1) / std::sqrt(1 - b2) * (1 - std::pow(ratio, t)) / (1 - ratio);
+    for (size_t k = 0; k < dir.a.size(); ++k) {
       dir.a[k] /= std::sqrt(v.a[k]) + eps;
+      if (adamBound)
+        dir.a[k] = std::clamp(dir.a[k], -bound, bound);
+    }
     dir = back(dir);
     const double size = lr * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t));
     for (size_t k = 0; k < w.a.size(); ++k)

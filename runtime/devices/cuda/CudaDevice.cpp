@@ -180,6 +180,9 @@ public:
   Status decayAdd(float *dst, const float *src, float keep, float take, int64_t n) override {
     return kernelCheck(cuda::decayAdd(ctx_, dst, src, keep, take, n));
   }
+  Status clampMagnitude(float *x, int64_t n, float bound) override {
+    return kernelCheck(cuda::clampMagnitude(ctx_, x, n, bound));
+  }
   Status permute(float *x, int64_t rows, int64_t cols, const int64_t *order, bool columns,
                  float *scratch) override {
     return kernelCheck(cuda::permute(ctx_, x, rows, cols, order, columns, scratch));
