@@ -237,6 +237,33 @@ def check_device_errors():
     check(ok, f"a model on the meta device is refused ({text})")
 
 
+def check_cuda_layer_without_a_gpu(work):
+    """The CUDA half's wiring up to the GPU: over the torch group's store
+    the NCCL unique id is made and exchanged, and the communicator is then
+    refused with the NCCL plugin's clear error (no GPU here), or
+    ERROR_UNSUPPORTED in a build without the plugin; and the buffer torch
+    wraps for a CUDA view describes the runtime's memory as the CUDA Array
+    Interface asks (bf16 as int16, which torch then views as bf16)."""
+    from dmuon import _cuda_view
+    from dmuon.torch._device import CudaDevice
+    plan = dmuon.Plan(dmuon.torch.compile_plan(fresh_model(), "1", work, None, "cuda"))
+    device = CudaDevice(0)
+    try:
+        device.runtime(plan, _launch.TorchGroup())
+        check(False, "CudaDevice made a runtime on a machine without a GPU")
+    except dmuon.Error as e:
+        check(e.status in (dmuon.ERROR_BACKEND, dmuon.ERROR_UNSUPPORTED)
+              and ("no usable CUDA device" in e.message or "not available" in e.message),
+              f"CudaDevice without a GPU: the NCCL communicator's clear refusal ({e})")
+    check(device.communicator is None, "nothing is left to close after the refusal")
+    buffer = _cuda_view._DeviceBuffer(0x7F00, (3, 4), _cuda_view._TYPESTRS[dmuon.DTYPE_BF16],
+                                      keeper=None)
+    check(buffer.__cuda_array_interface__ == {"shape": (3, 4), "typestr": "<i2",
+                                              "data": (0x7F00, False), "strides": None,
+                                              "version": 2},
+          f"a bf16 view's CUDA Array Interface ({buffer.__cuda_array_interface__})")
+
+
 def check_wrong_world_size(work):
     ok, text = raises(_launch.LaunchError, "is for 2 rank(s) but the launch (torch) has 1",
                       lambda: dmuon.torch.wrap(fresh_model(), mesh="2", work_dir=work,
@@ -328,6 +355,7 @@ def main():
                           MASTER_PORT=str(free_port()))
         dist.init_process_group("gloo", init_method="env://")
         check_wrong_world_size(os.path.join(args.work, "in-process"))
+        check_cuda_layer_without_a_gpu(os.path.join(args.work, "in-process"))
         check_training(os.path.join(args.work, "in-process"))
     check("mpi4py" not in sys.modules, "mpi4py was never imported")
     dist.destroy_process_group()
