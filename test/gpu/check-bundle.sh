@@ -204,6 +204,10 @@ elif [ ${#missing[@]} -eq 0 ] && "$torch_python" -c 'import torch' 2>/dev/null; 
     LD_LIBRARY_PATH="$device_path" RANK=0 "$torch_python" - "$bundle" 2>&1 <<'PY'
 import os, sys
 bundle = sys.argv[1]
+# torch first, as a torch script does: Debian's torch loads Debian's OpenBLAS
+# (libopenblas.so.0), which the bundle's subset of the same soname would
+# stand in for if libdmuon came first (the GPU machine's pip torch has its own).
+import torch  # noqa: F401
 import dmuon, dmuon.torch, dmuon._cuda_view, dmuon.torch._device, dmuon.torch._launch  # noqa
 import gpt_train, torch_hf_gpt2_check
 lib = os.path.realpath(dmuon.library_path)
