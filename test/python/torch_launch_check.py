@@ -11,7 +11,8 @@
     python3 -m torch.distributed.run --standalone --nproc_per_node=N \\
         torch_launch_check.py --work DIR --launched
         as torchrun starts it: N=1 trains as above; N=2 (CPU tensors on two
-        torchrun ranks) must be refused on every rank, saying to use mpirun.
+        torchrun ranks) must be refused on every rank, saying to use mpirun,
+        and the two-ranks-on-one-device check runs over torchrun's store.
 
 mpi4py cannot be imported here (an import hook refuses it): the torch path
 must not need it. Exits 77 without torch.
@@ -344,6 +345,16 @@ def main():
                               lambda: dmuon.torch.wrap(fresh_model(), work_dir=args.work))
             check(ok and f"mpirun -n {world}" in text,
                   f"rank {rank}: CPU tensors on {world} torchrun ranks refused ({text[:90]}...)")
+            # The device check over torchrun's own store (TCPStore): every
+            # rank "on cuda:0" is refused on every rank; one device each passes.
+            group = dmuon.torch.launch_group()
+            ok, text = raises(_launch.LaunchError, f"ranks {list(range(world))} all have their "
+                              "params on cuda:0", lambda: _launch.check_one_rank_per_device(group, 0))
+            check(ok and group.store is not None,
+                  f"rank {rank}: all ranks on cuda:0, found over the default store ({text[:70]}...)")
+            ok, text = raises(_launch.LaunchError, "", lambda: _launch.check_one_rank_per_device(
+                group, rank))
+            check(text == "(nothing raised)", f"rank {rank}: a device per rank passes ({text})")
     else:
         for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
             os.environ.pop(v, None)
