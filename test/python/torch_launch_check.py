@@ -295,6 +295,9 @@ def check_training(work):
         losses.append(loss.item())
     check(applied == [True] * STEPS, f"step() returned True each step ({applied})")
     counts = opt.runtime.step_counts()
+    memory, planned = opt.runtime.memory(), opt.runtime.planned_memory()
+    over = {k: (m.peak, planned[k].peak) for k, m in memory.items() if m.peak > planned[k].peak}
+    check(not over, f"every memory category's peak within the plan's ({over or 'all'})")
     final = opt.model_state_dict()
     state = opt.state_dict()  # the gather path with a one-rank torch group
     opt.close()
