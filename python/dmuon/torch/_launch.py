@@ -57,9 +57,6 @@ class MpiGroup:
     def all_gather_object(self, obj):
         return self.communicator.allgather(obj)
 
-    def barrier(self):
-        self.communicator.Barrier()
-
 
 class TorchGroup:
     """torch.distributed's default group (initialized by the host, e.g. under
@@ -96,10 +93,6 @@ class TorchGroup:
         with self._on_device():
             self._dist.all_gather_object(out, obj)
         return out
-
-    def barrier(self):
-        with self._on_device():
-            self._dist.barrier()
 
 
 _store_exchanges = itertools.count()  # one key prefix per exchange made in this process
