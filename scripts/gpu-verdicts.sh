@@ -159,3 +159,35 @@ trainer_verdict() {
   fi
   echo "PASS ${loss#loss: }; step 0 against the CPU model: PASS; ${lines#PASS }"
 }
+
+# torch_gpt_verdict RC LOG REFERENCE STEP0_TOL TOL: the Python GPT through
+# dmuon.torch on CUDA (torchrun, NCCL): exit status 0, and its loss lines
+# against its CPU run's (same plan, seed, data and flags; recorded when the
+# bundle was built) within the CUDA trainer's tolerances.
+torch_gpt_verdict() {
+  local rc=$1 log=$2 error
+  error=$(grep -m 1 -E 'error:|Error:' "$log" 2>/dev/null | cut -c1-200)
+  case $rc in
+  0) ;;
+  124) echo "FAIL timed out"; return ;;
+  *) echo "FAIL exit status $rc${error:+: $error}"; return ;;
+  esac
+  loss_lines_verdict "$log" "$3" "$4" "$5"
+}
+
+# torch_check_verdict RC LOG NAME: a torch check script's run, whose last
+# verdict line is "NAME: PASS detail" or "NAME: FAIL detail".
+torch_check_verdict() {
+  local rc=$1 log=$2 line
+  line=$(grep "^$3: \(PASS\|FAIL\) " "$log" 2>/dev/null | tail -n 1)
+  case $rc in
+  0) ;;
+  124) echo "FAIL timed out${line:+; ${line#"$3": }}"; return ;;
+  *) echo "FAIL exit status $rc${line:+; ${line#"$3": FAIL }}"; return ;;
+  esac
+  case $line in
+  "$3: PASS "*) echo "PASS ${line#"$3": PASS }" ;;
+  "") echo "FAIL no '$3: PASS' line" ;;
+  *) echo "FAIL ${line#"$3": FAIL }" ;;
+  esac
+}

@@ -302,7 +302,11 @@ typedef struct dmuon_runtime_options {
   dmuon_backend_t backend;
   /* The host's world communicator: a pointer to an MPI_Comm for the MPI
    * backend, to an ncclComm_t for NCCL. The runtime derives its own
-   * sub-communicators and never frees the host's. */
+   * sub-communicators and never frees the host's. MPI backend only: NULL is
+   * this process alone (MPI_COMM_SELF, a plan for 1 rank), for a host with
+   * no MPI of its own (torchrun at world size 1); if MPI is not initialized
+   * the runtime initializes it (MPI_Init, a singleton) and finalizes it at
+   * exit. */
   void *communicator;
   void *stream;        /* NCCL: the host's compute cudaStream_t; unused for MPI */
   /* NCCL: the CUDA device ordinal; DMUON_UNSET (default): the communicator's device

@@ -20,7 +20,7 @@ from ._capi import (ACCUMULATION_LOCAL, ACCUMULATION_REDUCE, BACKEND_MPI, BACKEN
                     library_path, plan_format_version)
 from ._capi import version as library_version
 from ._core import Error, Plan, runtime_options
-from ._runtime import Runtime, communicator_address
+from ._runtime import SINGLE_PROCESS, Runtime, communicator_address
 from . import nccl  # dmuon.nccl: NCCL communicators for GPU hosts
 
 __version__ = "%d.%d.%d" % library_version()

@@ -61,9 +61,22 @@ def communicator_address(communicator):
     return MPI._addressof(communicator), communicator.Get_rank()
 
 
+class _SingleProcess:
+    """The communicator of a process alone (options.communicator = NULL: the
+    runtime uses MPI_COMM_SELF and initializes MPI itself if the host did
+    not), for a host at world size 1 with no MPI of its own (torchrun)."""
+
+    def __repr__(self):
+        return "dmuon.SINGLE_PROCESS"
+
+
+SINGLE_PROCESS = _SingleProcess()
+
+
 class Runtime:
     """dmuon_runtime_create over `plan` with `communicator` (an mpi4py
-    communicator for the MPI backend; for NCCL a dmuon.nccl.NcclCommunicator,
+    communicator, or SINGLE_PROCESS for this process alone without mpi4py,
+    for the MPI backend; for NCCL a dmuon.nccl.NcclCommunicator,
     or the integer address of a variable holding an ncclComm_t with rank=,
     and stream= given). Keyword options are
     dmuon_runtime_options_t's fields (dmuon.runtime_options); those not given
@@ -75,7 +88,10 @@ class Runtime:
         self.plan = plan
         o = runtime_options(**options)
         o.backend = backend
-        if backend == _capi.BACKEND_MPI:
+        if backend == _capi.BACKEND_MPI and communicator is SINGLE_PROCESS:
+            address, comm_rank = None, 0  # NULL: MPI_COMM_SELF
+            self._communicator = None
+        elif backend == _capi.BACKEND_MPI:
             if communicator is None:
                 from mpi4py import MPI
                 communicator = MPI.COMM_WORLD
@@ -176,7 +192,9 @@ class Runtime:
 
     def param_view(self, param, kind="numpy"):
         """The param's values in the plan's dtype, zero-copy: a NumPy array
-        (bf16 as its raw uint16 bits) or, with kind="torch", a torch tensor."""
+        (bf16 as its raw uint16 bits) or, with kind="torch", a torch tensor
+        of host memory; with kind="cuda" (the NCCL backend, whose views are
+        device pointers) a CUDA tensor on options.device."""
         index = self.plan.find_param(param)
         dtype = self.plan.param(index).dtype
         return _view(self, self.param_view_address(index), self.local_shape(index), dtype, kind)
@@ -356,8 +374,14 @@ class _ViewKeeper:
 
 def _view(runtime, address, shape, dtype, kind):
     import numpy as np
-    if kind not in ("numpy", "torch"):
-        raise ValueError(f"kind must be 'numpy' or 'torch', not {kind!r}")
+    if kind not in ("numpy", "torch", "cuda"):
+        raise ValueError(f"kind must be 'numpy', 'torch' or 'cuda', not {kind!r}")
+    if kind == "cuda":
+        from ._cuda_view import cuda_view
+        return cuda_view(address, shape, dtype, runtime.options.device, _ViewKeeper(runtime))
+    if runtime.options.backend != _capi.BACKEND_MPI:
+        raise ValueError(f"a {kind} view is of host memory; the NCCL backend's views are device "
+                         "pointers: ask for kind='cuda'")
     numel = 1
     for n in shape:
         numel *= n

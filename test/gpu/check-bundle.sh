@@ -16,7 +16,16 @@
 #     all that is called;
 #   * BUNDLE/run --dry-run exits 0 and lists steps whose budgets add up to at
 #     most 420 s;
-#   * no script in the bundle calls apt, pip install or mpirun;
+#   * no script in the bundle calls apt, pip install or mpirun: the shell
+#     files by the words themselves, the Python files by their code
+#     (test/gpu/bundle-python-calls.py), since their messages may name mpirun
+#     to the user; the GPT's data (share/gpt-data) is text that is never run;
+#   * the torch steps' files: dmuon's package (python/dmuon, its torch
+#     layers), the Python GPT and the GPT-2 check, their plans for every GPU
+#     count of bundle.env's TORCH_MESHES, the GPT's data and CPU loss lines;
+#     with Debian's python3 (torch on the CPU) dmuon, dmuon.torch and both
+#     scripts import, the package loads the bundle's own libdmuon, and the
+#     GPT-2 plans have the param count of the check's stand-in model;
 #   * where the bundle carries an OpenBLAS subset (lib/libopenblas.so.0) and
 #     gcc is here: a probe linked against it alone computes cblas_sgemm and
 #     cblas_ssyrk on 256x256 matrices on its threads, against a plain loop
@@ -146,15 +155,86 @@ else
 fi
 
 # 4. No installs, no MPI launcher, in any script (every file that is not an
-# ELF).
+# ELF, the GPT's data and the Python files, which are read by their code).
 while IFS= read -r -d '' f; do
   is_elf "$f" && continue
+  case ${f#"$bundle"/} in share/gpt-data/* | *.py) continue ;; esac
   if hits=$(grep -nIE "$FORBIDDEN" "$f"); then
     fail "${f#"$bundle"/} calls what the GPU machine must not run (apt, pip install, mpirun):"$'\n'"$hits"
   fi
 done < <(find "$bundle" -type f -print0)
+python_files=()
+[ -d "$bundle/python" ] && mapfile -t python_files < <(find "$bundle/python" -name '*.py' | sort)
+if [ ${#python_files[@]} -gt 0 ] && command -v python3 >/dev/null 2>&1; then
+  # Their code, not their words: a string literal that starts with a command
+  # (["pip", "install", ...], "apt-get install ...", "mpirun -n 2 ...") or an
+  # import of an installer or a downloader.
+  if ! hits=$(python3 "$(dirname "${BASH_SOURCE[0]}")/bundle-python-calls.py" "${python_files[@]}" 2>&1); then
+    fail "cannot read the bundle's Python files: $hits"
+  elif [ -n "$hits" ]; then
+    fail "Python files call what the GPU machine must not run (apt, pip install, mpirun, a download):"$'\n'"$hits"
+  fi
+fi
 
-# 5. The OpenBLAS subset computes (ldd -r shows it resolves; this shows it
+# 5. The torch steps' files, and their imports on the CPU.
+torch_files=(python/dmuon/__init__.py python/dmuon/_paths.py python/dmuon/_cuda_view.py
+  python/dmuon/nccl.py python/dmuon/torch/__init__.py python/dmuon/torch/_launch.py
+  python/dmuon/torch/_device.py python/dmuon/torch/_bridge.py python/gpt_train.py
+  python/torch_hf_gpt2_check.py share/reference/python-gpt-cpu.log)
+torch_meshes=$(. "$bundle/share/bundle.env" 2>/dev/null && echo "${TORCH_MESHES:-}") || true
+[ -n "$torch_meshes" ] || fail "share/bundle.env names no TORCH_MESHES (the torch steps' GPU counts)"
+for n in $torch_meshes; do torch_files+=("share/plans/gpt-$n.plan" "share/plans/hf-gpt2-$n.plan"); done
+missing=()
+for f in "${torch_files[@]}"; do [ -s "$bundle/$f" ] || missing+=("$f"); done
+[ ${#missing[@]} -eq 0 ] || fail "the torch steps' files are missing: ${missing[*]}"
+[ -n "$(ls -A "$bundle/share/gpt-data" 2>/dev/null)" ] ||
+  fail "share/gpt-data (the GPT's data) is empty or missing"
+if [ -s "$bundle/share/reference/python-gpt-cpu.log" ] &&
+  [ "$(grep -c '^step .* loss ' "$bundle/share/reference/python-gpt-cpu.log")" -ne 20 ]; then
+  fail "share/reference/python-gpt-cpu.log has no 20 loss lines"
+fi
+torch_python=/usr/bin/python3
+[ -x "$torch_python" ] || torch_python=python3
+if [ ${#missing[@]} -eq 0 ] && ! compgen -G "$bundle/lib/libdmuon.so*" >/dev/null; then
+  echo "check-bundle: python: the files are there; no lib/libdmuon.so* to import them with"
+elif [ ${#missing[@]} -eq 0 ] && "$torch_python" -c 'import torch' 2>/dev/null; then
+  # RANK set: gpt_train.py leaves mpi4py alone, as under torchrun.
+  set +e
+  imported=$(cd "$bundle/python" && env -u DMUON_LIBRARY PYTHONPATH="$bundle/python" \
+    LD_LIBRARY_PATH="$device_path" RANK=0 "$torch_python" - "$bundle" 2>&1 <<'PY'
+import os, sys
+bundle = sys.argv[1]
+# torch first, as a torch script does: Debian's torch loads Debian's OpenBLAS
+# (libopenblas.so.0), which the bundle's subset of the same soname would
+# stand in for if libdmuon came first (the GPU machine's pip torch has its own).
+import torch  # noqa: F401
+import dmuon, dmuon.torch, dmuon._cuda_view, dmuon.torch._device, dmuon.torch._launch  # noqa
+import gpt_train, torch_hf_gpt2_check
+lib = os.path.realpath(dmuon.library_path)
+if not lib.startswith(os.path.realpath(bundle) + os.sep):
+    sys.exit(f"dmuon loaded {lib}, not the bundle's libdmuon")
+want = len(list(torch_hf_gpt2_check.stand_in().parameters()))
+for name in sorted(os.listdir(os.path.join(bundle, "share/plans"))):
+    if name.startswith("hf-gpt2-"):
+        got = dmuon.Plan(os.path.join(bundle, "share/plans", name)).num_params
+        if got != want:
+            sys.exit(f"{name} has {got} params, the GPT-2 stand-in {want}")
+print(f"dmuon {dmuon.__version__} from {lib}; dmuon.torch and both scripts import; "
+      f"the GPT-2 plans have the stand-in's {want} params")
+PY
+  )
+  rc=$?
+  set -e
+  if [ "$rc" -eq 0 ]; then
+    echo "check-bundle: python: $imported"
+  else
+    fail "the bundle's Python files do not import on the CPU:"$'\n'"$(tail -n 5 <<<"$imported")"
+  fi
+elif [ ${#missing[@]} -eq 0 ]; then
+  echo "check-bundle: python: the files are there; no torch here to import them with"
+fi
+
+# 6. The OpenBLAS subset computes (ldd -r shows it resolves; this shows it
 # runs: OpenBLAS picks its kernels for the CPU at load time).
 if [ -f "$bundle/lib/libopenblas.so.0" ] && command -v gcc >/dev/null 2>&1; then
   probe=$(mktemp -d)

@@ -6,14 +6,17 @@
 #      an ELF that needs a library from outside the bundle, one whose run
 #      path does not reach the bundle's lib/, an unresolved symbol, an
 #      OpenBLAS subset without cblas_ssyrk, a script that installs or
-#      launches MPI, a bundle over 48 MiB and budgets over 420 s;
+#      launches MPI, Python that runs pip or downloads (and not a message
+#      naming mpirun), missing torch-step files or reference lines, a
+#      bundle over 48 MiB and budgets over 420 s;
 #   2. the verdicts of scripts/gpu-verdicts.sh on made-up logs (loss lines
-#      against the reference, the trainer, the NCCL runtime test);
+#      against the reference, the trainer, the NCCL runtime test, the torch
+#      steps);
 #   3. scripts/gpu-bundle-run itself: its dry run, a run without a GPU (FAIL
 #      at once, every later step "not run", summary.json written), and a run
 #      on a stand-in machine (fake nvidia-smi, python3 and device libraries,
-#      binaries that print what passing ones print): every step PASS,
-#      the Llama step given the prediction recorded in bundle.env.
+#      binaries and a torchrun that print what passing ones print): every
+#      step PASS, the Llama step given the prediction recorded in bundle.env.
 #   gpu-bundle-test.sh <repo>
 set -uo pipefail
 repo=$1
@@ -26,6 +29,19 @@ share() {
   cp "$repo/scripts/gpu-verdicts.sh" "$1/share/"
   printf 'BUNDLE_CUDA=13.0\nBUNDLE_COMMIT=test\nLOSS_STEP0_TOL=1e-4\nLOSS_TOL=2e-2\nLLAMA_PREDICTED_MS=400.548\n' \
     >"$1/share/bundle.env"
+  printf 'TORCH_MESHES="1 2"\nTORCH_GPT_ARGS="--steps 20 --eval-every 20"\n' >>"$1/share/bundle.env"
+}
+
+# torch_files DIR: the torch steps' files as scripts/gpu-bundle lays them
+# out (the real package and scripts; stand-in plans, data and reference).
+torch_files() {
+  mkdir -p "$1/python" "$1/share/gpt-data" "$1/share/plans" "$1/share/reference"
+  (cd "$repo/python" && find dmuon -name '*.py' -print0 | xargs -0 cp --parents -t "$1/python")
+  cp "$repo/examples/gpt/python/gpt_train.py" "$repo/test/gpu/torch_hf_gpt2_check.py" "$1/python/"
+  echo "Q: a fortune" >"$1/share/gpt-data/fortunes"
+  for n in 1 2; do echo plan >"$1/share/plans/gpt-$n.plan"; echo plan >"$1/share/plans/hf-gpt2-$n.plan"; done
+  awk 'BEGIN { for (s = 0; s < 20; s++) printf "step %4d  loss %.6f  (0.10 s)\n", s, 5.5 / (1 + 0.05 * s) }' \
+    >"$1/share/reference/python-gpt-cpu.log"
 }
 
 # good DIR: bin/hello needs lib/libok.so.1 through $ORIGIN/../lib, and the
@@ -38,6 +54,7 @@ good() {
   gcc -o "$1/bin/hello" "$tmp/hello.c" "$1/lib/libok.so.1" '-Wl,-rpath,$ORIGIN/../lib'
   cp "$repo/scripts/gpu-bundle-run" "$1/run"
   share "$1"
+  torch_files "$1"
 }
 
 # ------------------------------------------------------- 1. check-bundle.sh
@@ -103,6 +120,28 @@ cp -r "$tmp/good" "$tmp/mpi"
 printf '#!/bin/sh\nexec mpirun -n 1 bin/hello\n' >"$tmp/mpi/share/launch.sh"
 out=$("$check" "$tmp/mpi" 2>&1) && fail "a bundle running mpirun passed"
 expect_in "$out" "share/launch.sh calls what the GPU machine must not run" "mpirun"
+
+# Python files are read by their code: a message naming mpirun passes (the
+# good bundle's package has them), a call of pip or a download does not.
+grep -q 'mpirun -n' "$tmp/good/python/dmuon/torch/_launch.py" ||
+  fail "the package's launch messages no longer name mpirun: this case tests nothing"
+cp -r "$tmp/good" "$tmp/pypip"
+printf 'import subprocess\nsubprocess.run(["pip", "install", "transformers"])\n' >"$tmp/pypip/python/setup_deps.py"
+printf 'from urllib.request import urlopen\n' >"$tmp/pypip/python/fetch.py"
+out=$("$check" "$tmp/pypip" 2>&1) && fail "a bundle whose Python runs pip install passed"
+expect_in "$out" "Python files call what the GPU machine must not run" "python pip"
+expect_in "$out" "setup_deps.py:2: \"pip\"" "python pip"
+expect_in "$out" "fetch.py:1: from urllib.request import urlopen" "python download"
+
+# The torch steps' files: each missing one is named.
+cp -r "$tmp/good" "$tmp/notorch"
+rm "$tmp/notorch/python/dmuon/torch/_device.py" "$tmp/notorch/share/plans/hf-gpt2-2.plan"
+out=$("$check" "$tmp/notorch" 2>&1) && fail "a bundle without the torch device layer passed"
+expect_in "$out" "the torch steps' files are missing: python/dmuon/torch/_device.py share/plans/hf-gpt2-2.plan" "torch files"
+cp -r "$tmp/good" "$tmp/noref"
+head -n 5 "$tmp/good/share/reference/python-gpt-cpu.log" >"$tmp/noref/share/reference/python-gpt-cpu.log"
+out=$("$check" "$tmp/noref" 2>&1) && fail "a bundle with 5 reference loss lines passed"
+expect_in "$out" "python-gpt-cpu.log has no 20 loss lines" "torch reference"
 
 # Over 48 MiB (a sparse file counts with its full size).
 cp -r "$tmp/good" "$tmp/big"
@@ -179,12 +218,34 @@ expect_in "$v" "PASS 11 passed, 0 failed; worst SOAP/Shampoo step error vs CPU 2
 printf '[       OK ] NcclRuntime.SingleRankStepsMatchTheCpuKernels\n[  PASSED  ] 1 test.\n' >"$tmp/nccl.log"
 v=$(nccl_runtime_verdict 0 "$tmp/nccl.log")
 expect_in "$v" "PASS 3 steps" "nccl passes"
+# The torch steps: the Python GPT's loss lines (with its last, loss-less
+# "step 20  val" line) against its CPU run's, and a check's verdict line.
+{ cat "$tmp/same.log"; echo "step   20  val 0.912"; } >"$tmp/torch-gpt.log"
+v=$(torch_gpt_verdict 0 "$tmp/torch-gpt.log" "$tmp/ref.log" 1e-4 2e-2)
+expect_in "$v" "PASS 20 loss lines match" "torch gpt passes"
+v=$(torch_gpt_verdict 0 "$tmp/far.log" "$tmp/ref.log" 1e-4 2e-2)
+expect_in "$v" "FAIL step" "torch gpt drifts"
+printf 'gpt_train.py: rank 0: error: the NCCL backend is not available\n' >"$tmp/torch-err.log"
+v=$(torch_gpt_verdict 1 "$tmp/torch-err.log" "$tmp/ref.log" 1e-4 2e-2)
+expect_in "$v" "FAIL exit status 1: gpt_train.py: rank 0: error: the NCCL backend is not available" "torch gpt error"
+v=$(torch_gpt_verdict 124 "$tmp/torch-gpt.log" "$tmp/ref.log" 1e-4 2e-2)
+expect_in "$v" "FAIL timed out" "torch gpt timeout"
+printf 'step 0 loss 6.3\ntorch-hf-gpt2: PASS 1 rank(s): loss 6.3 -> 2.1\n' >"$tmp/hf.log"
+v=$(torch_check_verdict 0 "$tmp/hf.log" torch-hf-gpt2)
+expect_in "$v" "PASS 1 rank(s): loss 6.3 -> 2.1" "hf check passes"
+printf 'torch-hf-gpt2: FAIL the loss did not fall by 10%%: 6.3 -> 6.2\n' >"$tmp/hf-bad.log"
+v=$(torch_check_verdict 1 "$tmp/hf-bad.log" torch-hf-gpt2)
+expect_in "$v" "FAIL exit status 1; the loss did not fall by 10%: 6.3 -> 6.2" "hf check fails"
+printf 'Traceback (most recent call last):\n' >"$tmp/hf-none.log"
+v=$(torch_check_verdict 0 "$tmp/hf-none.log" torch-hf-gpt2)
+expect_in "$v" "FAIL no 'torch-hf-gpt2: PASS' line" "hf check silent"
 
 # ------------------------------------------------------- 3. the run script
 run=$tmp/good/run
 out=$("$run" --dry-run 2>&1) || fail "run --dry-run failed:"$'\n'"$out"
 expect_in "$out" "total budget" "dry run"
-for step in gpu libs kernel-tests precond-tests nccl-runtime trainer-cuda gpu-bench llama-step; do
+for step in gpu libs kernel-tests precond-tests nccl-runtime trainer-cuda torch-gpt torch-hf-gpt2 gpu-bench \
+  llama-step; do
   grep -qE "^  $step +[0-9]+s  " <<<"$out" || fail "dry run lists no budget for $step"
 done
 
@@ -199,7 +260,7 @@ rc=$?
 expect_in "$out" "gpu-bundle: gpu            FAIL" "run without a GPU"
 expect_in "$out" "not run: an earlier step failed" "run without a GPU"
 expect_in "$out" "gpu-bundle: FAIL" "run without a GPU"
-python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["status"] == "FAIL" and len(s["steps"]) == 8, s' \
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["status"] == "FAIL" and len(s["steps"]) == 10, s' \
   "$tmp/nogpu-out/summary.json" || fail "summary.json without a GPU is not the expected JSON"
 
 # A detail with control characters (nvidia-smi's first line, with a carriage
@@ -234,7 +295,8 @@ mkdir -p "$tmp/site/nvidia/cusolver/lib"
 touch "$tmp/site/nvidia/cusolver/lib/libcusolver.so.12" "$tmp/site/nvidia/cusolver/lib/libcusparse.so.12" \
   "$tmp/site/nvidia/cusolver/lib/libnvJitLink.so.13"
 real_python=$(command -v python3)
-printf '#!/bin/sh\nPYTHONPATH=%s exec %s "$@"\n' "$tmp/site" "$real_python" >"$tmp/sm-bin/python3"
+printf '#!/bin/sh\nPYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH} exec %s "$@"\n' "$tmp/site" "$real_python" \
+  >"$tmp/sm-bin/python3"
 lines "$sm/share/reference/cpu-trainer.log" 1.551235 1
 cat >"$sm/bin/cuda_kernels_unit_tests" <<'EOF'
 #!/bin/sh
@@ -270,19 +332,48 @@ case "$*" in *"--predicted-ms 400.548"*) ;; *) echo "no prediction passed: $*"; 
 echo "optimizer step: median 512.000 ms over 3 steps"
 echo "target: optimizer step 512.000 ms, predicted 400.548 ms (ratio 1.28, within 0.5..2): PASS"
 EOF
+# The stand-in python3's torchrun: checks what the run passes (a rank per GPU
+# nvidia-smi lists, the bundle's package on PYTHONPATH, plans that exist) and
+# prints what passing runs print: the Python GPT's reference loss lines, the
+# GPT-2 check's PASS line.
+mkdir -p "$tmp/site/torch/distributed"
+touch "$tmp/site/torch/__init__.py" "$tmp/site/torch/distributed/__init__.py"
+cat >"$tmp/site/torch/distributed/run.py" <<'EOF'
+import os, sys
+args = sys.argv[1:]
+script = next(a for a in args if a.endswith(".py"))
+rest = args[args.index(script) + 1:]
+if "--nproc_per_node=1" not in args or "--standalone" not in args:
+    sys.exit(f"torchrun got {args}")
+bundle = os.path.dirname(os.path.dirname(script))
+if os.path.join(bundle, "python") not in os.environ.get("PYTHONPATH", "").split(":"):
+    sys.exit("the bundle's package is not on PYTHONPATH")
+plan = rest[rest.index("--plan") + 1]
+if not os.path.isfile(plan):
+    sys.exit(f"no plan {plan}")
+if script.endswith("gpt_train.py"):
+    if "--device" not in rest or rest[rest.index("--device") + 1] != "cuda":
+        sys.exit("gpt_train.py without --device cuda")
+    print(open(os.path.join(bundle, "share/reference/python-gpt-cpu.log")).read(), end="")
+    print("step   20  val 4.1")
+else:
+    print("torch-hf-gpt2: PASS 1 rank(s), transformers 4.57.6: loss 6.3 -> 2.1 in 20 steps")
+EOF
 chmod +x "$tmp/sm-bin"/* "$sm/bin"/*
 touch "$sm/share/plans/tiny-1.plan"
 out=$(PATH="$tmp/sm-bin:$PATH" "$sm/run" "$tmp/sm-out" 2>&1)
 rc=$?
 [ "$rc" -eq 0 ] || fail "run on the stand-in machine exited $rc:"$'\n'"$out"
-for step in gpu libs kernel-tests precond-tests nccl-runtime trainer-cuda gpu-bench llama-step; do
+for step in gpu libs kernel-tests precond-tests nccl-runtime trainer-cuda torch-gpt torch-hf-gpt2 gpu-bench \
+  llama-step; do
   grep -qE "^gpu-bundle: $step +PASS" <<<"$out" || fail "stand-in run: $step did not PASS:"$'\n'"$out"
 done
 expect_in "$out" "libcublas.so.13 in $tmp/site/nvidia/cublas/lib" "stand-in libraries"
 expect_in "$out" "gpu-bundle: PASS" "stand-in run"
-python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["status"] == "PASS" and [t["status"] for t in s["steps"]] == ["PASS"] * 8, s' \
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["status"] == "PASS" and [t["status"] for t in s["steps"]] == ["PASS"] * 10, s' \
   "$tmp/sm-out/summary.json" || fail "summary.json of the stand-in run is not all PASS"
-for step in gpu libs kernel-tests precond-tests nccl-runtime trainer-cuda gpu-bench llama-step; do
+for step in gpu libs kernel-tests precond-tests nccl-runtime trainer-cuda torch-gpt torch-hf-gpt2 gpu-bench \
+  llama-step; do
   [ -s "$tmp/sm-out/$step.log" ] || fail "stand-in run wrote no $step.log"
 done
 [ -n "${SHOW:-}" ] && echo "$out"

@@ -1,9 +1,11 @@
 """dmuon-gpt in Python: the GPT of examples/gpt (GptModel.h) with the same
 shapes, initialization and data (FortuneData.h), trained through dmuon.torch
-over MPI, or in one process with dmuon.torch.reference.
+over MPI or torchrun, on the CPU or on CUDA, or in one process with
+dmuon.torch.reference.
 
     mpirun -n 4 python3 gpt_train.py --mesh 2x2 --steps 300 --out runs/py-2x2
     python3 gpt_train.py --backend reference --steps 300 --out runs/py-ref
+    torchrun --nproc_per_node=8 gpt_train.py --device cuda --steps 300
 
 At the same seed and flags it computes what the C++ trainer (dmuon-gpt)
 computes: the same manifest and so the same plan, the same init (seeded after
@@ -23,7 +25,8 @@ try:
     import numpy as np
     import torch
     import torch.nn.functional as F
-    from mpi4py import MPI
+    if "RANK" not in os.environ:  # an mpirun launch (torchrun sets RANK): launch() needs it
+        import mpi4py  # noqa: F401
 except ImportError as e:  # ctest's skip
     print(f"gpt_train.py: skipped: {e}")
     sys.exit(77)
@@ -63,7 +66,7 @@ class CausalSelfAttention(torch.nn.Module):
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
         att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
         # As GptModel.cpp (libtorch 1.13 has no scaled_dot_product_attention).
-        future = torch.ones(T, T, dtype=torch.bool).triu(1)
+        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         att = torch.softmax(att.masked_fill(future, -math.inf), -1)
         return self.o(torch.matmul(att, v).transpose(1, 2).contiguous().view(B, T, C))
 
@@ -106,7 +109,7 @@ class Gpt(torch.nn.Module):
         T = tokens.size(1)
         if T > self.context:
             raise ValueError("sequence longer than the context")
-        x = self.tok_embed(tokens) + self.pos_embed(torch.arange(T))
+        x = self.tok_embed(tokens) + self.pos_embed(torch.arange(T, device=tokens.device))
         for block in self.layers:
             x = block(x)
         return self.head(self.norm(x))
@@ -234,6 +237,10 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", choices=("dmuon", "reference"), default="dmuon")
     ap.add_argument("--mesh", default="", help="dmuonc --mesh (default: the world size)")
+    ap.add_argument("--plan", default="", help="a compiled plan (no dmuonc run)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="cuda: the params on this rank's GPU (LOCAL_RANK's under torchrun), "
+                         "the NCCL backend")
     ap.add_argument("--mode", choices=("z2", "z3"), default="z3")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
@@ -266,10 +273,11 @@ def lr_at(step, args):
 
 
 class DmuonBackend:
-    def __init__(self, args, model, comm):
+    def __init__(self, args, model, group):
         import dmuon.torch
         self.dm = dmuon.torch.wrap(
-            model, communicator=comm, mesh=args.mesh or str(comm.Get_size()), work_dir=args.work,
+            model, communicator=group, plan=args.plan or None,
+            mesh=None if args.plan else args.mesh or str(group.world_size), work_dir=args.work,
             model_name="gpt", dmuonc_args=["--small-param-threshold=0"], mode=args.mode,
             # Every hyper-parameter explicit, as the C++ trainer sets them.
             lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay, nesterov=1,
@@ -278,7 +286,7 @@ class DmuonBackend:
         self.plan = self.dm.plan
         self.current = (args.lr, args.adamw_lr)
         self.replica = Gpt(context=args.context, d_model=args.d_model, layers=args.layers,
-                           heads=args.heads)
+                           heads=args.heads).to(next(model.parameters()).device)
 
     def begin_step(self, lrs):
         if lrs != self.current:  # collective: every rank passes the same
@@ -310,41 +318,61 @@ class ReferenceBackend:
         return self.model
 
 
-def make_backend(args, model, comm):
+def make_backend(args, model, group):
     if args.backend == "dmuon":
-        return DmuonBackend(args, model, comm)
+        return DmuonBackend(args, model, group)
     import dmuon
     import dmuon.torch
-    if comm.Get_size() != 1:
+    if group.world_size != 1:
         raise ValueError("--backend reference runs in one process")
     # The reference takes each param's optimizer from the plan, as the C++ one.
-    return ReferenceBackend(args, model, dmuon.Plan(dmuon.torch.compile_plan(
-        model, "1", args.work, comm, "gpt", dmuonc_args=["--small-param-threshold=0"])))
+    return ReferenceBackend(args, model, dmuon.Plan(args.plan or dmuon.torch.compile_plan(
+        model, "1", args.work, group, "gpt", dmuonc_args=["--small-param-threshold=0"])))
 
 
-def run(args, comm):
+def launch(args):
+    """The ranks: torchrun's (RANK set: init_process_group here, NCCL for CUDA
+    and gloo for the CPU, each rank on its LOCAL_RANK's GPU) or mpirun's."""
+    import dmuon.torch
+    if "RANK" in os.environ:
+        import torch.distributed as dist
+        if args.device == "cuda":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+        return dmuon.torch.launch_group()
+    from mpi4py import MPI
+    return dmuon.torch.launch_group(MPI.COMM_WORLD)
+
+
+def run(args, group):
     torch.set_num_threads(args.threads)
-    rank, world = comm.Get_rank(), comm.Get_size()
+    rank, world = group.rank, group.world_size
+    device = torch.device("cuda", torch.cuda.current_device()) if args.device == "cuda" \
+        else torch.device("cpu")
     if args.batch % world or args.val_windows % world:
         raise ValueError("--batch and --val-windows must split evenly over the ranks")
     local, local_val, window = args.batch // world, args.val_windows // world, args.context + 1
     data = FortuneData(args.data)
-    model = make_gpt(args)
-    backend = make_backend(args, model, comm)
+    model = make_gpt(args).to(device)  # initialized on the CPU: the same values on any device
+    backend = make_backend(args, model, group)
 
     def mean_over_ranks(mine):
-        total = np.zeros(1)
-        comm.Allreduce(np.array([mine], dtype=np.float64), total)  # MPI_SUM, as the C++ one
-        return float(total[0]) / world
+        if group.kind == "mpi":
+            total = np.zeros(1)
+            group.communicator.Allreduce(np.array([mine], dtype=np.float64), total)  # as C++
+            return float(total[0]) / world
+        return math.fsum(group.all_gather_object(mine)) / world
 
     def validation_loss():
         m = backend.eval_model()
         with torch.no_grad():
-            w = data.validation_batch(args.val_windows, rank * local_val, local_val, window)
+            w = data.validation_batch(args.val_windows, rank * local_val, local_val,
+                                      window).to(device)
             return mean_over_ranks(window_loss(m, w).item())
 
     if rank == 0:
-        print(f"gpt_train.py: {args.backend} backend, mesh {args.mesh or world}, {world} ranks, "
+        print(f"gpt_train.py: {args.backend} backend on {device} ({group.kind} launch), "
+              f"mesh {args.mesh or world}, {world} ranks, "
               f"plan {backend.plan.fingerprint:#x} ({backend.plan.num_params} params, "
               f"{backend.plan.num_hook_groups} hook groups), {data.files} fortune files, "
               f"{args.steps} steps", flush=True)
@@ -356,7 +384,7 @@ def run(args, comm):
         if step < args.steps:
             t0 = time.perf_counter()
             backend.begin_step(lr_at(step, args))
-            x = data.train_batch(args.seed, step, rank * local, local, window)
+            x = data.train_batch(args.seed, step, rank * local, local, window).to(device)
             loss = window_loss(model, x)
             loss.backward()
             backend.step()
@@ -385,18 +413,21 @@ def run(args, comm):
         if args.expect_val_drop and not last < first:
             print("gpt_train.py: error: the validation loss did not fall", file=sys.stderr)
             rc = 1
-    return comm.bcast(rc, root=0)
+    return group.broadcast_object(rc, root=0)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    group = launch(args)
     try:
-        return run(args, MPI.COMM_WORLD)
+        return run(args, group)
     except Exception as e:
-        # One rank's failure would leave the others waiting in a collective.
-        print(f"gpt_train.py: rank {MPI.COMM_WORLD.Get_rank()}: error: {e}", file=sys.stderr,
-              flush=True)
-        MPI.COMM_WORLD.Abort(1)
+        # One rank's failure would leave the others waiting in a collective:
+        # mpirun's are aborted; torchrun stops the others when one exits.
+        print(f"gpt_train.py: rank {group.rank}: error: {e}", file=sys.stderr, flush=True)
+        if group.kind == "mpi":
+            group.communicator.Abort(1)
+        return 1
 
 
 if __name__ == "__main__":

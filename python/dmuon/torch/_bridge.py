@@ -117,8 +117,12 @@ class ParamBridge:
     the part spent inside the runtime's hook calls. Their difference is the
     Python overhead a step pays for the hooks."""
 
-    def __init__(self, runtime, plan, model):
+    def __init__(self, runtime, plan, model, device=None):
+        from ._device import CpuDevice
         self.rt = runtime
+        # The device layer (_device.py): which views the params are re-pointed
+        # at (host or CUDA) and where a param with no memory points.
+        self.device = device or CpuDevice()
         self.plan = plan
         self.model = model
         self.group_names = plan.hook_group_names
@@ -165,7 +169,7 @@ class ParamBridge:
             if _PLAN_DTYPES[t.dtype] != info.dtype:
                 raise ValueError(f"param '{name}' is {t.dtype} but planned as another dtype: "
                                  "compile the plan from this model")
-            self.rt.bind_param(name, t)
+            self.rt.bind_param(name, t.detach().cpu())  # bind_param reads host memory
             if self.plan.param_route(index).route == _capi.ROUTE_HOST:
                 self.host_params.append(t)
                 continue
@@ -258,15 +262,15 @@ class ParamBridge:
         # One NaN of its own, seen through the param's shape with stride 0:
         # no memory, a read is NaN, a write fails.
         with torch.no_grad():
-            p.tensor.data = torch.full((), float("nan"), dtype=p.tensor.dtype).expand(
-                p.tensor.shape)
+            p.tensor.data = torch.full((), float("nan"), dtype=p.tensor.dtype,
+                                       device=self.device.torch_device).expand(p.tensor.shape)
         p.span = None
 
     def _point_at_view(self, p):
         """The param reads the runtime's memory; False where the runtime has
         no view for it now (its group's window is closed)."""
         try:
-            view = self.rt.param_view(p.index, "torch")
+            view = self.rt.param_view(p.index, self.device.view_kind)
         except Error as e:
             if e.status != _capi.ERROR_INVALID_STATE:
                 raise
@@ -287,7 +291,7 @@ class ParamBridge:
         param; for bf16/f16 a gradient of the param's own dtype (autograd
         accumulates in it), added into the fp32 buffer by _flush_grad."""
         if p.tensor.dtype == torch.float32:
-            p.tensor.grad = self.rt.grad_view(p.index, "torch")
+            p.tensor.grad = self.rt.grad_view(p.index, self.device.view_kind)
         else:
             p.tensor.grad = torch.zeros_like(p.tensor)
 
@@ -297,7 +301,7 @@ class ParamBridge:
         the cast the runtime makes on reduce for its own buffers."""
         if p.tensor.dtype == torch.float32 or p.tensor.grad is None:
             return
-        self.rt.grad_view(p.index, "torch").add_(p.tensor.grad.float())
+        self.rt.grad_view(p.index, self.device.view_kind).add_(p.tensor.grad.float())
         p.tensor.grad.zero_()
 
     def _hook(self, call, g, what):
@@ -464,7 +468,7 @@ class ParamBridge:
 
     @_timed
     def _pack(self, t):
-        if t.dtype not in _PLAN_DTYPES or t.device.type != "cpu" or t.numel() == 0:
+        if t.dtype not in _PLAN_DTYPES or t.device.type != self.device.type or t.numel() == 0:
             return t
         if self._spans_dirty:
             self._index_spans()
@@ -506,16 +510,17 @@ _PLAN_DTYPES = {torch.float32: _capi.DTYPE_F32, torch.bfloat16: _capi.DTYPE_BF16
 
 
 def check_param_tensor(name, t):
-    """What dmuon.torch trains: f32, bf16 or f16 params in CPU memory;
-    anything else is refused naming the param and what to do."""
+    """What dmuon.torch trains: f32, bf16 or f16 params in CPU or CUDA
+    memory; anything else is refused naming the param and what to do."""
     if t.dtype not in _PLAN_DTYPES:
         hint = "call model.float() (or model.bfloat16()) before wrap()" \
             if t.dtype == torch.float64 else "convert it to torch.float32 or torch.bfloat16"
         raise TypeError(f"param '{name}' is {t.dtype}: dmuon.torch trains f32, bf16 and f16 "
                         f"params (the optimizer keeps fp32 masters); {hint}")
-    if t.device.type != "cpu":
-        raise ValueError(f"param '{name}' is on {t.device}: dmuon.torch's MPI backend keeps "
-                         "params in host memory; move the model to the CPU")
+    if t.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"param '{name}' is on {t.device}: dmuon.torch trains CPU tensors (the "
+                         "MPI backend) or CUDA tensors (the NCCL backend); move the model to "
+                         "one of them")
 
 
 def _tensors(out):

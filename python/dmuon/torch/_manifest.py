@@ -152,12 +152,15 @@ def compile_plan(model, mesh, work_dir, communicator=None, model_name="model", o
     """Rank 0 writes the manifest into `work_dir` and compiles it for `mesh`
     (a matrix rule as `optimizer` becomes --matrix-optimizer); every rank
     learns whether it worked (so none waits for a plan that will not come)
-    and gets the plan's path."""
+    and gets the plan's path. communicator: an mpi4py communicator, a
+    launch group (dmuon.torch._launch), or None for one process."""
+    from ._launch import as_group
     check_optimizer(optimizer)
+    group = as_group(communicator)
     manifest = os.path.join(work_dir, f"{model_name}.toml")
     plan = os.path.join(work_dir, f"{model_name}-{mesh}.plan")
     rule_flag = [f"--matrix-optimizer={optimizer}"] if optimizer in MATRIX_RULES else []
-    rank = communicator.Get_rank() if communicator is not None else 0
+    rank = group.rank if group is not None else 0
     error = None
     if rank == 0:
         try:
@@ -167,8 +170,8 @@ def compile_plan(model, mesh, work_dir, communicator=None, model_name="model", o
             run_dmuonc([manifest, "--mesh", mesh, *rule_flag, *dmuonc_args, "-o", plan], dmuonc)
         except Exception as e:  # every rank must hear of it, whatever it was
             error = f"{type(e).__name__}: {e}"
-    if communicator is not None:
-        error = communicator.bcast(error, root=0)
+    if group is not None:
+        error = group.broadcast_object(error, root=0)
     if error is not None:
         raise RuntimeError(error if rank == 0 else f"rank 0 could not compile the plan: {error}")
     return plan

@@ -41,9 +41,14 @@ def _runtime_call(what, call, *args, **kwargs):
 class DmuonOptimizer(torch.optim.Optimizer):
     """The runtime, the bridge and the optimizer of one wrapped model."""
 
-    def __init__(self, model, plan, runtime, bridge, communicator, matrix_rule, fixed):
+    def __init__(self, model, plan, runtime, bridge, group, matrix_rule, fixed, device=None):
+        from ._device import CpuDevice
+        from ._launch import as_group
         self.model, self.plan, self.runtime, self.bridge = model, plan, runtime, bridge
-        self.communicator = communicator
+        # The launch's process group (_launch.py) and the device layer
+        # (_device.py): state_dict gathers over the one, close() ends the other.
+        self.group = as_group(group)
+        self.device = device or CpuDevice()
         self.matrix_rule = matrix_rule
         self._steps = 0
         self.last_step_applied = None
@@ -113,6 +118,11 @@ class DmuonOptimizer(torch.optim.Optimizer):
 
     def hyper_params(self):
         return self.runtime.hyper_params()
+
+    @property
+    def communicator(self):
+        """The mpi4py communicator of an MPI launch, else None."""
+        return getattr(self.group, "communicator", None)
 
     # ------------------------------------------------------------ steps
 
@@ -191,11 +201,13 @@ class DmuonOptimizer(torch.optim.Optimizer):
 
     def model_state_dict(self):
         """{name: tensor} of every param's current values, every name of a
-        tied param included (a collective). Frozen params are the module's."""
+        tied param included (a collective), on the model's device. Frozen
+        params are the module's."""
         out = {}
         for p in self.bridge.params:
             value = torch.from_numpy(_runtime_call("model_state_dict()",
                                                    self.runtime.gather_param, p.name))
+            value = value.to(self.device.torch_device)
             for name in [p.name] + p.aliases:
                 out[name] = value
         host = {id(t) for t in self.bridge.host_params}
@@ -243,9 +255,9 @@ class DmuonOptimizer(torch.optim.Optimizer):
                 if name == _CHECKPOINT_FILE or name.endswith(".dmck"):
                     with open(os.path.join(tmp, name), "rb") as f:
                         files[name] = f.read()
-        if self.communicator is not None and self.communicator.Get_size() > 1:
+        if self.group is not None and self.group.world_size > 1:
             merged = {}
-            for part in self.communicator.allgather(files):
+            for part in self.group.all_gather_object(files):
                 merged.update(part)
             files = merged
         groups = [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups]
@@ -290,6 +302,7 @@ class DmuonOptimizer(torch.optim.Optimizer):
         values = self.model_state_dict() if self.runtime.handle else {}
         self.bridge.close()
         self.runtime.close()
+        self.device.close()  # the NCCL communicator, after the runtime made over it
         with torch.no_grad():
             for name, t in self.model.named_parameters():
                 if name in values:

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <string>
@@ -333,14 +334,50 @@ private:
 
 } // namespace
 
-Status createMpiBackend(void *communicator, std::unique_ptr<Backend> &out) {
-  if (!communicator)
-    return invalidArgument("options.communicator is null; pass a pointer to an MPI_Comm");
+namespace {
+
+// MPI the runtime initialized itself (a null communicator in a process whose
+// host never called MPI_Init) is finalized at exit, after the host's own
+// exit work: a runtime destroyed later sees MPI finalized and frees nothing.
+void finalizeOwnMpi() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Finalize();
+}
+
+// A null communicator is this process alone (MPI_COMM_SELF): a host at
+// world size 1 with no MPI of its own (torchrun, a plain launch) needs no
+// MPI_Init; the runtime initializes MPI (a singleton) if nobody has.
+Status initializeMpiForSelf() {
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (!initialized)
-    return invalidArgument("MPI is not initialized; call MPI_Init before dmuon_runtime_create");
-  auto backend = std::make_unique<MpiBackend>(*static_cast<MPI_Comm *>(communicator));
+  if (initialized)
+    return Status::ok();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return invalidArgument("options.communicator is null (this process alone), but MPI is "
+                           "already finalized and cannot be initialized again");
+  DMUON_RETURN_IF_ERROR(check(MPI_Init(nullptr, nullptr), "MPI_Init (for a null communicator)"));
+  std::atexit(finalizeOwnMpi);
+  return Status::ok();
+}
+
+} // namespace
+
+Status createMpiBackend(void *communicator, std::unique_ptr<Backend> &out) {
+  if (!communicator) {
+    DMUON_RETURN_IF_ERROR(initializeMpiForSelf());
+  } else {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized)
+      return invalidArgument("MPI is not initialized; call MPI_Init before dmuon_runtime_create, "
+                             "or pass a null options.communicator for this process alone");
+  }
+  MPI_Comm world = communicator ? *static_cast<MPI_Comm *>(communicator) : MPI_COMM_SELF;
+  auto backend = std::make_unique<MpiBackend>(world);
   DMUON_RETURN_IF_ERROR(backend->init());
   out = std::move(backend);
   return Status::ok();
