@@ -151,14 +151,15 @@ def run_reference(matrix_names):
 # ------------------------------------------------------------------ checks
 
 def check_launch_errors_before_init():
-    """No process group, and torchrun's variables without init_process_group."""
-    ok, text = raises(_launch.LaunchError, "no process group and no MPI launch",
-                      lambda: _launch.launch_group(environ={}))
+    """A process on its own is one rank; torchrun's variables without
+    init_process_group, or only some of them, are refused."""
+    group = _launch.launch_group(environ={})
+    check(group.kind == "single" and group.world_size == 1 and group.store is not None,
+          "a process launched on its own trains alone (world size 1, an in-process store)")
+    ok, text = raises(_launch.LaunchError, "no process group and no MPI launch (only MASTER_ADDR",
+                      lambda: _launch.launch_group(environ={"MASTER_ADDR": "127.0.0.1"}))
     check(ok and "torchrun" in text and "mpirun" in text,
-          f"no process group, no MPI launch: says how to launch ({text})")
-    ok, text = raises(_launch.LaunchError, "no process group and no MPI launch",
-                      lambda: dmuon.torch.wrap(fresh_model(), work_dir="unused"))
-    check(ok, f"wrap() itself in a plain process refuses the same way ({text[:60]}...)")
+          f"a half-made torchrun launch: says how to launch ({text})")
     torchrun_env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0",
                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
     ok, text = raises(_launch.LaunchError, "call torch.distributed.init_process_group()",
@@ -272,15 +273,16 @@ def check_wrong_world_size(work):
     check(ok, f"mesh 2 at world size 1: refused before any collective ({text})")
 
 
-def check_training(work):
-    """wrap() over the torch group at world size 1: the runtime on this
-    process alone (no mpi4py), 5 steps against the reference."""
+def check_training(work, kind="torch"):
+    """wrap() over the torch group at world size 1 (or, kind="single", in a
+    process launched on its own): the runtime on this process alone (no
+    mpi4py), 5 steps against the reference."""
     model = fresh_model()
     initial = {n: p.detach().clone() for n, p in model.named_parameters()}
     opt = dmuon.torch.wrap(model, work_dir=work, model_name="launch", lr=LR, momentum=MOMENTUM,
                            weight_decay=WD, adamw_lr=ADAMW_LR, adamw_weight_decay=ADAMW_WD)
-    check(opt.group.kind == "torch" and opt.communicator is None,
-          f"wrap() chose the torch.distributed group ({opt.group.kind})")
+    check(opt.group.kind == kind and opt.communicator is None,
+          f"wrap() chose the {kind} group ({opt.group.kind})")
     matrix_names = {p.name for p in opt.bridge.params
                     if opt.plan.param(p.index).role == dmuon.ROLE_MUON}
     check(matrix_names == {"stem.weight", "layers.0.weight", "layers.1.weight"},
@@ -365,6 +367,7 @@ def main():
         check_device_sharing(args.work)
         check_cpu_on_many_torchrun_ranks()
         check_device_errors()
+        check_training(os.path.join(args.work, "on-its-own"), kind="single")
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(free_port()))
         dist.init_process_group("gloo", init_method="env://")

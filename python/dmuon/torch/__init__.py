@@ -64,8 +64,8 @@ def wrap(model, *, communicator=None, plan=None, mesh=None, work_dir="dmuon-work
     "adamw" for every param; with plan=, say which rule the plan has.
     dmuonc_args: more dmuonc flags. communicator: an mpi4py communicator;
     without one, torch.distributed's initialized default group (torchrun),
-    else MPI.COMM_WORLD under mpirun, else a LaunchError saying how to
-    launch. The params' device picks the backend: CPU tensors MPI, CUDA
+    else MPI.COMM_WORLD under mpirun, else this process alone (a plain
+    `python3 train.py`), or a LaunchError for a half-made torchrun launch. The params' device picks the backend: CPU tensors MPI, CUDA
     tensors NCCL on the current stream (docs/python.md, "On GPUs"). mode:
     "z2", "z3" or a dmuon.MODE_*. Other keywords are runtime options
     (dmuon.runtime_options): lr, momentum, weight_decay, adamw_lr, ...,

@@ -75,7 +75,7 @@ class CpuDevice:
 
     def runtime(self, plan, group, **options):
         """The runtime over `group` (check_launch passed)."""
-        communicator = group.communicator if group.kind == "mpi" else SINGLE_PROCESS
+        communicator = group.communicator if group.kind == "mpi" else SINGLE_PROCESS  # world 1
         return Runtime(plan, communicator, **options)
 
     def close(self):

@@ -9,10 +9,13 @@ travels from rank 0 to the others. Two launches provide them:
   also the MPI backend's communicator;
 - TorchGroup: torch.distributed's initialized default group (torchrun,
   env:// with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT), through its
-  object collectives and its store. No mpi4py is imported on this path.
+  object collectives and its store. No mpi4py is imported on this path;
+- SingleProcess: a process started on its own (python3 train.py), which
+  trains alone, as torch.optim would: world size 1, an in-process store.
 
-launch_group() picks one (docs/python.md, "On GPUs"); a process that was
-launched neither way is an error saying how to launch, never a hang.
+launch_group() picks one (docs/python.md, "On GPUs"); a half-made launch
+(torchrun's variables without a process group) is an error saying how to
+launch, never a hang.
 """
 
 import itertools
@@ -95,6 +98,24 @@ class TorchGroup:
         return out
 
 
+class SingleProcess:
+    """A process launched on its own: rank 0 of 1. The runtime runs on this
+    process alone (dmuon.SINGLE_PROCESS on the CPU; a one-rank NCCL
+    communicator whose unique id goes through an in-process store)."""
+    kind = "single"
+    rank, world_size = 0, 1
+
+    def __init__(self):
+        import torch.distributed as dist
+        self.store = dist.HashStore() if dist.is_available() else None
+
+    def broadcast_object(self, obj, root=0):
+        return obj
+
+    def all_gather_object(self, obj):
+        return [obj]
+
+
 _store_exchanges = itertools.count()  # one key prefix per exchange made in this process
 
 
@@ -136,7 +157,7 @@ def _mpi_launched(environ):
 def as_group(communicator):
     """None, a group of this module as it is, or an mpi4py communicator as an
     MpiGroup: what functions taking `communicator=` accept."""
-    if communicator is None or isinstance(communicator, (MpiGroup, TorchGroup)):
+    if communicator is None or isinstance(communicator, (MpiGroup, TorchGroup, SingleProcess)):
         return communicator
     return MpiGroup(communicator)
 
@@ -145,7 +166,9 @@ def launch_group(communicator=None, environ=None):
     """The group wrap() runs over: communicator= (an mpi4py communicator, or
     a group of this module) if given; else torch.distributed's initialized
     default group; else MPI.COMM_WORLD where mpirun launched the process (or
-    mpi4py is already initialized); else a LaunchError saying how to launch."""
+    mpi4py is already initialized); else, with none of torchrun's variables
+    set, this process alone (SingleProcess); else a LaunchError saying how
+    to launch."""
     environ = os.environ if environ is None else environ
     if communicator is not None:
         return as_group(communicator)
@@ -161,9 +184,10 @@ def launch_group(communicator=None, environ=None):
                           "torch.distributed has no initialized default group: call "
                           "torch.distributed.init_process_group() (\"gloo\" for CPU tensors, "
                           "\"nccl\" for CUDA ones) before wrap()")
-    found = f" (only {', '.join(torchrun)} is set)" if torchrun else ""
-    raise LaunchError(f"dmuon.torch.wrap: no process group and no MPI launch{found}: "
-                      + HOW_TO_LAUNCH)
+    if not torchrun:
+        return SingleProcess()
+    raise LaunchError(f"dmuon.torch.wrap: no process group and no MPI launch (only "
+                      f"{', '.join(torchrun)} of torchrun's variables is set): " + HOW_TO_LAUNCH)
 
 
 def check_world_size(plan_world_size, group, what="the plan"):
