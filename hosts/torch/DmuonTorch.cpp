@@ -68,8 +68,10 @@ private:
   std::chrono::steady_clock::time_point start_;
 };
 
-torch::Tensor gradTensor(dmuon::Runtime &rt, int param, at::IntArrayRef shape) {
-  return torch::from_blob(rt.gradView(param), shape, torch::kFloat);
+torch::Tensor gradTensor(dmuon::Runtime &rt, int param, at::IntArrayRef shape,
+                         c10::Device device) {
+  return torch::from_blob(rt.gradView(param), shape,
+                          torch::TensorOptions().dtype(torch::kFloat).device(device));
 }
 
 } // namespace
@@ -196,9 +198,30 @@ struct ParamBridge::Param {
   // runtime owns the memory.
   void pointAt(void *data) {
     tensor.storage().unsafeGetStorageImpl()->set_data_ptr_noswap(
-        c10::DataPtr(data, c10::Device(c10::kCPU)));
+        c10::DataPtr(data, tensor.device()));
   }
 };
+
+namespace {
+
+// The device layer of the C++ bridge: a param's storage is re-pointed at the
+// runtime's memory on the param's own device, which must be the memory the
+// runtime's backend keeps (host memory for MPI, the GPU's for NCCL, whose
+// runtime the host made on its own stream).
+void checkDevice(const std::string &name, c10::Device device, dmuon_backend_t backend) {
+  if (device.is_cpu() && backend == DMUON_BACKEND_MPI)
+    return;
+  if (device.is_cuda() && backend == DMUON_BACKEND_NCCL)
+    return;
+  throw std::runtime_error(
+      "param '" + name + "' is on " + device.str() + " but the runtime was made with the " +
+      (backend == DMUON_BACKEND_NCCL ? "NCCL backend, which keeps params in GPU memory"
+                                     : "MPI backend, which keeps params in host memory") +
+      ": make the runtime with DMUON_BACKEND_NCCL (the host's ncclComm_t and stream) for "
+      "CUDA params, DMUON_BACKEND_MPI for CPU ones");
+}
+
+} // namespace
 
 ParamBridge::ParamBridge(dmuon::Runtime &rt, const dmuon::Plan &plan, torch::nn::Module &model)
     : rt_(rt) {
@@ -212,6 +235,14 @@ ParamBridge::ParamBridge(dmuon::Runtime &rt, const dmuon::Plan &plan, torch::nn:
   for (const auto &nm : model.named_modules("", /*include_self=*/false))
     modulePaths_.insert(nm.key());
   const auto named = uniqueParams(model);
+  for (const auto &[name, t] : named) {
+    checkDevice(name, t.device(), rt_.backend());
+    if (t.device() != named.front().second.device())
+      throw std::runtime_error("param '" + name + "' is on " + t.device().str() + " but '" +
+                               named.front().first + "' is on " +
+                               named.front().second.device().str() +
+                               ": the bridge trains a model whose params are on one device");
+  }
   if (int(named.size()) != plan.numParams())
     throw std::runtime_error("the plan has " + std::to_string(plan.numParams()) +
                              " params, the model " + std::to_string(named.size()) +
@@ -232,9 +263,6 @@ ParamBridge::ParamBridge(dmuon::Runtime &rt, const dmuon::Plan &plan, torch::nn:
                                std::string(c10::toString(t.scalar_type())) +
                                ": the bridge trains f32 params (fp32 masters); call "
                                "model->to(torch::kFloat) before making it");
-    if (!t.device().is_cpu())
-      throw std::runtime_error("param '" + name + "' is on " + t.device().str() +
-                               ": the MPI backend keeps params in host memory");
     // A host-routed param (a frozen one) stays the module's own.
     if (plan.paramRoute(index).route == DMUON_ROUTE_HOST)
       continue;
@@ -242,7 +270,9 @@ ParamBridge::ParamBridge(dmuon::Runtime &rt, const dmuon::Plan &plan, torch::nn:
     if (!t.is_contiguous() || t.storage_offset() != 0 ||
         t.storage().nbytes() != size_t(t.numel()) * sizeof(float))
       throw std::runtime_error("param '" + name + "' does not own its whole storage");
-    rt_.bindParam(name, t.data_ptr<float>(), t.numel());
+    // bind_param reads host memory on every backend.
+    const torch::Tensor values = t.detach().to(torch::kCPU).contiguous();
+    rt_.bindParam(name, values.data_ptr<float>(), t.numel());
     params_.push_back(Param{name, index, t, info.hook_group, nullptr, nullptr});
   }
 
@@ -292,7 +322,7 @@ void ParamBridge::beginStep() {
     if (p.group >= 0)
       continue;
     p.pointAt(rt_.paramView(p.index));
-    p.tensor.mutable_grad() = gradTensor(rt_, p.index, p.tensor.sizes());
+    p.tensor.mutable_grad() = gradTensor(rt_, p.index, p.tensor.sizes(), p.tensor.device());
   }
   std::fill(phase_.begin(), phase_.end(), Phase::Idle);
 }
@@ -353,7 +383,8 @@ void ParamBridge::onPreBackward(int g) {
   }
   refreshGroup(g); // Z3: the new allocation; saved views follow the storage
   for (size_t i : groupParams_[size_t(g)])
-    params_[i].tensor.mutable_grad() = gradTensor(rt_, params_[i].index, params_[i].tensor.sizes());
+    params_[i].tensor.mutable_grad() = gradTensor(rt_, params_[i].index, params_[i].tensor.sizes(),
+                                                   params_[i].tensor.device());
   pendingGrads_[size_t(g)] = groupParams_[size_t(g)].size();
   phase_[size_t(g)] = Phase::InBackward;
 }
@@ -405,11 +436,13 @@ void ParamBridge::gatherInto(torch::nn::Module &copy) {
   auto named = copy.named_parameters();
   for (const Param &p : params_) {
     torch::Tensor *dst = named.find(p.name);
-    if (!dst || !dst->is_contiguous() || dst->scalar_type() != torch::kFloat ||
-        dst->sizes() != p.tensor.sizes())
+    if (!dst || dst->scalar_type() != torch::kFloat || dst->sizes() != p.tensor.sizes())
       throw std::runtime_error("gatherInto: the copy has no f32 param '" + p.name +
                                "' of the same shape");
-    rt_.gatherParam(p.name, dst->data_ptr<float>(), dst->numel());
+    // gather_param writes host memory; the copy may be on any device.
+    torch::Tensor values = torch::empty(dst->sizes(), torch::kFloat);
+    rt_.gatherParam(p.name, values.data_ptr<float>(), values.numel());
+    dst->copy_(values);
   }
 }
 

@@ -99,12 +99,13 @@ private:
 class Runtime {
 public:
   // The runtime keeps the plan alive; `plan` may go first.
-  Runtime(const Plan &plan, const dmuon_runtime_options_t &options) {
+  Runtime(const Plan &plan, const dmuon_runtime_options_t &options) : backend_(options.backend) {
     check(dmuon_runtime_create(plan.get(), &options, &rt_));
   }
-  Runtime(Runtime &&o) noexcept : rt_(std::exchange(o.rt_, nullptr)) {}
+  Runtime(Runtime &&o) noexcept : rt_(std::exchange(o.rt_, nullptr)), backend_(o.backend_) {}
   Runtime &operator=(Runtime &&o) noexcept {
     std::swap(rt_, o.rt_);
+    std::swap(backend_, o.backend_);
     return *this;
   }
   Runtime(const Runtime &) = delete;
@@ -112,6 +113,8 @@ public:
   ~Runtime() { dmuon_runtime_destroy(rt_); }
 
   dmuon_runtime_t get() const { return rt_; }
+  // What the views point into: host memory (MPI) or the device's (NCCL).
+  dmuon_backend_t backend() const { return backend_; }
   void bindParam(const std::string &name, const float *values, int64_t numel) {
     call(dmuon_runtime_bind_param(rt_, name.c_str(), values, numel));
   }
@@ -223,6 +226,7 @@ private:
     return m;
   }
   dmuon_runtime_t rt_ = nullptr;
+  dmuon_backend_t backend_ = DMUON_BACKEND_MPI;
 };
 
 } // namespace dmuon

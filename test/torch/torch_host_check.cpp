@@ -314,8 +314,15 @@ Run runDmuon(const std::string &name, const std::string &dmuonc, const std::stri
   for (const auto &np : model.named_parameters())
     if (!np.value().requires_grad() && !torch::equal(np.value(), run.final[np.key()]))
       throw std::runtime_error(name + ": frozen param '" + np.key() + "' moved");
-  if (misuses)
+  if (misuses) {
     checkMisuses(model, bridge, opt, hooks, batch, lossOf, rank, world, rank == 0);
+    // The device layer: params not in the memory the runtime's backend keeps.
+    torch::nn::Module elsewhere;
+    elsewhere.register_parameter("w", torch::empty({4, 4}, torch::Device(torch::kMeta)));
+    expectThrow("a param on the meta device with an MPI runtime",
+                "is on meta but the runtime was made with the MPI backend",
+                [&] { dmuon_torch::ParamBridge refused(rt, plan, elsewhere); });
+  }
   return run;
 }
 
