@@ -111,6 +111,15 @@ private:
   Status agree(const Status &local, const std::string &what);
   Status gatherShards(const ParamRt &p, const DeviceArray &shard, bool writes,
                       std::vector<float> &whole);
+  // saveCheckpoint's steps, in order (ExecutorCheckpoint.cpp).
+  struct WholeState;
+  Status prepareSave(const std::string &dir, int64_t step, uint64_t &nonce,
+                     std::vector<ckpt::LocalBoxes> &slices, ckpt::DirectoryLock &lock);
+  Status gatherShardedState(std::vector<WholeState> &wholes);
+  Status writeShard(const std::string &dir, int64_t step, uint64_t nonce,
+                    const std::vector<ckpt::LocalBoxes> &slices,
+                    const std::vector<WholeState> &wholes);
+  Status writeSaveManifest(const std::string &dir, int64_t step, uint64_t nonce);
 
   // Declared first so it is destroyed last: every DeviceArray below frees
   // through it.
