@@ -117,8 +117,7 @@ std::string gapRow(const std::string &span, int64_t hidden) {
 }
 
 // The min (or max) of one figure over every entry, as a double.
-template <typename Get>
-double extreme(const std::vector<Listed> &listed, bool isMax, Get get) {
+template <typename Get> double extreme(const std::vector<Listed> &listed, bool isMax, Get get) {
   double v = double(std::invoke(get, listed[0].row));
   for (size_t i = 1; i < listed.size(); ++i)
     v = isMax ? std::max(v, double(std::invoke(get, listed[i].row)))
@@ -139,11 +138,10 @@ std::string extremesRow(const std::vector<Listed> &listed, bool isMax, int64_t w
   return std::string("<tr class=\"agg\"><td>") + (isMax ? "max" : "min") +
          "</td><td class=\"l\">all " + i64(world) + " ranks</td><td>" +
          fmt("%.0f", extreme(listed, isMax, &F::owned_params)) + "</td><td>" + grouped(elements) +
-         "</td>" + b(&F::master_bytes) + b(&F::momentum_bytes) + b(&F::peak_buffer_bytes) +
-         "<td>" + CostUnit{}(extreme(listed, isMax, &F::ns_flops)) + "</td>" +
-         b(&F::broadcast_send_bytes) + b(&F::broadcast_recv_bytes) + b(&F::reduce_send_bytes) +
-         b(&F::reduce_recv_bytes) + b(&F::replicate_send_bytes) + b(&F::replicate_recv_bytes) +
-         b(&F::allreduce_bytes) +
+         "</td>" + b(&F::master_bytes) + b(&F::momentum_bytes) + b(&F::peak_buffer_bytes) + "<td>" +
+         CostUnit{}(extreme(listed, isMax, &F::ns_flops)) + "</td>" + b(&F::broadcast_send_bytes) +
+         b(&F::broadcast_recv_bytes) + b(&F::reduce_send_bytes) + b(&F::reduce_recv_bytes) +
+         b(&F::replicate_send_bytes) + b(&F::replicate_recv_bytes) + b(&F::allreduce_bytes) +
          (mp ? b(&F::gather_send_bytes) + b(&F::gather_recv_bytes) + b(&F::scatter_send_bytes) +
                    b(&F::scatter_recv_bytes)
              : std::string()) +
