@@ -174,14 +174,18 @@ def function_name(header):
     parameter list (a macro's arguments too, as TEST(Suite, Name))."""
     flat = top_level(header)
     paren = flat.find('(')
+    if re.search(r'\boperator\s*$', flat[:paren]) and flat.startswith('()', paren):
+        paren = flat.find('(', paren + 2)  # operator()(...): the second list
     m = FUNCTION_NAME.search(flat[:paren + 1])
     if not m:
         return '<lambda>' if ']' in flat[:paren] else '<function>'
-    name = re.sub(r'\s+', '', m.group(1))
+    # One word, so that an allow-list line can name it: `operator bool` is
+    # operator_bool, a macro's arguments lose their spaces.
+    name = re.sub(r'\boperator\s+(?=\w)', 'operator_', m.group(1))
+    name = re.sub(r'\s+', '', name)
     if re.fullmatch(r'[A-Z][A-Z0-9_]*', name):
         close = matching(header, paren, '(', ')')
-        args = re.sub(r'\s+', ' ', header[paren:close + 1])
-        name += args
+        name += re.sub(r'\s+', '', header[paren:close + 1])
     return name
 
 
@@ -194,8 +198,10 @@ def classify(header):
     first = words[0] if words else ''
     if first == 'enum':
         return 'other'
-    if first in CLASS_KEYWORDS or first == 'namespace' or first == 'extern':
+    if first in CLASS_KEYWORDS or first == 'namespace':
         return 'class'
+    if first == 'extern' and '(' not in flat:
+        return 'class'  # extern "C" { ... }
     stripped = flat.rstrip()
     if '(' in flat:
         before_params = flat[:flat.find('(')]
@@ -311,7 +317,8 @@ def source_files(root, dirs):
                 not in EXCLUDED_DIRS)
             for name in sorted(filenames):
                 if name.endswith(SOURCE_SUFFIXES):
-                    yield os.path.join(rel_dir, name).replace(os.sep, '/')
+                    yield os.path.normpath(os.path.join(rel_dir, name)).replace(
+                        os.sep, '/')
 
 
 def main(argv):
