@@ -149,22 +149,22 @@ public:
       : writer_(writer), device_(device), params_(params), slices_(slices) {}
 
   // A local state on the host (`values`, without the padding: Params.h).
-  Status write(size_t i, ckpt::Kind kind, const std::vector<float> &values) {
-    return writeBoxes(i, kind, slices_[i], values);
+  Status addHostState(size_t i, ckpt::Kind kind, const std::vector<float> &values) {
+    return addBoxes(i, kind, slices_[i], values);
   }
 
   // A local state on the device.
-  Status add(size_t i, ckpt::Kind kind, const DeviceArray &a) {
+  Status addDeviceState(size_t i, ckpt::Kind kind, const DeviceArray &a) {
     host_.resize(static_cast<size_t>(params_[i].sliceNumel));
     DMUON_RETURN_IF_ERROR(device_.download(host_.data(), a.bytes(), host_.size() * 4));
-    return write(i, kind, host_);
+    return addHostState(i, kind, host_);
   }
 
   // A rule's state field: shaped like the values, one per row, or square
   // matrices kept whole by the param's one owner.
-  Status addField(size_t i, const StateField &field, const DeviceArray &a) {
+  Status addRuleField(size_t i, const StateField &field, const DeviceArray &a) {
     if (field.shape == StateShape::Values)
-      return add(i, field.kind, a);
+      return addDeviceState(i, field.kind, a);
     const ParamRt &p = params_[i];
     if (field.shape == StateShape::Left || field.shape == StateShape::Right) {
       const int64_t n = stateElements(p, field);
@@ -178,12 +178,12 @@ public:
     }
     host_.resize(static_cast<size_t>(p.sliceNumel / std::max<int64_t>(1, p.localCols)));
     DMUON_RETURN_IF_ERROR(device_.download(host_.data(), a.bytes(), host_.size() * 4));
-    return writeBoxes(i, field.kind, ckpt::rowBoxesOf(slices_[i], firstColumnDim(p)), host_);
+    return addBoxes(i, field.kind, ckpt::rowBoxesOf(slices_[i], firstColumnDim(p)), host_);
   }
 
 private:
-  Status writeBoxes(size_t i, ckpt::Kind kind, const ckpt::LocalBoxes &boxes,
-                    const std::vector<float> &values) {
+  Status addBoxes(size_t i, ckpt::Kind kind, const ckpt::LocalBoxes &boxes,
+                  const std::vector<float> &values) {
     if (boxes.whole())
       return writer_.add(params_[i].name, kind, boxes.global[0], values.data(), values.size() * 4);
     for (size_t b = 0; b < boxes.global.size(); ++b) {
@@ -318,20 +318,20 @@ Status Executor::writeShard(const std::string &dir, int64_t step, uint64_t nonce
   for (const WholeState &w : wholes) {
     if (!local)
       break;
-    local = entries.write(w.index, ckpt::Kind::Value, w.value);
+    local = entries.addHostState(w.index, ckpt::Kind::Value, w.value);
     const std::span<const StateField> fields = params_[w.index].optimizer->fields();
     for (size_t k = 0; local && k < fields.size(); ++k)
-      local = entries.write(w.index, fields[k].kind, w.state[k]);
+      local = entries.addHostState(w.index, fields[k].kind, w.state[k]);
   }
   for (size_t k = 0; local && k < mine.size(); ++k) {
     if (k == mine.size() / 2 && ckpt::crashInjectedFor(topo_.rank))
       ::_exit(86); // fault injection: die with half a shard written
     const size_t i = mine[k];
     const ParamRt &p = params_[i];
-    local = entries.add(i, ckpt::Kind::Value, p.master);
+    local = entries.addDeviceState(i, ckpt::Kind::Value, p.master);
     const std::span<const StateField> fields = p.optimizer->fields();
     for (size_t f = 0; local && f < fields.size(); ++f)
-      local = entries.addField(i, fields[f], p.state[f]);
+      local = entries.addRuleField(i, fields[f], p.state[f]);
   }
   if (local)
     local = writer.commit();
