@@ -9,7 +9,8 @@
 //                          (all-reduce)
 //   optim/Optimizer        the update rules: Muon (optim/GatheredMuon for
 //                          matrices sharded over a model-parallel dim), AdamW
-//   optim/GradNorm         the global gradient norm and clipping
+//   exec/GradNorm          the global gradient norm and clipping, over every
+//                          route
 //   optim/QkClip           QK-Clip of query/key heads, after the owner step
 //   exec/ExecutorCheckpoint.cpp  saving and restoring the training state
 //   exec/ExecutorTraining.cpp    micro-batches, schedules, norms, step counts
@@ -21,8 +22,8 @@
 #include "checkpoint/CheckpointSlice.h"
 #include "core/Context.h"
 #include "core/Params.h"
+#include "exec/GradNorm.h"
 #include "exec/HookSchedule.h"
-#include "optim/GradNorm.h"
 #include "optim/Optimizers.h"
 #include "optim/QkClip.h"
 #include "routes/OwnerRoute.h"
