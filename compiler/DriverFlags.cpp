@@ -6,9 +6,10 @@ using namespace llvm;
 
 namespace dmuon {
 
-void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCategory &main,
-                     cl::OptionCategory &optimizer) {
-  binder.setCategory(main);
+namespace {
+
+// The model in, the mesh, and the plan out: where, in which form, after which pass.
+void bindInputOutputFlags(DriverFlags &flags, OptionsBinder &binder) {
   binder.opt(flags.input, cl::Positional, cl::desc("<model.onnx|model.toml>"), cl::Required);
   binder.opt(flags.format, "input-format",
              cl::desc("Input format (default: from the file extension)"),
@@ -20,7 +21,6 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
                       "dp_replicate x dp_shard (and the mode) by simulating on --cluster"),
              cl::value_desc("mesh"), cl::Required);
   binder.opt(flags.output, "o", cl::desc("Output file (default: stdout)"), cl::value_desc("file"));
-
   binder.opt(flags.emit, "emit", cl::desc("Output form"),
              cl::values(clEnumValN(PlanForm::Binary, "bin", "binary plan (FlatBuffers)"),
                         clEnumValN(PlanForm::Text, "text", "line-oriented text"),
@@ -31,6 +31,11 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
              cl::desc("Stop after a pass and print its state: frontend, select, validate, "
                       "group, partition, hooks or layout (needs --emit=text|json)"),
              cl::value_desc("pass"));
+}
+
+// How params are grouped into hook groups, stages and units, which update rule
+// each gets, and how the non-matrix params travel.
+void bindGroupingFlags(DriverFlags &flags, OptionsBinder &binder) {
   binder.opt(flags.hookBoundary, "hook-boundary",
              cl::desc("Regex: hook on the lowest ancestor module whose path matches "
                       "(default: layers.N / blocks.N / h.N, else the model's repeated "
@@ -85,6 +90,10 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
              cl::value_desc("regex"));
   binder.opt(flags.muonExclude, "muon-exclude", cl::desc("Regex of param names forced onto AdamW"),
              cl::value_desc("regex"));
+}
+
+// What the runtime does with the packed buffers.
+void bindRuntimeFlags(DriverFlags &flags, OptionsBinder &binder) {
   binder.opt(flags.mode, flags.modeGiven, "mode", cl::desc("Packed-buffer lifetime"),
              cl::values(clEnumValN(Mode::z3, "z3", "reshard after forward (ZeRO-3)"),
                         clEnumValN(Mode::z2, "z2", "keep packed buffers (ZeRO-2)")));
@@ -92,6 +101,11 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
              cl::desc("Overlap the post-step replicate broadcast with the next forward"));
   binder.opt(flags.alignment, "alignment",
              cl::desc("Byte alignment of each param in a packed buffer"));
+}
+
+// What the partition balances, and the device and cluster the plan is checked
+// against (or, with --mesh auto, simulated on).
+void bindCostFlags(DriverFlags &flags, OptionsBinder &binder) {
   binder.opt(flags.costModel, flags.costModelGiven, "cost-model",
              cl::desc("What the partition balances"),
              cl::values(clEnumValN(CostModel::flops, "flops",
@@ -124,12 +138,18 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
              cl::desc("With --mesh auto:N,pp=P, the micro-batches the candidates are simulated "
                       "with (1 to 65536; default the cluster's [pipeline] micro_batches)"),
              cl::value_desc("M"));
+}
+
+// The passes' own reports and checks.
+void bindPassFlags(DriverFlags &flags, OptionsBinder &binder) {
   binder.opt(flags.timePasses, "time-passes", cl::desc("Time each pass and print a report"));
   binder.opt(flags.verifyEach, "verify-each",
              cl::desc("Verify the plan of every stage with the readers' verifier "
                       "(the final plan is always verified)"));
+}
 
-  binder.setCategory(optimizer);
+// The update rules' hyper-parameters.
+void bindOptimizerFlags(DriverFlags &flags, OptionsBinder &binder) {
 // One flag per scheduled hyper-parameter (common/HyperParams.def).
 #define DMUON_HYPER_SCHEDULED(name, camel, group, field, def, range, flag, help)                   \
   binder.opt(flags.camel, flag, cl::desc(help));
@@ -155,6 +175,20 @@ void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCatego
   binder.opt(
       flags.qkClipTau, "qk-clip-tau",
       cl::desc("QK-Clip threshold on the per-head max attention logit (manifest qk_clip pairs)"));
+}
+
+} // namespace
+
+void bindDriverFlags(DriverFlags &flags, OptionsBinder &binder, cl::OptionCategory &main,
+                     cl::OptionCategory &optimizer) {
+  binder.setCategory(main);
+  bindInputOutputFlags(flags, binder);
+  bindGroupingFlags(flags, binder);
+  bindRuntimeFlags(flags, binder);
+  bindCostFlags(flags, binder);
+  bindPassFlags(flags, binder);
+  binder.setCategory(optimizer);
+  bindOptimizerFlags(flags, binder);
 }
 
 } // namespace dmuon

@@ -88,8 +88,14 @@ struct PlanDigest {
   int64_t stage = -1;           // the pipeline stage digested; -1: every param
 };
 
+// Whether `rank` (at `coord`) runs `q`'s NS: it is in the owner's slot
+// (dp_shard, dp_replicate) and data group (the data-carrying dims `q` is
+// Replicate on), and for a comm param the computing member of the gather
+// group.
+bool runsNs(const plan::Param &q, const MeshView &mesh, const std::vector<int64_t> &coord);
+
 // SOAP's and Shampoo's refreshes (docs/optimizers.md, "Staggered
-// refreshes"). A plan's per-rank figures (ns_flops) and Param.cost carry each
+// refreshes"; sim/Refreshes.cpp). A plan's per-rank figures (ns_flops) and Param.cost carry each
 // refresh amortized over its rule's frequency: the mean step. Every matrix
 // refreshes at the steps s (counted from 0) with s mod frequency equal to its
 // step phase: SOAP's refresh_phase (its updates count from step 1, after a

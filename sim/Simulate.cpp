@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -201,6 +202,143 @@ SchemeResult pipelinedStep(const std::vector<SchemeResult> &perStage,
   return out;
 }
 
+namespace {
+
+// The run's description in `out`, and the hook groups' compute split (which
+// must be finite).
+bool describeRun(const plan::Plan &p, const Cluster &c, const MeshView &mesh,
+                 const std::string &clusterPath, Simulation &out, std::string &error) {
+  out.clusterName = c.name;
+  out.clusterPath = clusterPath;
+  out.world = mesh.world;
+  out.nodes = mesh.nodes();
+  out.devicesPerNode = c.devicesPerNode;
+  out.split = splitCompute(p, c);
+  for (size_t g = 0; g < out.split.names.size(); ++g)
+    for (const auto &[pass, seconds] :
+         {std::pair<const char *, double>{"forward", out.split.forward[g]},
+          {"backward", out.split.backward[g]}})
+      if (!std::isfinite(seconds)) {
+        error = overflowed(std::string(pass) + " of hook group '" + out.split.names[g] + "'",
+                           std::isnan(seconds) ? "nan" : "inf");
+        return false;
+      }
+  out.tokensPerRank = c.workload.tokensPerRank;
+  out.mfu = c.workload.mfu;
+  return true;
+}
+
+// Each rank's programs. A plan with stages: each rank's program holds its
+// stage's layers only, from its stage's digest.
+class RankPrograms {
+public:
+  RankPrograms(const plan::Plan &p, const MeshView &mesh, const Cluster &c,
+               const ComputeSplit &split, double collectiveWait)
+      : p_(p), mesh_(mesh), c_(c), split_(split), collectiveWait_(collectiveWait),
+        stages_(std::max<int64_t>(1, mesh.P)), whole_(digestPlan(p, mesh)) {
+    if (stages_ > 1)
+      for (int64_t k = 0; k < stages_; ++k)
+        stageDigests_.push_back(digestPlan(p, mesh, k));
+  }
+
+  int64_t stages() const { return stages_; }
+
+  // Rank r's dmuon step, with the refreshes of `refreshStep` (none: each
+  // refresh amortized over its period).
+  Program dmuon(int64_t r, std::optional<int64_t> refreshStep) const {
+    Program prog = makeDmuon(r, refreshStep);
+    prog.collectiveWait = collectiveWait_;
+    return prog;
+  }
+
+  // A baseline's step on pipeline stage k (rank 0's coordinates there).
+  Program baseline(Baseline base, int64_t k) const {
+    Program prog = baselineProgram(base, p_, digest(k), mesh_, c_, split_);
+    if (stages_ > 1)
+      restrictToStage(prog, p_, k, stages_);
+    prog.collectiveWait = collectiveWait_;
+    return prog;
+  }
+
+private:
+  const PlanDigest &digest(int64_t k) const {
+    return stages_ > 1 ? *stageDigests_[static_cast<size_t>(k)] : *whole_;
+  }
+
+  Program makeDmuon(int64_t r, std::optional<int64_t> refreshStep) const {
+    if (stages_ == 1)
+      return dmuonProgram(p_, *whole_, mesh_, c_, split_, r, refreshStep);
+    const int64_t k = mesh_.stageOfRank(r);
+    Program prog = dmuonProgram(p_, digest(k), mesh_, c_, split_, r, refreshStep);
+    restrictToStage(prog, p_, k, stages_);
+    return prog;
+  }
+
+  const plan::Plan &p_;
+  const MeshView &mesh_;
+  const Cluster &c_;
+  const ComputeSplit &split_;
+  const double collectiveWait_;
+  const int64_t stages_;
+  const std::unique_ptr<PlanDigest> whole_;
+  std::vector<std::unique_ptr<PlanDigest>> stageDigests_;
+};
+
+// The pipeline's settings in `pr`, and what a micro-batch costs each stage:
+// its compute (the same on every rank of a stage, the layers' share of the
+// workload) and its activations' send.
+std::vector<StageCost> stageCosts(const plan::Plan &p, const Cluster &c, const MeshView &mesh,
+                                  const std::vector<Program> &programs,
+                                  const std::vector<SchemeResult> &perStage, PipelineReport &pr) {
+  const int64_t P = mesh.P;
+  pr.stages = P;
+  pr.schedule = c.pipeline.schedule;
+  pr.microBatches =
+      c.pipeline.microBatches > 0 ? c.pipeline.microBatches : std::min(4 * P, kMaxMicroBatches);
+  pr.hiddenSize = c.pipeline.hiddenSize > 0 ? c.pipeline.hiddenSize : inferHiddenSize(p);
+  if (c.workload.kind == Workload::Kind::Flops)
+    pr.tokensPerMicroBatch =
+        c.workload.tokensPerRank * static_cast<double>(P) / static_cast<double>(pr.microBatches);
+  pr.activationBytes = static_cast<double>(pr.hiddenSize) * pr.tokensPerMicroBatch *
+                       dtypeBytes(c.workload.computeDType);
+  const std::vector<double> sends = boundarySends(c, mesh, pr.activationBytes);
+  std::vector<StageCost> costs(static_cast<size_t>(P));
+  for (size_t k = 0; k < costs.size(); ++k) {
+    for (const GroupWork &g : programs[static_cast<size_t>(perStage[k].rank)].groups) {
+      costs[k].forward += g.forward;
+      costs[k].backward += g.backward;
+    }
+    costs[k].forward /= static_cast<double>(pr.microBatches);
+    costs[k].backward /= static_cast<double>(pr.microBatches);
+    costs[k].send = sends[k];
+  }
+  return costs;
+}
+
+// The step of the refresh period whose refreshes make some rank's optimizer
+// compute longest (each rank's worst step, the costliest of them); none if
+// no rank's load is above -1.
+std::optional<int64_t> worstRefreshStepOf(const plan::Plan &p, const Cluster &c,
+                                          const MeshView &mesh,
+                                          const std::vector<Program> &programs,
+                                          const RefreshPeriod &period) {
+  std::optional<int64_t> worst;
+  double longest = -1;
+  for (int64_t r = 0; r < mesh.world; ++r) {
+    const std::vector<Refresh> refreshes = rankRefreshes(p, mesh, c, r);
+    const auto [step, seconds] = worstRefreshStep(refreshes, period);
+    const double load = programs[static_cast<size_t>(r)].nsSeconds -
+                        amortizedRefreshSeconds(refreshes, period) + seconds;
+    if (load > longest) {
+      longest = load;
+      worst = step;
+    }
+  }
+  return worst;
+}
+
+} // namespace
+
 bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &clusterPath,
               Simulation &out, std::string &error) {
   if (common::RankRows(p).empty()) {
@@ -224,79 +362,24 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
             " devices, but the cluster describes no inter-node network ([network.inter])";
     return false;
   }
-  out.clusterName = c.name;
-  out.clusterPath = clusterPath;
-  out.world = mesh.world;
-  out.nodes = mesh.nodes();
-  out.devicesPerNode = c.devicesPerNode;
-  out.split = splitCompute(p, c);
-  for (size_t g = 0; g < out.split.names.size(); ++g)
-    for (const auto &[pass, seconds] :
-         {std::pair<const char *, double>{"forward", out.split.forward[g]},
-          {"backward", out.split.backward[g]}})
-      if (!std::isfinite(seconds)) {
-        error = overflowed(std::string(pass) + " of hook group '" + out.split.names[g] + "'",
-                           std::isnan(seconds) ? "nan" : "inf");
-        return false;
-      }
-  out.tokensPerRank = c.workload.tokensPerRank;
-  out.mfu = c.workload.mfu;
-  const std::unique_ptr<PlanDigest> d = digestPlan(p, mesh);
-  // A plan with stages: each rank's program holds its stage's layers only,
-  // from its stage's digest.
-  const int64_t P = std::max<int64_t>(1, mesh.P);
-  std::vector<std::unique_ptr<PlanDigest>> stageDigests;
-  if (P > 1)
-    for (int64_t k = 0; k < P; ++k)
-      stageDigests.push_back(digestPlan(p, mesh, k));
-  auto rankProgram = [&](int64_t r, std::optional<int64_t> refreshStep) {
-    if (P == 1)
-      return dmuonProgram(p, *d, mesh, c, out.split, r, refreshStep);
-    const int64_t k = mesh.stageOfRank(r);
-    Program prog =
-        dmuonProgram(p, *stageDigests[static_cast<size_t>(k)], mesh, c, out.split, r, refreshStep);
-    restrictToStage(prog, p, k, P);
-    return prog;
-  };
-
+  if (!describeRun(p, c, mesh, clusterPath, out, error))
+    return false;
+  out.collectiveWait = oversubscribedWait(c0, mesh.world);
+  const RankPrograms make(p, mesh, c, out.split, out.collectiveWait);
+  const int64_t P = make.stages();
   std::vector<Program> programs;
   programs.reserve(static_cast<size_t>(mesh.world));
-  out.collectiveWait = oversubscribedWait(c0, mesh.world);
-  for (int64_t r = 0; r < mesh.world; ++r) {
-    programs.push_back(rankProgram(r, std::nullopt));
-    programs.back().collectiveWait = out.collectiveWait;
-  }
+  for (int64_t r = 0; r < mesh.world; ++r)
+    programs.push_back(make.dmuon(r, std::nullopt));
 
   std::vector<SchemeResult> perStage;
   std::vector<Bounds> bounds;
   if (!runRanks(c, mesh, programs, "dmuon step", perStage, bounds, error))
     return false;
-  // What a micro-batch costs each stage: its compute (the same on every rank
-  // of a stage, the layers' share of the workload) and its activations' send.
   std::vector<StageCost> costs;
   PipelineReport &pr = out.pipeline;
   if (P > 1) {
-    pr.stages = P;
-    pr.schedule = c.pipeline.schedule;
-    pr.microBatches =
-        c.pipeline.microBatches > 0 ? c.pipeline.microBatches : std::min(4 * P, kMaxMicroBatches);
-    pr.hiddenSize = c.pipeline.hiddenSize > 0 ? c.pipeline.hiddenSize : inferHiddenSize(p);
-    if (c.workload.kind == Workload::Kind::Flops)
-      pr.tokensPerMicroBatch =
-          c.workload.tokensPerRank * static_cast<double>(P) / static_cast<double>(pr.microBatches);
-    pr.activationBytes = static_cast<double>(pr.hiddenSize) * pr.tokensPerMicroBatch *
-                         dtypeBytes(c.workload.computeDType);
-    const std::vector<double> sends = boundarySends(c, mesh, pr.activationBytes);
-    costs.resize(static_cast<size_t>(P));
-    for (size_t k = 0; k < costs.size(); ++k) {
-      for (const GroupWork &g : programs[static_cast<size_t>(perStage[k].rank)].groups) {
-        costs[k].forward += g.forward;
-        costs[k].backward += g.backward;
-      }
-      costs[k].forward /= static_cast<double>(pr.microBatches);
-      costs[k].backward /= static_cast<double>(pr.microBatches);
-      costs[k].send = sends[k];
-    }
+    costs = stageCosts(p, c, mesh, programs, perStage, pr);
     out.dmuon = pipelinedStep(perStage, costs, pr.schedule, pr.microBatches, &pr);
     for (int64_t r = 0; r < mesh.world; ++r)
       ++pr.rows[static_cast<size_t>(mesh.stageOfRank(r))].ranks;
@@ -310,26 +393,13 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
   const size_t shown = P > 1 ? static_cast<size_t>(mesh.stageOfRank(out.dmuon.rank)) : 0;
   out.timeline =
       runProgram(c, programs[static_cast<size_t>(out.dmuon.rank)], &bounds[shown], true).timeline;
-  // The worst step of the refresh period: the step whose refreshes make
-  // some rank's optimizer compute longest (each rank's worst step, the
-  // costliest of them), every rank at that step.
+  // The worst step of the refresh period, every rank at that step.
   out.refreshes = refreshPeriod(p);
   if (out.refreshes.any()) {
-    double longest = -1;
-    for (int64_t r = 0; r < mesh.world; ++r) {
-      const std::vector<Refresh> refreshes = rankRefreshes(p, mesh, c, r);
-      const auto [step, seconds] = worstRefreshStep(refreshes, out.refreshes);
-      const double load = programs[static_cast<size_t>(r)].nsSeconds -
-                          amortizedRefreshSeconds(refreshes, out.refreshes) + seconds;
-      if (load > longest) {
-        longest = load;
-        out.worstStep = step;
-      }
-    }
-    for (int64_t r = 0; r < mesh.world; ++r) {
-      programs[static_cast<size_t>(r)] = rankProgram(r, out.worstStep);
-      programs[static_cast<size_t>(r)].collectiveWait = out.collectiveWait;
-    }
+    if (const std::optional<int64_t> step = worstRefreshStepOf(p, c, mesh, programs, out.refreshes))
+      out.worstStep = *step;
+    for (int64_t r = 0; r < mesh.world; ++r)
+      programs[static_cast<size_t>(r)] = make.dmuon(r, out.worstStep);
     std::vector<Bounds> unused;
     if (!runRanks(c, mesh, programs, "dmuon worst step", perStage, unused, error))
       return false;
@@ -341,14 +411,9 @@ bool simulate(const plan::Plan &p, const Cluster &c0, const std::string &cluster
   // baseline over its own layers (rank 0's coordinates on that stage).
   for (Baseline base : {Baseline::AdamW, Baseline::NaiveAllReduce, Baseline::NaiveAllGather}) {
     std::vector<SchemeResult> stages;
-    for (int64_t k = 0; k < P; ++k) {
-      Program prog = baselineProgram(base, p, P > 1 ? *stageDigests[static_cast<size_t>(k)] : *d,
-                                     mesh, c, out.split);
-      if (P > 1)
-        restrictToStage(prog, p, k, P);
-      prog.collectiveWait = out.collectiveWait;
-      stages.push_back({baselineName(base), 0, runProgram(c, prog, nullptr, false).times});
-    }
+    for (int64_t k = 0; k < P; ++k)
+      stages.push_back(
+          {baselineName(base), 0, runProgram(c, make.baseline(base, k), nullptr, false).times});
     out.baselines.push_back(
         P > 1 ? pipelinedStep(stages, costs, pr.schedule, pr.microBatches, nullptr) : stages[0]);
     out.baselines.back().name = baselineName(base);

@@ -25,12 +25,17 @@
 #include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 namespace dmuon {
 
 namespace {
+
+bool isDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
 
@@ -164,6 +169,34 @@ void assignDefaultLayers(PlanModel &model) {
                         : parent == llvm::StringRef::npos ? 0
                                                           : static_cast<int64_t>(parent);
   }
+}
+
+std::string_view defaultLayerViewOf(std::string_view paramName) {
+  size_t lastDot = paramName.rfind('.');
+  if (lastDot == std::string_view::npos)
+    return {};
+  std::string_view module(paramName.data(), lastDot);
+  // Walk ancestors from the deepest: the first "<...>.(layers|blocks|h).N" wins.
+  std::string_view path = module;
+  while (true) {
+    size_t dot = path.rfind('.');
+    if (dot != std::string_view::npos) {
+      std::string_view index = path.substr(dot + 1);
+      std::string_view rest = path.substr(0, dot);
+      size_t prev = rest.rfind('.');
+      std::string_view container = prev == std::string_view::npos ? rest : rest.substr(prev + 1);
+      if (isDigits(index) && (container == "layers" || container == "blocks" || container == "h"))
+        return path;
+      path = rest;
+    } else {
+      break;
+    }
+  }
+  return module;
+}
+
+std::string defaultLayerOf(const std::string &paramName) {
+  return std::string(defaultLayerViewOf(paramName));
 }
 
 std::string_view defaultLayerViewOf(const Param &p) {

@@ -52,152 +52,215 @@ void usage(FILE *out, const TrainerInfo &info) {
                  "                     to 1e-3 (relative)\n");
 }
 
+// One command-line argument at a time: its name, and its value from
+// "--name=value" or the next argument. Failures set `err`.
+class FlagCursor {
+public:
+  FlagCursor(int argc, char **argv, std::string &err) : argc_(argc), argv_(argv), err_(err) {}
+
+  // Moves to the next argument; false past the last.
+  bool next() {
+    if (++i_ >= argc_)
+      return false;
+    name_ = argv_[i_];
+    value_.clear();
+    hasInline_ = false;
+    if (auto eq = name_.find('='); name_.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value_ = name_.substr(eq + 1);
+      name_ = name_.substr(0, eq);
+      hasInline_ = true;
+    }
+    return true;
+  }
+
+  bool is(const char *flag) const { return name_ == flag; }
+  // A switch takes no "=value".
+  bool isSwitch(const char *flag) const { return name_ == flag && !hasInline_; }
+  const char *argument() const { return argv_[i_]; }
+
+  bool value(std::string &out) {
+    if (hasInline_) {
+      out = value_;
+      return true;
+    }
+    if (i_ + 1 >= argc_)
+      return fail("missing value for " + name_);
+    out = argv_[++i_];
+    return true;
+  }
+
+  bool number(double &out) {
+    std::string s;
+    if (!value(s))
+      return false;
+    char *end = nullptr;
+    out = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0')
+      return fail("invalid number '" + s + "' for " + name_);
+    return true;
+  }
+
+  // A number that is a whole number in [lo, hi]; else `message`.
+  bool wholeNumber(double lo, double hi, const char *message, double &out) {
+    if (!number(out))
+      return false;
+    if (out < lo || out != std::floor(out) || out > hi)
+      return fail(message);
+    return true;
+  }
+
+  bool fail(const std::string &message) {
+    err_ = message;
+    return false;
+  }
+
+private:
+  const int argc_;
+  char **const argv_;
+  int i_ = 0;
+  std::string name_, value_;
+  bool hasInline_ = false;
+  std::string &err_;
+};
+
+// What one flag's parser made of the current argument.
+enum class Parsed { Yes, Failed, NotMine };
+
+Parsed parsedIf(bool ok) { return ok ? Parsed::Yes : Parsed::Failed; }
+
+constexpr double kNoLimit = HUGE_VAL;
+
+// The run's flags: plan, length, learning rates, seed, memory mode.
+Parsed parseRunFlag(FlagCursor &c, TrainerFlags &f) {
+  double d = 0;
+  std::string s;
+  if (c.is("--plan"))
+    return parsedIf(c.value(f.plan));
+  if (c.is("--steps")) {
+    if (!c.wholeNumber(1, kNoLimit, "--steps must be a positive integer", d))
+      return Parsed::Failed;
+    f.steps = static_cast<int>(d);
+    return Parsed::Yes;
+  }
+  if (c.is("--lr"))
+    return parsedIf(c.number(f.lr));
+  if (c.is("--adamw-lr"))
+    return parsedIf(c.number(f.adamwLr));
+  if (c.is("--seed")) {
+    if (!c.wholeNumber(0, kNoLimit, "--seed must be a non-negative integer", d))
+      return Parsed::Failed;
+    f.seed = static_cast<uint64_t>(d);
+    return Parsed::Yes;
+  }
+  if (c.is("--mode")) {
+    if (!c.value(s))
+      return Parsed::Failed;
+    if (s == "z2")
+      f.mode = DMUON_MODE_Z2;
+    else if (s == "z3")
+      f.mode = DMUON_MODE_Z3;
+    else
+      return parsedIf(c.fail("--mode must be z2 or z3, not '" + s + "'"));
+    return Parsed::Yes;
+  }
+  if (c.isSwitch("--sync") || c.isSwitch("--async")) {
+    f.replicateAsync = c.is("--async") ? 1 : 0;
+    return Parsed::Yes;
+  }
+  if (c.is("--min-loss-drop"))
+    return parsedIf(c.number(f.minLossDrop));
+  return Parsed::NotMine;
+}
+
+// The schedule's flags: warmup, decay, gradient clipping.
+Parsed parseScheduleFlag(FlagCursor &c, TrainerFlags &f) {
+  double d = 0;
+  std::string s;
+  if (c.is("--warmup")) {
+    if (!c.wholeNumber(0, 1e9, "--warmup must be a non-negative integer", d))
+      return Parsed::Failed;
+    f.warmup = static_cast<int>(d);
+    return Parsed::Yes;
+  }
+  if (c.isSwitch("--cosine")) {
+    f.cosine = true;
+    return Parsed::Yes;
+  }
+  if (c.is("--clip-grad-norm")) {
+    if (!c.number(f.clipGradNorm))
+      return Parsed::Failed;
+    if (!(f.clipGradNorm >= 0) || std::isinf(f.clipGradNorm))
+      return parsedIf(c.fail("--clip-grad-norm must be a finite number >= 0"));
+    return Parsed::Yes;
+  }
+  if (c.is("--clip-policy")) {
+    if (!c.value(s))
+      return Parsed::Failed;
+    if (s == "adamw_only")
+      f.clipPolicy = DMUON_CLIP_ADAMW_ONLY;
+    else if (s == "all")
+      f.clipPolicy = DMUON_CLIP_ALL;
+    else if (s == "none")
+      f.clipPolicy = DMUON_CLIP_NONE;
+    else
+      return parsedIf(c.fail("--clip-policy must be adamw_only, all or none, not '" + s + "'"));
+    return Parsed::Yes;
+  }
+  return Parsed::NotMine;
+}
+
+// The host's own flags: micro-batches on the CPU trainer, the device on
+// the CUDA one.
+Parsed parseHostFlag(FlagCursor &c, const TrainerInfo &info, TrainerFlags &f) {
+  double d = 0;
+  std::string s;
+  if (!info.cuda && c.is("--micro-batches")) {
+    if (!c.wholeNumber(1, 1024, "--micro-batches must be a positive integer", d))
+      return Parsed::Failed;
+    f.microBatches = static_cast<int>(d);
+    return Parsed::Yes;
+  }
+  if (!info.cuda && c.is("--accumulation")) {
+    if (!c.value(s))
+      return Parsed::Failed;
+    if (s == "local")
+      f.accumulation = DMUON_ACCUMULATION_LOCAL;
+    else if (s == "reduce")
+      f.accumulation = DMUON_ACCUMULATION_REDUCE;
+    else
+      return parsedIf(c.fail("--accumulation must be local or reduce, not '" + s + "'"));
+    return Parsed::Yes;
+  }
+  if (info.cuda && c.is("--device")) {
+    if (!c.wholeNumber(0, 1024, "--device must be a non-negative integer", d))
+      return Parsed::Failed;
+    f.device = static_cast<int>(d);
+    return Parsed::Yes;
+  }
+  if (info.cuda && c.isSwitch("--check-against-cpu")) {
+    f.checkAgainstCpu = true;
+    return Parsed::Yes;
+  }
+  return Parsed::NotMine;
+}
+
 bool parseFlags(int argc, char **argv, const TrainerInfo &info, TrainerFlags &f,
                 std::string &err) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    std::string value;
-    bool hasInline = false;
-    if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      hasInline = true;
-    }
-    auto next = [&](std::string &out) {
-      if (hasInline) {
-        out = value;
-        return true;
-      }
-      if (i + 1 >= argc) {
-        err = "missing value for " + a;
-        return false;
-      }
-      out = argv[++i];
-      return true;
-    };
-    auto number = [&](double &out) {
-      std::string s;
-      if (!next(s))
-        return false;
-      char *end = nullptr;
-      out = std::strtod(s.c_str(), &end);
-      if (s.empty() || *end != '\0') {
-        err = "invalid number '" + s + "' for " + a;
-        return false;
-      }
-      return true;
-    };
-    double d = 0;
-    std::string s;
-    if (a == "--help" || a == "-h") {
+  FlagCursor c(argc, argv, err);
+  while (c.next()) {
+    if (c.is("--help") || c.is("-h")) {
       usage(stdout, info);
       std::exit(0);
-    } else if (a == "--plan") {
-      if (!next(f.plan))
-        return false;
-    } else if (a == "--steps") {
-      if (!number(d))
-        return false;
-      if (d < 1 || d != std::floor(d)) {
-        err = "--steps must be a positive integer";
-        return false;
-      }
-      f.steps = static_cast<int>(d);
-    } else if (a == "--lr") {
-      if (!number(f.lr))
-        return false;
-    } else if (a == "--adamw-lr") {
-      if (!number(f.adamwLr))
-        return false;
-    } else if (a == "--seed") {
-      if (!number(d))
-        return false;
-      if (d < 0 || d != std::floor(d)) {
-        err = "--seed must be a non-negative integer";
-        return false;
-      }
-      f.seed = static_cast<uint64_t>(d);
-    } else if (a == "--mode") {
-      if (!next(s))
-        return false;
-      if (s == "z2")
-        f.mode = DMUON_MODE_Z2;
-      else if (s == "z3")
-        f.mode = DMUON_MODE_Z3;
-      else {
-        err = "--mode must be z2 or z3, not '" + s + "'";
-        return false;
-      }
-    } else if (a == "--sync" && !hasInline) {
-      f.replicateAsync = 0;
-    } else if (a == "--async" && !hasInline) {
-      f.replicateAsync = 1;
-    } else if (a == "--min-loss-drop") {
-      if (!number(f.minLossDrop))
-        return false;
-    } else if (a == "--warmup") {
-      if (!number(d))
-        return false;
-      if (d < 0 || d != std::floor(d) || d > 1e9) {
-        err = "--warmup must be a non-negative integer";
-        return false;
-      }
-      f.warmup = static_cast<int>(d);
-    } else if (a == "--cosine" && !hasInline) {
-      f.cosine = true;
-    } else if (a == "--clip-grad-norm") {
-      if (!number(f.clipGradNorm))
-        return false;
-      if (!(f.clipGradNorm >= 0) || std::isinf(f.clipGradNorm)) {
-        err = "--clip-grad-norm must be a finite number >= 0";
-        return false;
-      }
-    } else if (a == "--clip-policy") {
-      if (!next(s))
-        return false;
-      if (s == "adamw_only")
-        f.clipPolicy = DMUON_CLIP_ADAMW_ONLY;
-      else if (s == "all")
-        f.clipPolicy = DMUON_CLIP_ALL;
-      else if (s == "none")
-        f.clipPolicy = DMUON_CLIP_NONE;
-      else {
-        err = "--clip-policy must be adamw_only, all or none, not '" + s + "'";
-        return false;
-      }
-    } else if (!info.cuda && a == "--micro-batches") {
-      if (!number(d))
-        return false;
-      if (d < 1 || d != std::floor(d) || d > 1024) {
-        err = "--micro-batches must be a positive integer";
-        return false;
-      }
-      f.microBatches = static_cast<int>(d);
-    } else if (!info.cuda && a == "--accumulation") {
-      if (!next(s))
-        return false;
-      if (s == "local")
-        f.accumulation = DMUON_ACCUMULATION_LOCAL;
-      else if (s == "reduce")
-        f.accumulation = DMUON_ACCUMULATION_REDUCE;
-      else {
-        err = "--accumulation must be local or reduce, not '" + s + "'";
-        return false;
-      }
-    } else if (info.cuda && a == "--device") {
-      if (!number(d))
-        return false;
-      if (d < 0 || d != std::floor(d) || d > 1024) {
-        err = "--device must be a non-negative integer";
-        return false;
-      }
-      f.device = static_cast<int>(d);
-    } else if (info.cuda && a == "--check-against-cpu" && !hasInline) {
-      f.checkAgainstCpu = true;
-    } else {
-      err = "unknown argument '" + std::string(argv[i]) + "'";
-      return false;
     }
+    Parsed r = parseRunFlag(c, f);
+    if (r == Parsed::NotMine)
+      r = parseScheduleFlag(c, f);
+    if (r == Parsed::NotMine)
+      r = parseHostFlag(c, info, f);
+    if (r == Parsed::Failed)
+      return false;
+    if (r == Parsed::NotMine)
+      return c.fail("unknown argument '" + std::string(c.argument()) + "'");
   }
   if (f.plan.empty()) {
     err = "--plan is required";

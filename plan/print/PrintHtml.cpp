@@ -12,7 +12,7 @@
 // communication figures. Big meshes stay readable: grid cells shrink to a few
 // pixels, bars merge into one path, and the tables are truncated with a note.
 #include "plan/print/HtmlFormat.h"
-#include "plan/print/HtmlMemory.h"
+#include "plan/print/HtmlRanks.h"
 #include "plan/print/PlanPrinter.h"
 #include "plan/print/PrintCommon.h"
 
@@ -29,7 +29,6 @@ namespace {
 
 // ---------------------------------------------------------------- limits
 
-constexpr uint32_t kMaxRankRows = 64;      // first ranks shown, plus the extremes
 constexpr uint32_t kMaxHookRows = 96;      // hook groups shown
 constexpr uint32_t kMaxSegmentsShown = 12; // owners listed per hook group
 constexpr uint32_t kMaxBarTitles = 512;    // bars with their own tooltip
@@ -467,171 +466,7 @@ private:
   void ranks(const plan::Stats *s) {
     if (!s || !reached(p_, plan::Stage::layout))
       return;
-    // One entry per rank up to common::kRankListLimit ranks, else per run
-    // of ranks with equal figures.
-    const std::vector<common::RankRows::Listed> listed = common::RankRows(p_).listed();
-    const uint32_t n = static_cast<uint32_t>(listed.size());
-    const int64_t world = n ? listed.back().end : 0;
-    section("ranks", "Per-rank memory and communication (per training step)");
-    o_ += "<p class=\"note\">Bytes are logical collective payloads as the runtime counts them "
-          "(docs/plan-format.md \xC2\xA7 Communication accounting). Master and momentum are "
-          "fp32 copies; peak buffer is the largest unsharded hook-group buffer resident at "
-          "once.</p>\n";
-    // The verifier lets a plan omit the per-rank figures (an empty list).
-    if (n == 0) {
-      o_ += "<p class=\"note\">This plan records no per-rank figures.</p>\n";
-      return;
-    }
-    // Which rows: all ranks if few; else the first kMaxRankRows and the
-    // extremes (busiest NS load, most master bytes, most bytes moved).
-    auto entry = [&](uint32_t i) { return listed[i].row; };
-    auto moved = [](const plan::RankFigures *r) {
-      return double(r->broadcast_send_bytes()) + double(r->broadcast_recv_bytes()) +
-             double(r->reduce_send_bytes()) + double(r->reduce_recv_bytes()) +
-             double(r->replicate_send_bytes()) + double(r->replicate_recv_bytes()) +
-             2 * double(r->allreduce_bytes()) + double(r->gather_send_bytes()) +
-             double(r->gather_recv_bytes()) + double(r->scatter_send_bytes()) +
-             double(r->scatter_recv_bytes());
-    };
-    // The model-parallel gather/scatter columns only when some rank has any.
-    bool mp = false;
-    for (uint32_t i = 0; i < n && !mp; ++i) {
-      const plan::RankFigures *r = entry(i);
-      mp = r->gather_send_bytes() || r->gather_recv_bytes() || r->scatter_send_bytes() ||
-           r->scatter_recv_bytes();
-    }
-    const std::string span = mp ? "20" : "16";
-    uint32_t busiest = 0, heaviest = 0, chattiest = 0;
-    for (uint32_t i = 1; i < n; ++i) {
-      const plan::RankFigures *r = entry(i);
-      if (r->ns_flops() > entry(busiest)->ns_flops())
-        busiest = i;
-      if (r->master_bytes() > entry(heaviest)->master_bytes())
-        heaviest = i;
-      if (moved(r) > moved(entry(chattiest)))
-        chattiest = i;
-    }
-    std::vector<uint32_t> rows;
-    const uint32_t head = n <= kMaxRankRows + 8 ? n : kMaxRankRows;
-    for (uint32_t i = 0; i < head; ++i)
-      rows.push_back(i);
-    for (uint32_t x : {busiest, heaviest, chattiest})
-      if (x >= head && std::find(rows.begin(), rows.end(), x) == rows.end())
-        rows.push_back(x);
-    std::sort(rows.begin() + head, rows.end());
-
-    const char *cols[] = {"owned params", "owned elements", "master",     "momentum",
-                          "peak buffer",  "NS flops",       "bcast send", "bcast recv",
-                          "reduce send",  "reduce recv",    "repl send",  "repl recv",
-                          "allreduce",    "moved"};
-    std::string coordHead;
-    for (size_t i = 0; i < mesh_.dimNames.size(); ++i)
-      coordHead.append(i ? "," : "").append(mesh_.dimNames[i]);
-    o_ += "<table class=\"ranks\">\n<tr><th>rank</th><th class=\"l\">coord<br>(" + esc(coordHead) +
-          ")</th>";
-    for (const char *c : cols) {
-      if (mp && std::string(c) == "moved")
-        o_ += "<th>gather send</th><th>gather recv</th><th>scatter send</th>"
-              "<th>scatter recv</th>";
-      o_ += std::string("<th>") + c + "</th>";
-    }
-    o_ += "</tr>\n";
-    auto cellBytes = [&](int64_t b) {
-      return "<td title=\"" + grouped(b) + " bytes\">" + bytes(double(b)) + "</td>";
-    };
-    auto row = [&](const common::RankRows::Listed &e, const char *cls) {
-      const plan::RankFigures *r = e.row;
-      o_ += std::string("<tr") + (cls ? std::string(" class=\"") + cls + "\"" : "") + "><td>" +
-            (e.end - e.first == 1 ? i64(e.first) : i64(e.first) + "\xE2\x80\x93" + i64(e.end - 1)) +
-            "</td><td class=\"l\">" + mesh_.coords(e.first) + "</td><td>" +
-            i64(r->owned_params()) + "</td><td>" + grouped(r->owned_elements()) + "</td>" +
-            cellBytes(r->master_bytes()) + cellBytes(r->momentum_bytes()) +
-            cellBytes(r->peak_buffer_bytes()) + "<td>" + CostUnit{}(r->ns_flops()) + "</td>" +
-            cellBytes(r->broadcast_send_bytes()) + cellBytes(r->broadcast_recv_bytes()) +
-            cellBytes(r->reduce_send_bytes()) + cellBytes(r->reduce_recv_bytes()) +
-            cellBytes(r->replicate_send_bytes()) + cellBytes(r->replicate_recv_bytes()) +
-            cellBytes(r->allreduce_bytes()) +
-            (mp ? cellBytes(r->gather_send_bytes()) + cellBytes(r->gather_recv_bytes()) +
-                      cellBytes(r->scatter_send_bytes()) + cellBytes(r->scatter_recv_bytes())
-                : std::string()) +
-            "<td>" + bytes(moved(r)) + "</td></tr>\n";
-    };
-    uint32_t prev = 0;
-    bool first = true;
-    for (uint32_t i : rows) {
-      if (!first && i != prev + 1)
-        o_ += "<tr class=\"gap\"><td colspan=\"" + span + "\">\xE2\x8B\xAF " +
-              i64(listed[i].first - listed[prev].end) + " ranks not shown \xE2\x8B\xAF</td></tr>\n";
-      const char *cls = nullptr;
-      if (n > 1 && (i == busiest || i == heaviest || i == chattiest))
-        cls = "hot";
-      row(listed[i], cls);
-      prev = i;
-      first = false;
-    }
-    if (n > 0 && prev + 1 < n)
-      o_ += "<tr class=\"gap\"><td colspan=\"" + span + "\">\xE2\x8B\xAF " +
-            i64(world - listed[prev].end) + " ranks not shown \xE2\x8B\xAF</td></tr>\n";
-    // Min and max over all ranks.
-    if (n > 1) {
-      auto agg = [&](bool isMax) {
-        auto pick = [&](auto get) {
-          double v = get(entry(0));
-          for (uint32_t i = 1; i < n; ++i)
-            v = isMax ? std::max(v, get(entry(i))) : std::min(v, get(entry(i)));
-          return v;
-        };
-#define DM_PICK(field) pick([](const plan::RankFigures *r) { return double(r->field()); })
-        // In int64 itself: near 2^63 a double rounds past the int64 range.
-        auto pickElements = [&](bool most) {
-          int64_t v = entry(0)->owned_elements();
-          for (uint32_t i = 1; i < n; ++i) {
-            const int64_t x = entry(i)->owned_elements();
-            v = most ? std::max(v, x) : std::min(v, x);
-          }
-          return v;
-        };
-        auto b = [&](double v) { return "<td>" + bytes(v) + "</td>"; };
-        o_ += std::string("<tr class=\"agg\"><td>") + (isMax ? "max" : "min") +
-              "</td><td class=\"l\">all " + i64(world) + " ranks</td><td>" +
-              fmt("%.0f", DM_PICK(owned_params)) + "</td><td>" +
-              grouped(pickElements(isMax)) + "</td>" +
-              b(DM_PICK(master_bytes)) + b(DM_PICK(momentum_bytes)) +
-              b(DM_PICK(peak_buffer_bytes)) + "<td>" + CostUnit{}(DM_PICK(ns_flops)) + "</td>" +
-              b(DM_PICK(broadcast_send_bytes)) + b(DM_PICK(broadcast_recv_bytes)) +
-              b(DM_PICK(reduce_send_bytes)) + b(DM_PICK(reduce_recv_bytes)) +
-              b(DM_PICK(replicate_send_bytes)) + b(DM_PICK(replicate_recv_bytes)) +
-              b(DM_PICK(allreduce_bytes)) +
-              (mp ? b(DM_PICK(gather_send_bytes)) + b(DM_PICK(gather_recv_bytes)) +
-                        b(DM_PICK(scatter_send_bytes)) + b(DM_PICK(scatter_recv_bytes))
-                  : std::string()) +
-              b(pick(moved)) + "</tr>\n";
-#undef DM_PICK
-      };
-      agg(false);
-      agg(true);
-    }
-    o_ += "</table>\n";
-    if (rows.size() < n)
-      o_ += "<p class=\"note\">Showing " + i64(rows.size()) + " of " + i64(n) +
-            (int64_t(n) == world ? std::string(" ranks") : " runs of ranks with equal figures") +
-            ": the first " + i64(head) +
-            " and the busiest (NS load), the one with the most master bytes and the one "
-            "moving the most bytes (highlighted). The min / max rows cover all ranks.</p>\n";
-    else if (n > 1)
-      o_ += "<p class=\"note\">Highlighted: the busiest rank (NS load), the one with the most "
-            "master bytes and the one moving the most bytes.</p>\n";
-    o_ += "</section>\n";
-    // The same rows, plus the rank holding the most memory.
-    uint32_t fullest = 0;
-    for (uint32_t i = 1; i < n; ++i)
-      if (entry(i)->memory_bytes() > entry(fullest)->memory_bytes())
-        fullest = i;
-    if (std::find(rows.begin(), rows.end(), fullest) == rows.end()) {
-      rows.push_back(fullest);
-      std::sort(rows.begin() + head, rows.end());
-    }
-    o_ += htmlMemoryChart(listed, rows);
+    o_ += htmlRanks(p_, mesh_);
   }
 
   const plan::Plan &p_;

@@ -129,12 +129,59 @@ std::string matrixStr(int64_t b, int64_t r, int64_t c) {
   return std::to_string(b) + "x" + std::to_string(r) + "x" + std::to_string(c);
 }
 
+// The shape and the update rule: dims in range and not negative, every enum
+// known, a matrix rule only on a matrix param.
+std::string shapeAndRuleError(const plan::Param &q, const Who &who) {
+  if (!q.shape())
+    return who + " has no shape";
+  if (q.shape()->size() > static_cast<uint32_t>(common::kMaxParamDims))
+    return who + " has " + std::to_string(q.shape()->size()) + " dims; a param has at most " +
+           std::to_string(common::kMaxParamDims);
+  for (int64_t d : *q.shape())
+    if (d < 0)
+      return who + " has a negative dim " + std::to_string(d) + " in its shape";
+  if (!enumOk(q.dtype(), plan::DType::MIN, plan::DType::MAX))
+    return who + ": unknown dtype " + std::to_string(static_cast<int>(q.dtype()));
+  if (!enumOk(q.role(), plan::Role::MIN, plan::Role::MAX))
+    return who + ": unknown role " + std::to_string(static_cast<int>(q.role()));
+  if (!enumOk(q.role_reason(), plan::RoleReason::MIN, plan::RoleReason::MAX))
+    return who + ": unknown role_reason " + std::to_string(static_cast<int>(q.role_reason()));
+  if (!enumOk(q.route(), plan::Route::MIN, plan::Route::MAX))
+    return who + ": unknown route " + std::to_string(static_cast<int>(q.route()));
+  if (!enumOk(q.matrix_optimizer(), plan::MatrixOptimizer::MIN, plan::MatrixOptimizer::MAX))
+    return who + ": unknown matrix_optimizer " +
+           std::to_string(static_cast<int>(q.matrix_optimizer()));
+  if (q.role() != plan::Role::muon && q.matrix_optimizer() != plan::MatrixOptimizer::muon)
+    return who + " is an AdamW param with matrix_optimizer " +
+           plan::EnumNameMatrixOptimizer(q.matrix_optimizer()) +
+           "; only matrix (role muon) params have one";
+  return {};
+}
+
+// A refresh phase only on a preconditioned matrix (SOAP, Shampoo), within
+// its rule's precondition frequency (`od`: the plan's optimizer defaults).
+std::string refreshPhaseError(const plan::Param &q, const plan::OptimizerDefaults *od,
+                              const Who &who) {
+  if (q.refresh_phase() == 0)
+    return {};
+  const bool soap = q.matrix_optimizer() == plan::MatrixOptimizer::soap;
+  const int frequency = !od    ? 1
+                        : soap ? od->soap_precondition_frequency()
+                               : od->shampoo_precondition_frequency();
+  if (q.role() != plan::Role::muon || !common::preconditions(q.matrix_optimizer()))
+    return who + " has refresh_phase " + std::to_string(q.refresh_phase()) +
+           "; only SOAP and Shampoo matrices have one";
+  if (q.refresh_phase() < 0 || q.refresh_phase() >= frequency)
+    return who + ": refresh_phase " + std::to_string(q.refresh_phase()) + " is not in [0, " +
+           std::to_string(frequency) + ") (its precondition frequency)";
+  return {};
+}
+
 } // namespace
 
 std::string Checker::checkParams() {
   if (!p_.params())
     return {};
-  uint32_t ndims = static_cast<uint32_t>(mesh_.dims.size());
   // The first param of each name, for the duplicate-name check; its slot
   // for a name is prefetched a few params ahead.
   std::optional<common::FirstSeenTable> byName;
@@ -146,142 +193,145 @@ std::string Checker::checkParams() {
     if (byName && i + kPrefetchAhead < p_.params()->size())
       if (const flatbuffers::String *ahead = p_.params()->Get(i + kPrefetchAhead)->name())
         byName->prefetch(common::FirstSeenTable::hashOf(ahead->string_view()));
-    if (!q->name() || q->name()->size() == 0)
-      return "param #" + std::to_string(i) + " has no name";
-    if (std::string why = common::paramNameProblem(q->name()->string_view()); !why.empty())
-      return "param #" + std::to_string(i) + ": the name '" +
-             common::printableName(q->name()->string_view()) + "' " + why + " (" +
-             common::paramNameRuleText() + ")";
+    if (std::string e = checkParamName(i, *q, byName); !e.empty())
+      return e;
     auto paramName = [&] { return "param '" + q->name()->str() + "'"; };
-    const Who who(paramName);
-    if (complete()) {
-      const std::string_view name = q->name()->string_view();
-      const uint32_t first =
-          byName->insert(common::FirstSeenTable::hashOf(name), i, [&](uint32_t other) {
-            return p_.params()->Get(other)->name()->string_view() == name;
-          });
-      if (first != i)
-        return "params #" + std::to_string(first) + " and #" + std::to_string(i) +
-               " are both named '" + q->name()->str() + "'";
-    }
-    if (!q->shape())
-      return who + " has no shape";
-    if (q->shape()->size() > static_cast<uint32_t>(common::kMaxParamDims))
-      return who + " has " + std::to_string(q->shape()->size()) + " dims; a param has at most " +
-             std::to_string(common::kMaxParamDims);
-    for (int64_t d : *q->shape())
-      if (d < 0)
-        return who + " has a negative dim " + std::to_string(d) + " in its shape";
-    if (!enumOk(q->dtype(), plan::DType::MIN, plan::DType::MAX))
-      return who + ": unknown dtype " + std::to_string(static_cast<int>(q->dtype()));
-    if (!enumOk(q->role(), plan::Role::MIN, plan::Role::MAX))
-      return who + ": unknown role " + std::to_string(static_cast<int>(q->role()));
-    if (!enumOk(q->role_reason(), plan::RoleReason::MIN, plan::RoleReason::MAX))
-      return who + ": unknown role_reason " + std::to_string(static_cast<int>(q->role_reason()));
-    if (!enumOk(q->route(), plan::Route::MIN, plan::Route::MAX))
-      return who + ": unknown route " + std::to_string(static_cast<int>(q->route()));
-    if (!enumOk(q->matrix_optimizer(), plan::MatrixOptimizer::MIN, plan::MatrixOptimizer::MAX))
-      return who + ": unknown matrix_optimizer " +
-             std::to_string(static_cast<int>(q->matrix_optimizer()));
-    if (q->role() != plan::Role::muon && q->matrix_optimizer() != plan::MatrixOptimizer::muon)
-      return who + " is an AdamW param with matrix_optimizer " +
-             plan::EnumNameMatrixOptimizer(q->matrix_optimizer()) +
-             "; only matrix (role muon) params have one";
-    if (q->refresh_phase() != 0) {
-      const plan::OptimizerDefaults *od = p_.options() ? p_.options()->optimizer() : nullptr;
-      const bool soap = q->matrix_optimizer() == plan::MatrixOptimizer::soap;
-      const int frequency = !od    ? 1
-                            : soap ? od->soap_precondition_frequency()
-                                   : od->shampoo_precondition_frequency();
-      if (q->role() != plan::Role::muon || !common::preconditions(q->matrix_optimizer()))
-        return who + " has refresh_phase " + std::to_string(q->refresh_phase()) +
-               "; only SOAP and Shampoo matrices have one";
-      if (q->refresh_phase() < 0 || q->refresh_phase() >= frequency)
-        return who + ": refresh_phase " + std::to_string(q->refresh_phase()) + " is not in [0, " +
-               std::to_string(frequency) + ") (its precondition frequency)";
-    }
-    if (std::string e = blocksError(*q, who); !e.empty())
+    if (std::string e = checkParam(*q, Who(paramName)); !e.empty())
       return e;
-    if (!enumOk(q->ns_form(), plan::NsForm::MIN, plan::NsForm::MAX))
-      return who + ": unknown ns_form " + std::to_string(static_cast<int>(q->ns_form()));
-    if (!enumOk(q->route_reason(), plan::RouteReason::MIN, plan::RouteReason::MAX))
-      return who + ": unknown route_reason " + std::to_string(static_cast<int>(q->route_reason()));
-    // 1.3 plans route every Muon param through its owner (older ones carry
-    // no routes).
-    if (planHas(p_, PlanFeature::Routes) && q->role() == plan::Role::muon &&
-        q->route() != plan::Route::owner)
-      return who + " is a Muon param with route " + plan::EnumNameRoute(q->route()) +
-             "; Muon params travel the owner route";
-    if (!enumOk(q->group(), plan::ShardingGroupKind::MIN, plan::ShardingGroupKind::MAX))
-      return who + ": unknown sharding group kind " + std::to_string(static_cast<int>(q->group()));
-    if (!enumOk(q->name_origin(), plan::NameOrigin::MIN, plan::NameOrigin::MAX))
-      return who + ": unknown name_origin " + std::to_string(static_cast<int>(q->name_origin()));
-    if (q->placements()) {
-      if (q->placements()->size() != 0 && q->placements()->size() != ndims)
-        return who + " has " + std::to_string(q->placements()->size()) +
-               " placements but the mesh has " + std::to_string(ndims) + " dims";
-      for (const plan::Placement *pl : *q->placements())
-        if (!enumOk(pl->kind(), plan::PlacementKind::MIN, plan::PlacementKind::MAX))
-          return who + ": unknown placement kind " + std::to_string(static_cast<int>(pl->kind()));
-    }
-    if (auto e = checkModelParallel(*q, who); !e.empty())
-      return e;
-    if (auto e = range(who, ": unit", q->unit(), numUnits_, "units", true); !e.empty())
-      return e;
-    if (auto e = range(who, ": comm_group", q->comm_group(), numComm_, "comm groups", true);
-        !e.empty())
-      return e;
-    if (auto e = range(who, ": hook_group", q->hook_group(), numHooks_, "hook groups", true);
-        !e.empty())
-      return e;
-    const bool owned = common::effectiveRoute(*q) == plan::Route::owner;
-    bool hasOwner = q->owner_shard() != -1 || q->owner_replicate() != -1 || q->owner_rank() != -1;
-    if (owned && reached(plan::Stage::partition)) {
-      if (q->unit() < 0)
-        return who + " travels the owner route but has no unit";
-      hasOwner = true;
-    }
-    if (q->pipeline_stage() < 0 || q->pipeline_stage() >= mesh_.P)
-      return who + ": pipeline_stage " + std::to_string(q->pipeline_stage()) +
-             " out of range (mesh has " + std::to_string(mesh_.P) + " pipeline stage" +
-             (mesh_.P == 1 ? ")" : "s)");
-    if (hasOwner) {
-      if (auto e = ownerSlotInRange(who, q->owner_shard(), q->owner_replicate()); !e.empty())
-        return e;
-      auto ownerName = [&] { return who + ": owner"; };
-      if (auto e = dataIndexInRange(ownerName, q->owner_data_index()); !e.empty())
-        return e;
-      if (auto e = ownerRankInRange(who, q->owner_rank()); !e.empty())
-        return e;
-      if (auto e =
-              ownerRankMatchesSlot(who, q->owner_rank(), q->owner_shard(), q->owner_replicate(),
-                                   q->owner_data_index(), q->pipeline_stage());
-          !e.empty())
-        return e;
-    }
-    if (auto e = checkDataDims(*q, who); !e.empty())
-      return e;
-    if (q->bytes() < 0 || q->reduce_bytes() < 0)
-      return who + " has negative bytes";
-    if (q->bytes() > common::kMaxPlanByteCount || q->reduce_bytes() > common::kMaxPlanByteCount)
-      return who + " has more than 2^62 bytes";
-    if (q->hook_group() >= 0 && q->offset() >= 0) {
-      const plan::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q->hook_group()));
-      if (q->offset() > h->buffer_bytes() || q->bytes() > h->buffer_bytes() - q->offset())
-        return who + ": bytes [" + std::to_string(q->offset()) + ", +" +
-               std::to_string(q->bytes()) + ") lie outside hook group '" + str(h->name()) +
-               "' buffer of " + std::to_string(h->buffer_bytes()) + " bytes";
-      if (q->reduce_offset() >= 0 &&
-          (q->reduce_offset() > h->reduce_buffer_bytes() ||
-           q->reduce_bytes() > h->reduce_buffer_bytes() - q->reduce_offset()))
-        return who + ": reduce bytes [" + std::to_string(q->reduce_offset()) + ", +" +
-               std::to_string(q->reduce_bytes()) + ") lie outside hook group '" + str(h->name()) +
-               "' reduce buffer of " + std::to_string(h->reduce_buffer_bytes()) + " bytes";
-    }
-    if (complete())
-      if (auto e = checkCompleteParam(*q, who); !e.empty())
-        return e;
   }
+  return {};
+}
+
+// Param i has a name, a valid one, and (in a complete plan, `byName`) the
+// only param of that name.
+std::string Checker::checkParamName(uint32_t i, const plan::Param &q,
+                                    std::optional<common::FirstSeenTable> &byName) {
+  if (!q.name() || q.name()->size() == 0)
+    return "param #" + std::to_string(i) + " has no name";
+  if (std::string why = common::paramNameProblem(q.name()->string_view()); !why.empty())
+    return "param #" + std::to_string(i) + ": the name '" +
+           common::printableName(q.name()->string_view()) + "' " + why + " (" +
+           common::paramNameRuleText() + ")";
+  if (!byName)
+    return {};
+  const std::string_view name = q.name()->string_view();
+  const uint32_t first =
+      byName->insert(common::FirstSeenTable::hashOf(name), i, [&](uint32_t other) {
+        return p_.params()->Get(other)->name()->string_view() == name;
+      });
+  if (first != i)
+    return "params #" + std::to_string(first) + " and #" + std::to_string(i) + " are both named '" +
+           q.name()->str() + "'";
+  return {};
+}
+
+// One named param, field by field, in the order a reader trusts them.
+std::string Checker::checkParam(const plan::Param &q, const Who &who) {
+  if (std::string e = shapeAndRuleError(q, who); !e.empty())
+    return e;
+  if (std::string e = refreshPhaseError(q, p_.options() ? p_.options()->optimizer() : nullptr, who);
+      !e.empty())
+    return e;
+  if (std::string e = blocksError(q, who); !e.empty())
+    return e;
+  if (std::string e = checkRoutingFields(q, who); !e.empty())
+    return e;
+  if (auto e = checkModelParallel(q, who); !e.empty())
+    return e;
+  if (auto e = range(who, ": unit", q.unit(), numUnits_, "units", true); !e.empty())
+    return e;
+  if (auto e = range(who, ": comm_group", q.comm_group(), numComm_, "comm groups", true);
+      !e.empty())
+    return e;
+  if (auto e = range(who, ": hook_group", q.hook_group(), numHooks_, "hook groups", true);
+      !e.empty())
+    return e;
+  if (auto e = checkOwner(q, who); !e.empty())
+    return e;
+  if (auto e = checkDataDims(q, who); !e.empty())
+    return e;
+  if (auto e = checkParamBytes(q, who); !e.empty())
+    return e;
+  if (complete())
+    if (auto e = checkCompleteParam(q, who); !e.empty())
+      return e;
+  return {};
+}
+
+// How the param travels: its NS form, route and sharding group, and one
+// placement per mesh dim.
+std::string Checker::checkRoutingFields(const plan::Param &q, const Who &who) const {
+  const uint32_t ndims = static_cast<uint32_t>(mesh_.dims.size());
+  if (!enumOk(q.ns_form(), plan::NsForm::MIN, plan::NsForm::MAX))
+    return who + ": unknown ns_form " + std::to_string(static_cast<int>(q.ns_form()));
+  if (!enumOk(q.route_reason(), plan::RouteReason::MIN, plan::RouteReason::MAX))
+    return who + ": unknown route_reason " + std::to_string(static_cast<int>(q.route_reason()));
+  // 1.3 plans route every Muon param through its owner (older ones carry
+  // no routes).
+  if (planHas(p_, PlanFeature::Routes) && q.role() == plan::Role::muon &&
+      q.route() != plan::Route::owner)
+    return who + " is a Muon param with route " + plan::EnumNameRoute(q.route()) +
+           "; Muon params travel the owner route";
+  if (!enumOk(q.group(), plan::ShardingGroupKind::MIN, plan::ShardingGroupKind::MAX))
+    return who + ": unknown sharding group kind " + std::to_string(static_cast<int>(q.group()));
+  if (!enumOk(q.name_origin(), plan::NameOrigin::MIN, plan::NameOrigin::MAX))
+    return who + ": unknown name_origin " + std::to_string(static_cast<int>(q.name_origin()));
+  if (q.placements()) {
+    if (q.placements()->size() != 0 && q.placements()->size() != ndims)
+      return who + " has " + std::to_string(q.placements()->size()) +
+             " placements but the mesh has " + std::to_string(ndims) + " dims";
+    for (const plan::Placement *pl : *q.placements())
+      if (!enumOk(pl->kind(), plan::PlacementKind::MIN, plan::PlacementKind::MAX))
+        return who + ": unknown placement kind " + std::to_string(static_cast<int>(pl->kind()));
+  }
+  return {};
+}
+
+// The owner slot and rank of an owner-route param (and any param that
+// names one), in range and agreeing; the pipeline stage in range.
+std::string Checker::checkOwner(const plan::Param &q, const Who &who) const {
+  const bool owned = common::effectiveRoute(q) == plan::Route::owner;
+  bool hasOwner = q.owner_shard() != -1 || q.owner_replicate() != -1 || q.owner_rank() != -1;
+  if (owned && reached(plan::Stage::partition)) {
+    if (q.unit() < 0)
+      return who + " travels the owner route but has no unit";
+    hasOwner = true;
+  }
+  if (q.pipeline_stage() < 0 || q.pipeline_stage() >= mesh_.P)
+    return who + ": pipeline_stage " + std::to_string(q.pipeline_stage()) +
+           " out of range (mesh has " + std::to_string(mesh_.P) + " pipeline stage" +
+           (mesh_.P == 1 ? ")" : "s)");
+  if (!hasOwner)
+    return {};
+  if (auto e = ownerSlotInRange(who, q.owner_shard(), q.owner_replicate()); !e.empty())
+    return e;
+  auto ownerName = [&] { return who + ": owner"; };
+  if (auto e = dataIndexInRange(ownerName, q.owner_data_index()); !e.empty())
+    return e;
+  if (auto e = ownerRankInRange(who, q.owner_rank()); !e.empty())
+    return e;
+  return ownerRankMatchesSlot(who, q.owner_rank(), q.owner_shard(), q.owner_replicate(),
+                              q.owner_data_index(), q.pipeline_stage());
+}
+
+// The param's byte counts, and its bytes inside its hook group's buffers.
+std::string Checker::checkParamBytes(const plan::Param &q, const Who &who) const {
+  if (q.bytes() < 0 || q.reduce_bytes() < 0)
+    return who + " has negative bytes";
+  if (q.bytes() > common::kMaxPlanByteCount || q.reduce_bytes() > common::kMaxPlanByteCount)
+    return who + " has more than 2^62 bytes";
+  if (q.hook_group() < 0 || q.offset() < 0)
+    return {};
+  const plan::HookGroup *h = p_.hook_groups()->Get(static_cast<uint32_t>(q.hook_group()));
+  if (q.offset() > h->buffer_bytes() || q.bytes() > h->buffer_bytes() - q.offset())
+    return who + ": bytes [" + std::to_string(q.offset()) + ", +" + std::to_string(q.bytes()) +
+           ") lie outside hook group '" + str(h->name()) + "' buffer of " +
+           std::to_string(h->buffer_bytes()) + " bytes";
+  if (q.reduce_offset() >= 0 && (q.reduce_offset() > h->reduce_buffer_bytes() ||
+                                 q.reduce_bytes() > h->reduce_buffer_bytes() - q.reduce_offset()))
+    return who + ": reduce bytes [" + std::to_string(q.reduce_offset()) + ", +" +
+           std::to_string(q.reduce_bytes()) + ") lie outside hook group '" + str(h->name()) +
+           "' reduce buffer of " + std::to_string(h->reduce_buffer_bytes()) + " bytes";
   return {};
 }
 

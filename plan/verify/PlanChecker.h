@@ -7,12 +7,14 @@
 #ifndef DMUON_PLAN_VERIFY_PLANCHECKER_H
 #define DMUON_PLAN_VERIFY_PLANCHECKER_H
 
+#include "common/FirstSeenTable.h"
 #include "common/MeshIndex.h"
 #include "common/PlanAccess.h"
-#include "plan/PlanView.h"
 #include "dmuon/plan_generated.h"
+#include "plan/PlanView.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,7 +36,8 @@ public:
   Who(const std::string &text) : obj_(&text), spell_(&spellString) {}
   Who(const char *text) : obj_(text), spell_(&spellChars) {}
   template <typename F, typename = decltype(std::string(std::declval<const F &>()()))>
-  Who(const F &f) : obj_(&f), spell_([](const void *o) { return (*static_cast<const F *>(o))(); }) {}
+  Who(const F &f)
+      : obj_(&f), spell_([](const void *o) { return (*static_cast<const F *>(o))(); }) {}
   std::string operator()() const { return spell_(obj_); }
   friend std::string operator+(const Who &w, const char *s) { return w() + s; }
   friend std::string operator+(const Who &w, const std::string &s) { return w() + s; }
@@ -56,7 +59,13 @@ private:
   std::string checkStrings(); // CheckStrings.cpp
   std::string checkAlignment();
   std::string checkMesh();
-  std::string checkParams();
+  std::string checkParams(); // CheckParams.cpp, with the five below
+  std::string checkParamName(uint32_t i, const plan::Param &q,
+                             std::optional<common::FirstSeenTable> &byName);
+  std::string checkParam(const plan::Param &q, const Who &who);
+  std::string checkRoutingFields(const plan::Param &q, const Who &who) const;
+  std::string checkOwner(const plan::Param &q, const Who &who) const;
+  std::string checkParamBytes(const plan::Param &q, const Who &who) const;
   std::string checkModelParallel(const plan::Param &q, const Who &who);
   std::string checkCompleteParam(const plan::Param &q, const Who &who);
   std::string checkShardedParam(const plan::Param &q, int64_t local, const Who &who);
@@ -68,8 +77,8 @@ private:
   std::string checkRankRows();
   std::string checkStats();
   std::string checkPipelineStages(); // CheckStages.cpp
-  std::string checkQkClip(); // CheckQkClip.cpp
-  std::string checkBuffers(); // CheckParams.cpp
+  std::string checkQkClip();         // CheckQkClip.cpp
+  std::string checkBuffers();        // CheckParams.cpp
 
   // The executor's own invariants, checked on complete plans only (a
   // --stop-after plan is printed, never executed).
@@ -78,16 +87,14 @@ private:
     return std::to_string(slot) + " (" + std::to_string(slot % mesh_.G) + "," +
            std::to_string(slot / mesh_.G) + ")";
   }
-  bool reached(plan::Stage s) const {
-    return static_cast<int>(p_.stage()) >= static_cast<int>(s);
-  }
+  bool reached(plan::Stage s) const { return static_cast<int>(p_.stage()) >= static_cast<int>(s); }
   // "'<what>' index <i> out of range (plan has <n> <things>)" or empty.
-  static std::string range(const std::string &what, int64_t i, int64_t n,
-                           const char *things, bool allowNone) {
+  static std::string range(const std::string &what, int64_t i, int64_t n, const char *things,
+                           bool allowNone) {
     if ((allowNone && i == -1) || (i >= 0 && i < n))
       return {};
-    return what + " " + std::to_string(i) + " out of range (plan has " +
-           std::to_string(n) + " " + things + ")";
+    return what + " " + std::to_string(i) + " out of range (plan has " + std::to_string(n) + " " +
+           things + ")";
   }
   // The same for "<who><field>".
   static std::string range(const Who &who, const char *field, int64_t i, int64_t n,
@@ -96,13 +103,11 @@ private:
       return {};
     return range(who + field, i, n, things, allowNone);
   }
-  std::string paramList(const Who &where,
-                        const flatbuffers::Vector<int32_t> *list) const {
+  std::string paramList(const Who &where, const flatbuffers::Vector<int32_t> *list) const {
     if (!list)
       return {};
     for (int32_t i : *list)
-      if (std::string e = range(where, ": param index", i, numParams_, "params", false);
-          !e.empty())
+      if (std::string e = range(where, ": param index", i, numParams_, "params", false); !e.empty())
         return e;
     return {};
   }
@@ -140,8 +145,8 @@ private:
       return who + ": owner_shard " + std::to_string(shard) + " out of range (mesh has " +
              std::to_string(mesh_.G) + " shards)";
     if (replicate < 0 || replicate >= mesh_.R)
-      return who + ": owner_replicate " + std::to_string(replicate) +
-             " out of range (mesh has " + std::to_string(mesh_.R) + " replicas)";
+      return who + ": owner_replicate " + std::to_string(replicate) + " out of range (mesh has " +
+             std::to_string(mesh_.R) + " replicas)";
     return {};
   }
   // The owner rank is the rank of the owner (shard, replicate, data index)

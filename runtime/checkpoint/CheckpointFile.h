@@ -11,7 +11,7 @@
 #ifndef DMUON_RUNTIME_CHECKPOINT_CHECKPOINTFILE_H
 #define DMUON_RUNTIME_CHECKPOINT_CHECKPOINTFILE_H
 
-#include "core/Status.h"
+#include "base/Status.h"
 #include "dmuon/dmuon.h"
 
 #include <cstdint>

@@ -11,9 +11,9 @@
 #ifndef DMUON_RUNTIME_CHECKPOINT_CHECKPOINTSLICE_H
 #define DMUON_RUNTIME_CHECKPOINT_CHECKPOINTSLICE_H
 
-#include "common/ShardChunks.h"
+#include "base/Status.h"
 #include "checkpoint/CheckpointFile.h"
-#include "core/Status.h"
+#include "common/ShardChunks.h"
 
 #include <cstdint>
 #include <map>

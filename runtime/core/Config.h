@@ -3,9 +3,9 @@
 #ifndef DMUON_RUNTIME_CORE_CONFIG_H
 #define DMUON_RUNTIME_CORE_CONFIG_H
 
-#include "hal/Device.h"
-#include "core/Status.h"
+#include "base/Status.h"
 #include "dmuon/plan_generated.h"
+#include "hal/Device.h"
 
 #include <cstdint>
 

@@ -3,7 +3,7 @@
 #ifndef DMUON_RUNTIME_CORE_PARAMSLICE_H
 #define DMUON_RUNTIME_CORE_PARAMSLICE_H
 
-#include "core/Status.h"
+#include "base/Status.h"
 #include "dmuon/plan_generated.h"
 
 namespace dmuon::rt {

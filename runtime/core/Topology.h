@@ -5,9 +5,9 @@
 #ifndef DMUON_RUNTIME_CORE_TOPOLOGY_H
 #define DMUON_RUNTIME_CORE_TOPOLOGY_H
 
-#include "hal/Backend.h"
-#include "core/Status.h"
+#include "base/Status.h"
 #include "dmuon/plan_generated.h"
+#include "hal/Backend.h"
 
 #include <map>
 #include <vector>

@@ -9,7 +9,8 @@
 //                          (all-reduce)
 //   optim/Optimizer        the update rules: Muon (optim/GatheredMuon for
 //                          matrices sharded over a model-parallel dim), AdamW
-//   optim/GradNorm         the global gradient norm and clipping
+//   exec/GradNorm          the global gradient norm and clipping, over every
+//                          route
 //   optim/QkClip           QK-Clip of query/key heads, after the owner step
 //   exec/ExecutorCheckpoint.cpp  saving and restoring the training state
 //   exec/ExecutorTraining.cpp    micro-batches, schedules, norms, step counts
@@ -21,8 +22,8 @@
 #include "checkpoint/CheckpointSlice.h"
 #include "core/Context.h"
 #include "core/Params.h"
+#include "exec/GradNorm.h"
 #include "exec/HookSchedule.h"
-#include "optim/GradNorm.h"
 #include "optim/Optimizers.h"
 #include "optim/QkClip.h"
 #include "routes/OwnerRoute.h"
@@ -111,6 +112,15 @@ private:
   Status agree(const Status &local, const std::string &what);
   Status gatherShards(const ParamRt &p, const DeviceArray &shard, bool writes,
                       std::vector<float> &whole);
+  // saveCheckpoint's steps, in order (ExecutorCheckpoint.cpp).
+  struct WholeState;
+  Status prepareSave(const std::string &dir, int64_t step, uint64_t &nonce,
+                     std::vector<ckpt::LocalBoxes> &slices, ckpt::DirectoryLock &lock);
+  Status gatherShardedState(std::vector<WholeState> &wholes);
+  Status writeShard(const std::string &dir, int64_t step, uint64_t nonce,
+                    const std::vector<ckpt::LocalBoxes> &slices,
+                    const std::vector<WholeState> &wholes);
+  Status writeSaveManifest(const std::string &dir, int64_t step, uint64_t nonce);
 
   // Declared first so it is destroyed last: every DeviceArray below frees
   // through it.

@@ -137,7 +137,104 @@ Status Executor::agree(const Status &local, const std::string &what) {
   return Status::ok();
 }
 
+namespace {
+
+// Writes this rank's state into its shard: each local state as one entry per
+// box of the full param (slices, from localSlices), a rule's square state
+// whole.
+class ShardEntries {
+public:
+  ShardEntries(ckpt::ShardWriter &writer, Device &device, const std::vector<ParamRt> &params,
+               const std::vector<ckpt::LocalBoxes> &slices)
+      : writer_(writer), device_(device), params_(params), slices_(slices) {}
+
+  // A local state on the host (`values`, without the padding: Params.h).
+  Status addHostState(size_t i, ckpt::Kind kind, const std::vector<float> &values) {
+    return addBoxes(i, kind, slices_[i], values);
+  }
+
+  // A local state on the device.
+  Status addDeviceState(size_t i, ckpt::Kind kind, const DeviceArray &a) {
+    host_.resize(static_cast<size_t>(params_[i].sliceNumel));
+    DMUON_RETURN_IF_ERROR(device_.download(host_.data(), a.bytes(), host_.size() * 4));
+    return addHostState(i, kind, host_);
+  }
+
+  // A rule's state field: shaped like the values, one per row, or square
+  // matrices kept whole by the param's one owner.
+  Status addRuleField(size_t i, const StateField &field, const DeviceArray &a) {
+    if (field.shape == StateShape::Values)
+      return addDeviceState(i, field.kind, a);
+    const ParamRt &p = params_[i];
+    if (field.shape == StateShape::Left || field.shape == StateShape::Right) {
+      const int64_t n = stateElements(p, field);
+      if (n == 0) // a side the rule leaves as it is
+        return Status::ok();
+      host_.resize(static_cast<size_t>(n));
+      DMUON_RETURN_IF_ERROR(device_.download(host_.data(), a.bytes(), host_.size() * 4));
+      const std::vector<int64_t> shape = squareStateShape(p, field);
+      return writer_.add(p.name, field.kind, {std::vector<int64_t>(shape.size(), 0), shape},
+                         host_.data(), host_.size() * 4);
+    }
+    host_.resize(static_cast<size_t>(p.sliceNumel / std::max<int64_t>(1, p.localCols)));
+    DMUON_RETURN_IF_ERROR(device_.download(host_.data(), a.bytes(), host_.size() * 4));
+    return addBoxes(i, field.kind, ckpt::rowBoxesOf(slices_[i], firstColumnDim(p)), host_);
+  }
+
+private:
+  Status addBoxes(size_t i, ckpt::Kind kind, const ckpt::LocalBoxes &boxes,
+                  const std::vector<float> &values) {
+    if (boxes.whole())
+      return writer_.add(params_[i].name, kind, boxes.global[0], values.data(), values.size() * 4);
+    for (size_t b = 0; b < boxes.global.size(); ++b) {
+      ckpt::extractBox(boxes, b, values.data(), box_);
+      DMUON_RETURN_IF_ERROR(
+          writer_.add(params_[i].name, kind, boxes.global[b], box_.data(), box_.size() * 4));
+    }
+    return Status::ok();
+  }
+
+  ckpt::ShardWriter &writer_;
+  Device &device_;
+  const std::vector<ParamRt> &params_;
+  const std::vector<ckpt::LocalBoxes> &slices_;
+  std::vector<float> host_, box_;
+};
+
+} // namespace
+
+// A sharded param's value and rule state, whole, on the rank that writes
+// them.
+struct Executor::WholeState {
+  size_t index;
+  std::vector<float> value;
+  std::vector<std::vector<float>> state; // per field of the param's rule
+};
+
 Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
+  uint64_t nonce = 0;
+  std::vector<ckpt::LocalBoxes> slices;
+  // Rank 0 holds the directory for the whole save, for every rank: another
+  // save's stale-file removal would otherwise take this one's shards, and its
+  // manifest could name shards this one removes.
+  ckpt::DirectoryLock lock;
+  DMUON_RETURN_IF_ERROR(prepareSave(dir, step, nonce, slices, lock));
+  std::vector<WholeState> wholes;
+  DMUON_RETURN_IF_ERROR(gatherShardedState(wholes));
+  DMUON_RETURN_IF_ERROR(
+      agree(writeShard(dir, step, nonce, slices, wholes), "writing checkpoint shards"));
+  // Only now does the checkpoint replace the previous one: the manifest is
+  // the single atomic switch.
+  Status manifest = Status::ok();
+  if (topo_.rank == 0)
+    manifest = writeSaveManifest(dir, step, nonce);
+  return agree(manifest, "writing the checkpoint manifest");
+}
+
+// Checks that every rank may save `step` now and agrees on it; draws the
+// save's nonce, finds this rank's boxes and, on rank 0, takes the directory.
+Status Executor::prepareSave(const std::string &dir, int64_t step, uint64_t &nonce,
+                             std::vector<ckpt::LocalBoxes> &slices, ckpt::DirectoryLock &lock) {
   // Local refusals still go through agree(): a rank that returned early would
   // leave the others waiting in it.
   Status ready = Status::ok();
@@ -156,6 +253,7 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
       static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
       (static_cast<uint64_t>(::getpid()) << 32);
   DMUON_RETURN_IF_ERROR(backend_->allGather(mine, nonces));
+  nonce = nonces[0];
   // Rank 0's manifest names every rank's shard by the step: one step for all,
   // and one a load accepts.
   std::vector<uint64_t> steps;
@@ -168,27 +266,19 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
   if (ready && step < 0)
     ready = invalidArgument("checkpoint_save: step " + std::to_string(step) +
                             " is negative; a checkpoint's step is an integer >= 0");
-  std::vector<ckpt::LocalBoxes> slices;
   if (ready)
     ready = localSlices(slices);
-  // Rank 0 holds the directory for the whole save, for every rank: another
-  // save's stale-file removal would otherwise take this one's shards, and its
-  // manifest could name shards this one removes.
-  ckpt::DirectoryLock lock;
   if (ready && topo_.rank == 0)
     ready = ckpt::ensureDirectory(dir);
   if (ready && topo_.rank == 0)
     ready = lock.acquire(dir, ckpt::DirectoryLock::Mode::Save);
-  DMUON_RETURN_IF_ERROR(agree(ready, "checkpoint_save"));
+  return agree(ready, "checkpoint_save");
+}
 
-  // Sharded params' state, whole: gathered over each dp_shard group before
-  // anything can fail locally (every rank joins its group's gathers).
-  struct WholeState {
-    size_t index;
-    std::vector<float> value;
-    std::vector<std::vector<float>> state; // per field of the param's rule
-  };
-  std::vector<WholeState> wholes;
+// Sharded params' state, whole: gathered over each dp_shard group before
+// anything can fail locally (every rank joins its group's gathers). Only the
+// rank that writes a param keeps it.
+Status Executor::gatherShardedState(std::vector<WholeState> &wholes) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamRt &p = params_[i];
     if (p.route != plan::Route::sharded)
@@ -201,111 +291,75 @@ Status Executor::saveCheckpoint(const std::string &dir, int64_t step) {
     if (writes)
       wholes.push_back(std::move(w));
   }
+  return Status::ok();
+}
 
-  const uint64_t planFp = plan_->fingerprint();
-  const uint64_t nonce = nonces[0];
-  const std::string name = shardName(planFp, step, nonce, topo_.rank);
+// This rank's shard: the sharded params it gathered, and the owner and
+// replicated params it writes. Local: the caller agrees on the outcome.
+Status Executor::writeShard(const std::string &dir, int64_t step, uint64_t nonce,
+                            const std::vector<ckpt::LocalBoxes> &slices,
+                            const std::vector<WholeState> &wholes) {
+  const std::string name = shardName(plan_->fingerprint(), step, nonce, topo_.rank);
   Status local = ckpt::ensureDirectory(dir);
-  if (local) {
-    ckpt::ShardWriter writer;
-    local = writer.open(dir + "/" + name, {step, nonce, static_cast<uint32_t>(topo_.rank)});
-    std::vector<float> host, box;
-    // A local state (`values`, without the padding: Params.h), one entry
-    // per box.
-    auto writeBoxes = [&](size_t i, ckpt::Kind kind, const ckpt::LocalBoxes &boxes,
-                          const std::vector<float> &values) -> Status {
-      if (boxes.whole())
-        return writer.add(params_[i].name, kind, boxes.global[0], values.data(), values.size() * 4);
-      for (size_t b = 0; b < boxes.global.size(); ++b) {
-        ckpt::extractBox(boxes, b, values.data(), box);
-        DMUON_RETURN_IF_ERROR(
-            writer.add(params_[i].name, kind, boxes.global[b], box.data(), box.size() * 4));
-      }
-      return Status::ok();
-    };
-    auto write = [&](size_t i, ckpt::Kind kind, const std::vector<float> &values) {
-      return writeBoxes(i, kind, slices[i], values);
-    };
-    auto add = [&](size_t i, ckpt::Kind kind, const DeviceArray &a) -> Status {
-      host.resize(static_cast<size_t>(params_[i].sliceNumel));
-      DMUON_RETURN_IF_ERROR(device_->download(host.data(), a.bytes(), host.size() * 4));
-      return write(i, kind, host);
-    };
-    // A rule's state field: shaped like the values, one per row, or square
-    // matrices kept whole by the param's one owner.
-    auto addField = [&](size_t i, const StateField &field, const DeviceArray &a) -> Status {
-      if (field.shape == StateShape::Values)
-        return add(i, field.kind, a);
-      const ParamRt &p = params_[i];
-      if (field.shape == StateShape::Left || field.shape == StateShape::Right) {
-        const int64_t n = stateElements(p, field);
-        if (n == 0) // a side the rule leaves as it is
-          return Status::ok();
-        host.resize(static_cast<size_t>(n));
-        DMUON_RETURN_IF_ERROR(device_->download(host.data(), a.bytes(), host.size() * 4));
-        const std::vector<int64_t> shape = squareStateShape(p, field);
-        return writer.add(p.name, field.kind, {std::vector<int64_t>(shape.size(), 0), shape},
-                          host.data(), host.size() * 4);
-      }
-      host.resize(static_cast<size_t>(p.sliceNumel / std::max<int64_t>(1, p.localCols)));
-      DMUON_RETURN_IF_ERROR(device_->download(host.data(), a.bytes(), host.size() * 4));
-      return writeBoxes(i, field.kind, ckpt::rowBoxesOf(slices[i], firstColumnDim(p)), host);
-    };
-    // One writer per chunk of each param's state, the rank whose copy the
-    // gradient norm counts: the global owner of an owner-route param at the
-    // first model-parallel copy; slot (0, 0) there for a replicated one; the
-    // first shard of row 0 the gathered sharded state.
-    std::vector<size_t> mine;
-    for (size_t i = 0; i < params_.size(); ++i)
-      if (params_[i].countsInNorm &&
-          (params_[i].route == plan::Route::owner || params_[i].route == plan::Route::replicated))
-        mine.push_back(i);
-    for (const WholeState &w : wholes) {
-      if (!local)
-        break;
-      local = write(w.index, ckpt::Kind::Value, w.value);
-      const std::span<const StateField> fields = params_[w.index].optimizer->fields();
-      for (size_t k = 0; local && k < fields.size(); ++k)
-        local = write(w.index, fields[k].kind, w.state[k]);
-    }
-    for (size_t k = 0; local && k < mine.size(); ++k) {
-      if (k == mine.size() / 2 && ckpt::crashInjectedFor(topo_.rank))
-        ::_exit(86); // fault injection: die with half a shard written
-      const size_t i = mine[k];
-      const ParamRt &p = params_[i];
-      local = add(i, ckpt::Kind::Value, p.master);
-      const std::span<const StateField> fields = p.optimizer->fields();
-      for (size_t f = 0; local && f < fields.size(); ++f)
-        local = addField(i, fields[f], p.state[f]);
-    }
-    if (local)
-      local = writer.commit();
+  if (!local)
+    return local;
+  ckpt::ShardWriter writer;
+  local = writer.open(dir + "/" + name, {step, nonce, static_cast<uint32_t>(topo_.rank)});
+  ShardEntries entries(writer, *device_, params_, slices);
+  // One writer per chunk of each param's state, the rank whose copy the
+  // gradient norm counts: the global owner of an owner-route param at the
+  // first model-parallel copy; slot (0, 0) there for a replicated one; the
+  // first shard of row 0 the gathered sharded state.
+  std::vector<size_t> mine;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].countsInNorm &&
+        (params_[i].route == plan::Route::owner || params_[i].route == plan::Route::replicated))
+      mine.push_back(i);
+  for (const WholeState &w : wholes) {
+    if (!local)
+      break;
+    local = entries.addHostState(w.index, ckpt::Kind::Value, w.value);
+    const std::span<const StateField> fields = params_[w.index].optimizer->fields();
+    for (size_t k = 0; local && k < fields.size(); ++k)
+      local = entries.addHostState(w.index, fields[k].kind, w.state[k]);
   }
-  DMUON_RETURN_IF_ERROR(agree(local, "writing checkpoint shards"));
+  for (size_t k = 0; local && k < mine.size(); ++k) {
+    if (k == mine.size() / 2 && ckpt::crashInjectedFor(topo_.rank))
+      ::_exit(86); // fault injection: die with half a shard written
+    const size_t i = mine[k];
+    const ParamRt &p = params_[i];
+    local = entries.addDeviceState(i, ckpt::Kind::Value, p.master);
+    const std::span<const StateField> fields = p.optimizer->fields();
+    for (size_t f = 0; local && f < fields.size(); ++f)
+      local = entries.addRuleField(i, fields[f], p.state[f]);
+  }
+  if (local)
+    local = writer.commit();
+  return local;
+}
 
-  // Only now does the checkpoint replace the previous one: the manifest is
-  // the single atomic switch.
-  Status manifest = Status::ok();
-  if (topo_.rank == 0) {
-    ckpt::Manifest m;
-    m.step = step;
-    m.adamwStep = adamwStep_;
-    m.stepsApplied = stepsApplied_;
-    m.stepsSkipped = stepsSkipped_;
-    hyperParams(m.hyper);
-    m.hasHyper = true;
-    m.planFingerprint = planFp;
-    m.modelFingerprint = modelFingerprint();
-    m.hasNonce = true;
-    m.nonce = nonce;
-    m.worldSize = backend_->worldSize();
-    for (int r = 0; r < m.worldSize; ++r)
-      m.shards.push_back(shardName(planFp, step, nonce, r));
-    manifest = ckpt::writeManifest(dir, m);
-    if (manifest)
-      ckpt::removeStaleShards(dir, m);
-  }
-  return agree(manifest, "writing the checkpoint manifest");
+// Rank 0's manifest, naming every rank's shard of this save; then the shards
+// of earlier saves go.
+Status Executor::writeSaveManifest(const std::string &dir, int64_t step, uint64_t nonce) {
+  const uint64_t planFp = plan_->fingerprint();
+  ckpt::Manifest m;
+  m.step = step;
+  m.adamwStep = adamwStep_;
+  m.stepsApplied = stepsApplied_;
+  m.stepsSkipped = stepsSkipped_;
+  hyperParams(m.hyper);
+  m.hasHyper = true;
+  m.planFingerprint = planFp;
+  m.modelFingerprint = modelFingerprint();
+  m.hasNonce = true;
+  m.nonce = nonce;
+  m.worldSize = backend_->worldSize();
+  for (int r = 0; r < m.worldSize; ++r)
+    m.shards.push_back(shardName(planFp, step, nonce, r));
+  Status manifest = ckpt::writeManifest(dir, m);
+  if (manifest)
+    ckpt::removeStaleShards(dir, m);
+  return manifest;
 }
 
 Status Executor::loadCheckpoint(const std::string &dir, int64_t *step) {

@@ -3,7 +3,7 @@
 #ifndef DMUON_RUNTIME_HAL_BACKEND_H
 #define DMUON_RUNTIME_HAL_BACKEND_H
 
-#include "core/Status.h"
+#include "base/Status.h"
 
 #include <cstddef>
 #include <cstdint>

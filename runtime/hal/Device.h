@@ -5,7 +5,7 @@
 #ifndef DMUON_RUNTIME_HAL_DEVICE_H
 #define DMUON_RUNTIME_HAL_DEVICE_H
 
-#include "core/Status.h"
+#include "base/Status.h"
 #include "kernels/cpu/MuonKernels.h"
 
 #include <cstddef>

@@ -9,7 +9,7 @@
 #include "dmuon/dmuon.hpp"
 #include "kernels/cpu/MuonKernels.h"
 
-#include "MpModel.h"
+#include "MpHost.h"
 #include "MpiCheck.h"
 
 #include <mpi.h>

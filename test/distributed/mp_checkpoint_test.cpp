@@ -22,7 +22,7 @@
 //
 // usage: mpirun -n N dmuon-mp-checkpoint-test --layout tp|ep|ep-strided|vocab --dir D
 //          --save-plan P [--resume-layout L] --resume-plan Q [--resume-plan R ...]
-#include "MpModel.h"
+#include "MpHost.h"
 #include "MpiCheck.h"
 
 #include <mpi.h>

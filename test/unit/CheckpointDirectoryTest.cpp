@@ -3,6 +3,7 @@
 // and two runs saving into one directory at once never leave a manifest that
 // names a missing or foreign shard (one of them is refused instead).
 #include "LoopbackSupport.h"
+#include "LoopbackValues.h"
 
 #include <atomic>
 #include <chrono>
@@ -15,15 +16,6 @@ using namespace dmuon::rt;
 namespace fs = std::filesystem;
 
 namespace {
-
-float valueOf(int param, int step, int64_t i) {
-  return 0.01f * std::sin(0.37f * static_cast<float>(i) + 1.3f * static_cast<float>(param) +
-                          0.71f * static_cast<float>(step));
-}
-
-std::string tinyPlan(const std::string &mesh) {
-  return std::string(DMUON_TINY_PLAN_DIR) + "/tiny-" + mesh + ".plan";
-}
 
 std::string tempDir() {
   char dir[] = "/tmp/dmuon-ckpt-dir-XXXXXX";

@@ -325,157 +325,218 @@ bool checkMemoryNeeds(const Flags &f, double available, dmuon::Diagnostics &diag
   return true;
 }
 
-int run(const Flags &fin, MPI_Comm comm, int rank, int world) {
-  Flags f = fin;
+// The outputs may be written: not one file, and neither the plan. Fills in
+// the NS shapes (the plan's, or defaults for a cost table).
+bool checkRequest(Flags &f, dmuon::Diagnostics &diags) {
   std::string err;
-  // Only rank 0 speaks; every rank reaches the same verdict on the same
-  // flags.
-  dmuon::Diagnostics diags("dmuon-calibrate", rank == 0 ? llvm::errs() : llvm::nulls());
   // Two outputs on one path keep only the second (the cost table, and the
   // description that names it is lost); an output over the plan destroys it.
   if (dmuon::sameFile(f.out, f.nsTable)) {
     diags.error("-o '" + f.out + "' and --ns-table '" + f.nsTable +
                 "' are one file; the cost table would replace the description");
-    return 1;
+    return false;
   }
   if (!dmuon::checkOutputIsNotInput(f.out, {{f.plan, "--plan"}}, diags) ||
       !dmuon::checkOutputIsNotInput(f.nsTable, {{f.plan, "--plan"}}, diags))
-    return 1;
+    return false;
   if (!f.plan.empty() && !planShapes(f.plan, f, err)) {
     diags.error(err);
-    return 1;
+    return false;
   }
   if (f.shapes.empty() && !f.nsTable.empty())
     f.shapes = {{256, 256}, {512, 512}, {1024, 1024}};
-  MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  int nodeRanks = 1, nodeRank = 0;
-  MPI_Comm_size(node, &nodeRanks);
-  MPI_Comm_rank(node, &nodeRank);
-  MPI_Comm_free(&node);
-  const double physicalMemory =
-      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-  // Checked before anything is allocated: a shape or buffer past memory
-  // would end every rank in std::bad_alloc. Rank 0 reports its node's
-  // verdict; all ranks follow the worst.
-  const int fitsHere = checkMemoryNeeds(f, physicalMemory / std::max(1, nodeRanks), diags);
-  int fitsEverywhere = fitsHere;
-  MPI_Allreduce(MPI_IN_PLACE, &fitsEverywhere, 1, MPI_INT, MPI_MIN, comm);
-  if (!fitsEverywhere) {
-    if (fitsHere)
-      diags.error("the measurements need more memory than another node holds per rank");
-    return 1;
-  }
-  const int64_t perNode = f.devicesPerNode > 0 ? f.devicesPerNode : nodeRanks;
-  const int64_t processors =
-      f.processors > 0 ? f.processors : static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  return true;
+}
+
+// This rank's node: how many ranks share it, this one's index among them,
+// its processors and memory.
+struct Node {
+  int ranks = 1, rank = 0;
+  int64_t processors = 0;
+  double physicalMemory = 0;
   // Oversubscribed, the network and the kernels are measured on each
   // node's first `processors` ranks, one per processor, the others asleep:
   // the simulator scales compute and adds the wait itself.
-  const bool oversubscribed = nodeRanks > processors;
-  const bool measuring = nodeRank < processors;
-  MPI_Comm firstP;
-  MPI_Comm_split(comm, measuring ? 0 : 1, rank, &firstP);
-  int measured = world;
-  MPI_Comm_size(firstP, &measured);
-  if (!measuring)
-    measured = 0;
-  MPI_Bcast(&measured, 1, MPI_INT, 0, comm); // rank 0 measures
+  bool oversubscribed() const { return ranks > processors; }
+  bool measures() const { return rank < processors; }
+};
 
+Node nodeOf(const Flags &f, MPI_Comm comm, int rank) {
+  Node n;
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &n.ranks);
+  MPI_Comm_rank(node, &n.rank);
+  MPI_Comm_free(&node);
+  n.physicalMemory =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  n.processors =
+      f.processors > 0 ? f.processors : static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  return n;
+}
+
+// Checked before anything is allocated: a shape or buffer past memory
+// would end every rank in std::bad_alloc. Rank 0 reports its node's
+// verdict; all ranks follow the worst.
+bool fitsInMemory(const Flags &f, const Node &node, MPI_Comm comm, dmuon::Diagnostics &diags) {
+  const int fitsHere = checkMemoryNeeds(f, node.physicalMemory / std::max(1, node.ranks), diags);
+  int fitsEverywhere = fitsHere;
+  MPI_Allreduce(MPI_IN_PLACE, &fitsEverywhere, 1, MPI_INT, MPI_MIN, comm);
+  if (!fitsEverywhere && fitsHere)
+    diags.error("the measurements need more memory than another node holds per rank");
+  return fitsEverywhere;
+}
+
+// Every figure the description holds, as rank 0 measured it.
+struct Measured {
+  int ranks = 0; // the ranks that measured the network and the kernels
   std::vector<KindFit> fits;
   Elementwise ew;
   NsFit ns;
+  Oversubscription over;
+};
+
+// Measures on every rank of `comm` (collective); false with `err` when the
+// collectives could not be fitted.
+bool measureAll(const Flags &f, MPI_Comm comm, int rank, int world, const Node &node,
+                Measured &m, std::string &err) {
+  const bool measuring = node.measures();
+  MPI_Comm firstP;
+  MPI_Comm_split(comm, measuring ? 0 : 1, rank, &firstP);
+  m.ranks = world;
+  MPI_Comm_size(firstP, &m.ranks);
+  if (!measuring)
+    m.ranks = 0;
+  MPI_Bcast(&m.ranks, 1, MPI_INT, 0, comm); // rank 0 measures
   int ok = 1;
   if (measuring) {
-    if (measured > 1) {
-      fits = measureCollectives(f, firstP, err);
-      ok = !fits.empty();
+    if (m.ranks > 1) {
+      m.fits = measureCollectives(f, firstP, err);
+      ok = !m.fits.empty();
     }
     if (ok) {
-      ew = measureElementwise(f, firstP);
-      ns = f.shapes.empty() ? NsFit{} : measureNs(f, firstP);
+      m.ew = measureElementwise(f, firstP);
+      m.ns = f.shapes.empty() ? NsFit{} : measureNs(f, firstP);
     }
   }
   meetAsleep(comm);
   MPI_Bcast(&ok, 1, MPI_INT, 0, comm);
   if (!ok) {
-    diags.error(err);
     MPI_Comm_free(&firstP);
-    return 1;
+    return false;
   }
-  Oversubscription over;
-  if (oversubscribed)
-    over = measureOversubscription(f, comm, firstP, measuring, nodeRanks, processors);
+  if (node.oversubscribed())
+    m.over = measureOversubscription(f, comm, firstP, measuring, node.ranks, node.processors);
   MPI_Comm_free(&firstP);
-  if (rank != 0)
-    return 0;
+  return true;
+}
 
-  const double memory = physicalMemory / static_cast<double>(std::max(1, nodeRanks));
+// The description's comment and [cluster] table.
+std::string clusterTable(const Flags &f, const Node &node, const Measured &m, int world) {
+  const int64_t perNode = f.devicesPerNode > 0 ? f.devicesPerNode : node.ranks;
   std::ostringstream o;
-  o << "# Made by dmuon-calibrate on " << world << " rank(s), " << nodeRanks
-    << " on this node, " << processors << " processors, " << utcNow() << ";\n";
-  if (oversubscribed)
-    o << "# the network and the kernels measured on the first " << measured
+  o << "# Made by dmuon-calibrate on " << world << " rank(s), " << node.ranks
+    << " on this node, " << node.processors << " processors, " << utcNow() << ";\n";
+  if (node.oversubscribed())
+    o << "# the network and the kernels measured on the first " << m.ranks
       << " rank(s), one per processor, the others asleep;\n";
   o << "# every figure the slowest rank's best of " << f.repeats
     << " runs (kernels: half as many; buffers of 4 MiB up: a third)\n"
     << "# (docs/cluster-format.md, \"Calibration\").\n";
   o << "[cluster]\nname = \"" << (f.name.empty() ? "calibrated" : f.name) << "\"\n";
   o << "devices_per_node = " << perNode << "\n";
-  o << "processors_per_node = " << processors
+  o << "processors_per_node = " << node.processors
     << "   # ranks past it time-share the processors\n";
-  if (oversubscribed)
-    o << "oversubscribed_latency = " << fmt("%.4g", over.seconds)
-      << "   # per wait on a collective at 2x: 1-float all-reduce " << fmt("%.3g", over.all)
-      << " s on " << nodeRanks << " ranks, " << fmt("%.3g", over.few) << " s on " << measured
+  if (node.oversubscribed())
+    o << "oversubscribed_latency = " << fmt("%.4g", m.over.seconds)
+      << "   # per wait on a collective at 2x: 1-float all-reduce " << fmt("%.3g", m.over.all)
+      << " s on " << node.ranks << " ranks, " << fmt("%.3g", m.over.few) << " s on " << m.ranks
       << "\n";
   else
     o << "# oversubscribed_latency: not measured (run more ranks than processors on a node)\n";
   o << "coalesced_collectives = false   # MPI: one latency per collective\n\n";
+  return o.str();
+}
+
+// The [device] tables: memory, the element-wise kernels' bandwidth, NS.
+std::string deviceTables(const Flags &f, const Node &node, const Measured &m) {
+  const double memory = node.physicalMemory / static_cast<double>(std::max(1, node.ranks));
+  std::ostringstream o;
   o << "[device]\nmemory = " << fmt("%.0f", memory) << "   # physical memory / ranks on the node\n";
-  o << "memory_bandwidth = " << fmt("%.4g", ew.muon)
+  o << "memory_bandwidth = " << fmt("%.4g", m.ew.muon)
     << "   # Muon momentum + update at 20 B/element\n";
-  o << "adamw_bandwidth = " << fmt("%.4g", ew.adamw) << "    # AdamW at 28 B/element\n";
+  o << "adamw_bandwidth = " << fmt("%.4g", m.ew.adamw) << "    # AdamW at 28 B/element\n";
   o << "ns_dtype = \"f32\"                # kernels/cpu run NS in fp32\n";
   if (!f.nsTable.empty())
-    o << "ns_cost_table = \""
-      << std::filesystem::path(f.nsTable).filename().string()
+    o << "ns_cost_table = \"" << std::filesystem::path(f.nsTable).filename().string()
       << "\"   # per shape; the rate below prices shapes it lacks\n";
-  o << "[device.matmul_flops]\nf32 = "
-    << fmt("%.4g", ns.flopsRate > 0 ? ns.flopsRate : 1e9) << "   # NS flops / NS seconds over "
-    << f.shapes.size() << " shape(s), " << f.nsSteps << " iterations\n";
-  if (measured > 1) {
+  o << "[device.matmul_flops]\nf32 = " << fmt("%.4g", m.ns.flopsRate > 0 ? m.ns.flopsRate : 1e9)
+    << "   # NS flops / NS seconds over " << f.shapes.size() << " shape(s), " << f.nsSteps
+    << " iterations\n";
+  return o.str();
+}
+
+// The [network.intra] tables: each collective kind's fit, with its samples.
+std::string networkTables(const Measured &m) {
+  std::ostringstream o;
+  if (m.ranks > 1) {
     o << "\n[network.intra]                  # MPI between the ranks of this node\n";
     // The all-reduce's figures stand for the network; every kind its own.
-    const KindFit &ar = fits[2];
-    o << "bandwidth = " << fmt("%.4g", ar.cost.bandwidth) << "\nlatency = "
-      << fmt("%.4g", ar.cost.latency) << "\n";
-    for (const KindFit &kf : fits) {
+    const KindFit &ar = m.fits[2];
+    o << "bandwidth = " << fmt("%.4g", ar.cost.bandwidth)
+      << "\nlatency = " << fmt("%.4g", ar.cost.latency) << "\n";
+    for (const KindFit &kf : m.fits) {
       o << "[network.intra." << dmuon::sim::collKindKey(kf.kind) << "]   # bytes:seconds";
       for (const CollSample &s : kf.samples)
         o << " " << fmt("%.0f", s.bytes) << ":" << fmt("%.3g", s.seconds);
-      o << "\nbandwidth = " << fmt("%.4g", kf.cost.bandwidth) << "\nlatency = "
-        << fmt("%.4g", kf.cost.latency) << "\n";
+      o << "\nbandwidth = " << fmt("%.4g", kf.cost.bandwidth)
+        << "\nlatency = " << fmt("%.4g", kf.cost.latency) << "\n";
     }
   } else {
     o << "\n[network.intra]                  # one rank: nothing measured\n"
          "bandwidth = 1e12\nlatency = 0\n";
   }
+  return o.str();
+}
+
+// The NS cost table (the CSV dmuonc's --cost-table reads).
+std::string nsCostTable(const Flags &f, const NsFit &ns, int world) {
+  std::ostringstream t;
+  t << "# Newton-Schulz seconds per shape (" << f.nsSteps
+    << " iterations, fp32, kernels/cpu), by dmuon-calibrate on " << world << " rank(s), "
+    << utcNow() << "\nrows,cols,seconds\n";
+  for (size_t i = 0; i < f.shapes.size(); ++i)
+    t << f.shapes[i].first << "," << f.shapes[i].second << "," << fmt("%.6g", ns.seconds[i])
+      << "\n";
+  return t.str();
+}
+
+int run(const Flags &fin, MPI_Comm comm, int rank, int world) {
+  Flags f = fin;
+  // Only rank 0 speaks; every rank reaches the same verdict on the same
+  // flags.
+  dmuon::Diagnostics diags("dmuon-calibrate", rank == 0 ? llvm::errs() : llvm::nulls());
+  if (!checkRequest(f, diags))
+    return 1;
+  const Node node = nodeOf(f, comm, rank);
+  if (!fitsInMemory(f, node, comm, diags))
+    return 1;
+  Measured m;
+  std::string err;
+  if (!measureAll(f, comm, rank, world, node, m, err)) {
+    diags.error(err);
+    return 1;
+  }
+  if (rank != 0)
+    return 0;
   // Each whole or not at all (support/OutputFile.h): a write that fails
   // leaves the previous file as it was.
-  if (!dmuon::writeOutputFile(f.out, o.str(), diags))
+  const std::string description =
+      clusterTable(f, node, m, world) + deviceTables(f, node, m) + networkTables(m);
+  if (!dmuon::writeOutputFile(f.out, description, diags))
     return 1;
-  if (!f.nsTable.empty()) {
-    std::ostringstream t;
-    t << "# Newton-Schulz seconds per shape (" << f.nsSteps
-      << " iterations, fp32, kernels/cpu), by dmuon-calibrate on " << world << " rank(s), "
-      << utcNow() << "\nrows,cols,seconds\n";
-    for (size_t i = 0; i < f.shapes.size(); ++i)
-      t << f.shapes[i].first << "," << f.shapes[i].second << "," << fmt("%.6g", ns.seconds[i])
-        << "\n";
-    if (!dmuon::writeOutputFile(f.nsTable, t.str(), diags))
-      return 1;
-  }
+  if (!f.nsTable.empty() && !dmuon::writeOutputFile(f.nsTable, nsCostTable(f, m.ns, world), diags))
+    return 1;
   return 0;
 }
 

@@ -5,7 +5,7 @@
 #ifndef DMUON_RUNTIME_DEVICES_CUDA_CUDADEVICEGUARD_H
 #define DMUON_RUNTIME_DEVICES_CUDA_CUDADEVICEGUARD_H
 
-#include "core/Status.h"
+#include "base/Status.h"
 #include "kernels/cuda/DeviceGuard.h"
 
 #include <cuda_runtime.h>

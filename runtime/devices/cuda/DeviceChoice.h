@@ -9,7 +9,7 @@
 #ifndef DMUON_RUNTIME_DEVICES_CUDA_DEVICECHOICE_H
 #define DMUON_RUNTIME_DEVICES_CUDA_DEVICECHOICE_H
 
-#include "core/Status.h"
+#include "base/Status.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "optim/GradNorm.h"
+#include "exec/GradNorm.h"
 
 #include <algorithm>
 #include <limits>

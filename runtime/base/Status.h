@@ -1,7 +1,8 @@
 // The runtime's internal error value; the C API turns it into a status code
-// and a last-error message.
-#ifndef DMUON_RUNTIME_CORE_STATUS_H
-#define DMUON_RUNTIME_CORE_STATUS_H
+// and a last-error message. The runtime's lowest floor (base/): every other
+// folder stands on it, and it on the public C header alone.
+#ifndef DMUON_RUNTIME_BASE_STATUS_H
+#define DMUON_RUNTIME_BASE_STATUS_H
 
 #include "dmuon/dmuon.h"
 

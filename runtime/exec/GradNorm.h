@@ -5,8 +5,8 @@
 // all-reduce of two scalars over the world gives every rank the same sums:
 // the same norm, the same clip factor and the same verdict on non-finite
 // values (a NaN or Inf anywhere makes the sum non-finite).
-#ifndef DMUON_RUNTIME_OPTIM_GRADNORM_H
-#define DMUON_RUNTIME_OPTIM_GRADNORM_H
+#ifndef DMUON_RUNTIME_EXEC_GRADNORM_H
+#define DMUON_RUNTIME_EXEC_GRADNORM_H
 
 #include "core/Context.h"
 #include "core/Params.h"
