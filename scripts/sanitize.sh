@@ -35,12 +35,13 @@ ulimit -c 0
 # the GPU tests and the Python hosts (python3 is not instrumented, so it cannot
 # load an instrumented libdmuon: the sanitizer runtimes are linked into
 # programs only).
-mpi='^(mpi_|train_loop_|qk_clip_|runtime_api_|trainer_|install_|nccl_|step_bench_|calibrate_|cuda\.|python_)'
+mpi='^(mpi_|train_loop_|qk_clip_|runtime_api_|runtime_self_|trainer_|install_|nccl_|step_bench_|calibrate_|cuda\.|python_)'
 tally_ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" --no-tests=error -E "$mpi" "$@"
-# The runtime's tests on one rank and the MPI tests on 4 ranks (HSDP 2x2) of
+# The runtime's tests on one rank (runtime_self_mpi: MPI initialized by the
+# runtime itself) and the MPI tests on 4 ranks (HSDP 2x2) of
 # the hooks, the four AdamW routes, the training loop and QK-Clip. Open
 # MPI is built without frame pointers, so its leaks are only recognised (and
 # suppressed) with the slow, full unwinder on every allocation.
 LSAN_OPTIONS=$lsan:fast_unwind_on_malloc=0 \
   tally_ctest --test-dir "$build_dir" --output-on-failure --no-tests=error \
-  -R '^(runtime_api_tests|runtime_exports|mpi_hsdp2x2|mpi_routes_mixed_2x2|train_loop_2x2|qk_clip_2x2)$' "$@"
+  -R '^(runtime_api_tests|runtime_exports|runtime_self_mpi|mpi_hsdp2x2|mpi_routes_mixed_2x2|train_loop_2x2|qk_clip_2x2)$' "$@"
