@@ -50,10 +50,10 @@ import dmuon
 import dmuon.torch
 from dmuon.torch import _launch
 from dmuon.torch._device import CpuDevice, model_device
+from muon_reference import newton_schulz5
 
 STEPS = 5
 LR, MOMENTUM, WD, ADAMW_LR, ADAMW_WD = 0.02, 0.95, 0.01, 1e-3, 0.01
-NS = (3.4445, -4.7750, 2.0315)
 failures = []
 
 
@@ -109,18 +109,6 @@ def fresh_model():
 
 
 # -------------------------------------------------------------- reference
-
-def newton_schulz5(g):
-    a, b, c = NS
-    x = g / (g.norm() + 1e-7)
-    transposed = g.size(0) > g.size(1)
-    if transposed:
-        x = x.t()
-    for _ in range(5):
-        A = x @ x.t()
-        x = a * x + (b * A + c * A @ A) @ x
-    return x.t() if transposed else x
-
 
 def run_reference(matrix_names):
     """Muon (Nesterov, NS5, scaled by sqrt(max(1, rows/cols)), decoupled

@@ -40,26 +40,14 @@ except ImportError as e:
 import dmuon
 import dmuon.torch
 
+from muon_reference import newton_schulz5
 from zoo_models import ZOO
 
 GLOBAL_BATCH, STEPS = 8, 3
 LR, MOMENTUM, WD, ADAMW_LR, ADAMW_WD = 0.02, 0.95, 0.01, 1e-3, 0.01
-NS = (3.4445, -4.7750, 2.0315)
 
 
 # ---------------------------------------------------------------- reference
-
-def newton_schulz5(g):
-    a, b, c = NS
-    x = g / (g.norm() + 1e-7)
-    transposed = g.size(0) > g.size(1)
-    if transposed:
-        x = x.t()
-    for _ in range(5):
-        A = x @ x.t()
-        x = a * x + (b * A + c * A @ A) @ x
-    return x.t() if transposed else x
-
 
 def orthogonalized(name, u, conv):
     """Muon's update direction of a param's momentum-mixed gradient u, each

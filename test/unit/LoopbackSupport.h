@@ -66,8 +66,11 @@ inline int stageOfRank(const LoadedPlan &plan, int rank) {
 // the rank's stage), then backward in reverse with `addGradients(step,
 // group)` between its hooks (group -1 first: the params no hook moves), then
 // the step.
+// `afterStep` (optional) takes each step's status; without it every step
+// must succeed.
 inline void trainSteps(const LoadedPlan &plan, Executor &ex, int rank, int steps,
-                       const std::function<void(int step, int group)> &addGradients) {
+                       const std::function<void(int step, int group)> &addGradients,
+                       const std::function<void(int step, const Status &)> &afterStep = {}) {
   const int groups = plan.root().hook_groups() ? plan.root().hook_groups()->size() : 0;
   const int stage = stageOfRank(plan, rank);
   auto onStage = [&](int g) {
@@ -90,6 +93,10 @@ inline void trainSteps(const LoadedPlan &plan, Executor &ex, int rank, int steps
       ASSERT_TRUE(s.isOk()) << s.message();
     }
     Status s = ex.step();
+    if (afterStep) {
+      afterStep(step, s);
+      continue;
+    }
     ASSERT_TRUE(s.isOk()) << "rank " << rank << " step " << step << ": " << s.message();
   }
 }
@@ -128,14 +135,41 @@ struct Run {
   std::optional<dmuon_hyper_params_t> hyper;
 };
 
+// trainSteps' addGradients: `valueOf`'s values (steps numbered from
+// `firstStep`) added to the gradients of the group's params.
+inline std::function<void(int, int)> gradientsOf(const LoadedPlan &plan, Executor &ex,
+                                                 const ValueFn &valueOf, int firstStep = 0) {
+  return [&plan, &ex, valueOf, firstStep](int step, int group) {
+    for (int i = 0; i < plan.numParams(); ++i) {
+      if (plan.param(i).hook_group() != group)
+        continue;
+      float *g = nullptr;
+      ASSERT_TRUE(ex.gradView(i, &g).isOk());
+      for (int64_t k = 0; k < numel(plan.param(i)); ++k)
+        g[k] += valueOf(i, firstStep + step, k);
+    }
+  };
+}
+
+// Every param's values as gather_param returns them on this rank.
+inline void gatherAll(const LoadedPlan &plan, Executor &ex,
+                      std::vector<std::vector<float>> &result) {
+  result.assign(static_cast<size_t>(plan.numParams()), {});
+  for (int i = 0; i < plan.numParams(); ++i) {
+    std::vector<float> &out = result[static_cast<size_t>(i)];
+    out.resize(static_cast<size_t>(numel(plan.param(i))));
+    ASSERT_TRUE(
+        ex.gatherParam(plan.param(i).name()->str(), out.data(), static_cast<int64_t>(out.size()))
+            .isOk());
+  }
+}
+
 // One rank's part of a run on `ex` (any backend: the loopback world's
 // threads, or one MPI process each): the steps through every hook, with
 // `valueOf`'s gradients, then every param's values as gather_param returns
 // them on this rank.
 inline void trainRank(const LoadedPlan &plan, const Run &run, const ValueFn &valueOf, int rank,
                       Executor &ex, std::vector<std::vector<float>> &result) {
-  const int n = plan.numParams();
-  result.assign(static_cast<size_t>(n), {});
   bindAll(plan, ex, valueOf);
   if (!run.resumeFrom.empty()) {
     Status s = ex.loadCheckpoint(run.resumeFrom, nullptr);
@@ -145,28 +179,12 @@ inline void trainRank(const LoadedPlan &plan, const Run &run, const ValueFn &val
     Status s = ex.setHyperParams(*run.hyper);
     ASSERT_TRUE(s.isOk()) << s.message();
   }
-  auto addGradients = [&](int step, int group) {
-    for (int i = 0; i < n; ++i) {
-      if (plan.param(i).hook_group() != group)
-        continue;
-      float *g = nullptr;
-      ASSERT_TRUE(ex.gradView(i, &g).isOk());
-      for (int64_t k = 0; k < numel(plan.param(i)); ++k)
-        g[k] += valueOf(i, run.firstStep + step, k);
-    }
-  };
-  trainSteps(plan, ex, rank, run.steps, addGradients);
+  trainSteps(plan, ex, rank, run.steps, gradientsOf(plan, ex, valueOf, run.firstStep));
   if (!run.saveTo.empty()) {
     Status s = ex.saveCheckpoint(run.saveTo, run.firstStep + run.steps);
     ASSERT_TRUE(s.isOk()) << s.message();
   }
-  for (int i = 0; i < n; ++i) {
-    std::vector<float> &out = result[static_cast<size_t>(i)];
-    out.resize(static_cast<size_t>(numel(plan.param(i))));
-    ASSERT_TRUE(
-        ex.gatherParam(plan.param(i).name()->str(), out.data(), static_cast<int64_t>(out.size()))
-            .isOk());
-  }
+  gatherAll(plan, ex, result);
 }
 
 // The run on the plan's loopback world: rank 0's trainRank() values.

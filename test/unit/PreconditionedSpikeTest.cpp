@@ -57,41 +57,13 @@ SpikeRun runWithSpike(const LoadedPlan &plan, double spike) {
     const float g = layerGradient(param, step, k, colsOf(plan.param(param)));
     return step == kSpikeStep ? static_cast<float>(g * spike) : g;
   };
-  runWorld(plan, [&](int, Executor &ex) {
-    const int n = plan.numParams();
+  runWorld(plan, [&](int rank, Executor &ex) {
     bindAll(plan, ex, valueOf);
-    for (int step = 0; step < kSteps; ++step) {
-      const int groups = plan.root().hook_groups() ? plan.root().hook_groups()->size() : 0;
-      for (int g = 0; g < groups; ++g) {
-        ASSERT_TRUE(ex.preForward(g).isOk());
-        ASSERT_TRUE(ex.postForward(g).isOk());
-      }
-      for (int g = groups - 1; g >= -1; --g) {
-        if (g >= 0) {
-          ASSERT_TRUE(ex.preBackward(g).isOk());
-        }
-        for (int i = 0; i < n; ++i) {
-          if (plan.param(i).hook_group() != g)
-            continue;
-          float *grad = nullptr;
-          ASSERT_TRUE(ex.gradView(i, &grad).isOk());
-          for (int64_t k = 0; k < numel(plan.param(i)); ++k)
-            grad[k] += valueOf(i, step, k);
-        }
-        if (g >= 0) {
-          ASSERT_TRUE(ex.postBackward(g).isOk());
-        }
-      }
-      out.status.push_back(ex.step().code());
-      std::vector<std::vector<float>> values(static_cast<size_t>(n));
-      for (int i = 0; i < n; ++i) {
-        values[static_cast<size_t>(i)].resize(static_cast<size_t>(numel(plan.param(i))));
-        ASSERT_TRUE(ex.gatherParam(plan.param(i).name()->str(), values[static_cast<size_t>(i)].data(),
-                                   static_cast<int64_t>(values[static_cast<size_t>(i)].size()))
-                        .isOk());
-      }
-      out.afterStep.push_back(std::move(values));
-    }
+    trainSteps(plan, ex, rank, kSteps, gradientsOf(plan, ex, valueOf),
+               [&](int, const Status &s) {
+                 out.status.push_back(s.code());
+                 gatherAll(plan, ex, out.afterStep.emplace_back());
+               });
   });
   return out;
 }
